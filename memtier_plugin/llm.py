@@ -1,0 +1,418 @@
+"""One small client for OpenAI-compatible ``/v1/chat/completions`` endpoints.
+
+Works with the llama.cpp server (``llama_cpp.server``), Ollama, vLLM, SGLang
+and hosted APIs. The API key is configured as the *name* of an environment
+variable; its value is read at request time, sent only in the
+``Authorization: Bearer`` header and scrubbed from every error message.
+
+Model output is data: it is parsed with :func:`json.loads` (a fenced
+```json block is tolerated) and checked with :func:`validate`, a small
+JSON-schema subset implemented here. Nothing from a model is executed.
+
+Every model-backed step in memtier has a deterministic fallback: callers catch
+:class:`~memtier_plugin.errors.ModelError` and fall back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import httpx
+
+from memtier_plugin.errors import ConfigError, ModelError
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({429, 500, 502, 503, 504}) | frozenset(range(505, 600))
+MAX_RETRY_AFTER_S = 30.0
+# Logprob charged per continuation token the endpoint did not score (see prompt_logprob).
+UNSCORED_TOKEN_LOGPROB = -20.0
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Where and how to call a chat model. ``api_key_env`` names an env var; it is never the key."""
+
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    timeout_s: float = 30
+    max_retries: int = 2
+    backoff_s: float = 0.5
+    temperature: float = 0.0
+    max_tokens: int = 512
+    json_mode: bool = True
+
+    @classmethod
+    def from_mapping(cls, mapping: dict, *, where: str = "model") -> "ModelConfig":
+        """Build from a YAML ``model:`` section; unknown or missing keys raise ConfigError."""
+        fields = set(cls.__dataclass_fields__)
+        unknown = set(mapping) - fields
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(fields)}")
+        missing = {"base_url", "model"} - set(mapping)
+        if missing:
+            raise ConfigError(f"{where}: missing key(s) {sorted(missing)}")
+        return cls(**mapping)
+
+    @property
+    def chat_url(self) -> str:
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    text: str
+    data: Any
+    prompt_tokens: int
+    completion_tokens: int
+    logprobs: list[tuple[str, float]] | None
+    latency_s: float
+
+
+# --------------------------------------------------------------------------- schema
+
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
+    or (isinstance(v, float) and v.is_integer()),
+}
+_KEYWORDS = {"type", "properties", "required", "additionalProperties", "items", "enum",
+             "maxItems", "minItems", "maxLength", "minLength"}
+_ANNOTATIONS = {"title", "description", "$schema", "$id", "default", "examples"}
+
+
+def schema_errors(instance: Any, schema: dict, path: str = "$") -> list[str]:
+    """Every way ``instance`` violates ``schema``, as ``"<json path>: <problem>"`` strings.
+
+    Supported: type (one name or a list), properties, required,
+    additionalProperties (false/true), items, enum, maxItems, minItems,
+    maxLength, minLength. Any other keyword raises ValueError so a schema
+    never silently promises more than is checked.
+    """
+    unknown = set(schema) - _KEYWORDS - _ANNOTATIONS
+    if unknown:
+        raise ValueError(f"unsupported schema keyword(s) at {path}: {sorted(unknown)}")
+    errs: list[str] = []
+    if "type" in schema:
+        names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        for name in names:
+            if name not in _TYPES:
+                raise ValueError(f"unsupported schema type at {path}: {name!r}")
+        if not any(_TYPES[n](instance) for n in names):
+            return [f"{path}: expected {'/'.join(names)}, got {_json_type(instance)}"]
+    if "enum" in schema and not any(_same(instance, e) for e in schema["enum"]):
+        errs.append(f"{path}: {_short(instance)} is not one of {schema['enum']}")
+    if isinstance(instance, str):
+        if "maxLength" in schema and len(instance) > schema["maxLength"]:
+            errs.append(f"{path}: longer than {schema['maxLength']} characters")
+        if "minLength" in schema and len(instance) < schema["minLength"]:
+            errs.append(f"{path}: shorter than {schema['minLength']} characters")
+    if isinstance(instance, list):
+        if "maxItems" in schema and len(instance) > schema["maxItems"]:
+            errs.append(f"{path}: more than {schema['maxItems']} items")
+        if "minItems" in schema and len(instance) < schema["minItems"]:
+            errs.append(f"{path}: fewer than {schema['minItems']} items")
+        if "items" in schema:
+            for i, item in enumerate(instance):
+                errs.extend(schema_errors(item, schema["items"], f"{path}[{i}]"))
+    if isinstance(instance, dict):
+        props = schema.get("properties", {})
+        for key in schema.get("required", []):
+            if key not in instance:
+                errs.append(f"{path}: missing required property {key!r}")
+        for key, value in instance.items():
+            if key in props:
+                errs.extend(schema_errors(value, props[key], f"{path}.{key}"))
+            elif schema.get("additionalProperties", True) is False:
+                errs.append(f"{path}: unexpected property {_short(key)}")
+    return errs
+
+
+def validate(instance: Any, schema: dict) -> None:
+    """Raise ModelError naming the first problems when ``instance`` does not match ``schema``."""
+    errs = schema_errors(instance, schema)
+    if errs:
+        more = f" (+{len(errs) - 3} more)" if len(errs) > 3 else ""
+        raise ModelError("output does not match the schema: " + "; ".join(errs[:3]) + more)
+
+
+def _same(a: Any, b: Any) -> bool:
+    # enum equality without Python's True == 1 conflation
+    return type(a) is type(b) and a == b or (_TYPES["number"](a) and _TYPES["number"](b) and a == b)
+
+
+def _json_type(v: Any) -> str:
+    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
+        if _TYPES[name](v):
+            return name
+    return type(v).__name__
+
+
+def _short(v: Any, n: int = 60) -> str:
+    s = repr(v)
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+# --------------------------------------------------------------------------- parsing
+
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def parse_json(text: str) -> Any:
+    """Parse model output as JSON: the whole text, else the first fenced block. ValueError if neither."""
+    candidates = [text.strip()] + [m.group(1).strip() for m in _FENCE.finditer(text)]
+    for cand in candidates:
+        if not cand:
+            continue
+        try:
+            return json.loads(cand, parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            continue
+    raise ValueError("output is not valid JSON")
+
+
+def estimate_tokens(text: str) -> int:
+    """The chars/4 estimate used when an endpoint reports no usage (at least 1 for non-empty text)."""
+    return max(1, len(text) // 4) if text else 0
+
+
+def _parse_logprobs(choice: dict) -> list[tuple[str, float]] | None:
+    """Token logprobs of a choice in OpenAI chat format, or the older completions format."""
+    lp = choice.get("logprobs")
+    if not isinstance(lp, dict):
+        return None
+    if isinstance(lp.get("content"), list):
+        out = [(str(t.get("token", "")), float(t["logprob"]))
+               for t in lp["content"] if isinstance(t, dict) and _is_num(t.get("logprob"))]
+        return out or None
+    tokens, values = lp.get("tokens"), lp.get("token_logprobs")
+    if isinstance(tokens, list) and isinstance(values, list):
+        out = [(str(t), float(v)) for t, v in zip(tokens, values) if _is_num(v)]
+        return out or None
+    return None
+
+
+def _top_alternatives(choice: dict) -> list[dict[str, float]]:
+    """Per generated position, {token: logprob} of the returned top alternatives (chat format only)."""
+    lp = choice.get("logprobs") or {}
+    rows = lp.get("content") if isinstance(lp, dict) else None
+    out: list[dict[str, float]] = []
+    for t in rows if isinstance(rows, list) else []:
+        alts = t.get("top_logprobs") if isinstance(t, dict) else None
+        out.append({str(a.get("token", "")): float(a["logprob"]) for a in alts or []
+                    if isinstance(a, dict) and _is_num(a.get("logprob"))})
+    return out
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# --------------------------------------------------------------------------- client
+
+
+class ModelClient:
+    """Chat client with bounded retries. One ``httpx.Client`` is reused; close it or use ``with``."""
+
+    def __init__(self, config: ModelConfig, *, transport: httpx.BaseTransport | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.config = config
+        self._sleep = sleep
+        self._http = httpx.Client(transport=transport, timeout=config.timeout_s)
+
+    def __enter__(self) -> "ModelClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __repr__(self) -> str:
+        return f"ModelClient({self.config.chat_url!r}, model={self.config.model!r})"
+
+    # -- public calls
+
+    def chat(self, messages: list[dict], *, schema: dict | None = None,
+             logprobs: bool = False) -> ChatResult:
+        """One chat completion. With ``schema``, the output must be JSON matching it (``.data``)."""
+        cfg = self.config
+        body: dict[str, Any] = {"model": cfg.model, "messages": messages,
+                                "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
+        if cfg.json_mode and schema is not None:
+            body["response_format"] = {"type": "json_object"}
+        if logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = 1  # llama-cpp-python returns none when this is 0/absent
+        reply, latency = self._post(body)
+        choice, text = self._first_choice(reply)
+        usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+        prompt_tokens = usage.get("prompt_tokens")
+        completion_tokens = usage.get("completion_tokens")
+        if not _is_num(prompt_tokens):
+            prompt_tokens = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
+        if not _is_num(completion_tokens):
+            completion_tokens = estimate_tokens(text)
+        data = None
+        if schema is not None:
+            try:
+                data = parse_json(text)
+            except ValueError as exc:
+                raise ModelError(self._scrub(
+                    f"{cfg.chat_url}: {exc}: {_one_line(text, 80)}")) from None
+            try:
+                validate(data, schema)
+            except ModelError as exc:
+                raise ModelError(self._scrub(f"{cfg.chat_url}: {exc}")) from None
+        return ChatResult(text=text, data=data, prompt_tokens=int(prompt_tokens),
+                          completion_tokens=int(completion_tokens),
+                          logprobs=_parse_logprobs(choice) if logprobs else None,
+                          latency_s=latency)
+
+    def prompt_logprob(self, prefix_messages: list[dict], continuation: str,
+                       *, top_logprobs: int = 5) -> float | None:
+        """Approximate log p(continuation | prefix_messages), or None if the endpoint gives no logprobs.
+
+        Chat endpoints cannot score a given text (there is no ``echo``), so we
+        let the model continue the prefix greedily (temperature 0) with
+        ``logprobs`` and ``top_logprobs`` and align its tokens with
+        ``continuation``: while the model's token is the next piece of the
+        continuation its logprob is added; at the first divergence the
+        continuation's token is looked up among the top alternatives (else
+        bounded by the lowest alternative); every continuation token after
+        that, which the endpoint cannot score, costs ``UNSCORED_TOKEN_LOGPROB``.
+        The result is exact when the model would produce the continuation,
+        and a monotone, comparable score otherwise - what ablation-style
+        attribution (with vs. without a memory in the prefix) needs.
+        """
+        cfg = self.config
+        body = {"model": cfg.model, "messages": prefix_messages, "temperature": 0.0,
+                "max_tokens": estimate_tokens(continuation) + 8,
+                "logprobs": True, "top_logprobs": max(1, top_logprobs)}
+        reply, _ = self._post(body)
+        choice, _text = self._first_choice(reply)
+        tokens = _parse_logprobs(choice)
+        if not tokens:
+            return None
+        alternatives = _top_alternatives(choice)
+        rest, total, bound = continuation.lstrip(), 0.0, None
+        for i, (tok, lp) in enumerate(tokens):
+            if not rest:
+                break
+            piece = tok.lstrip() if i == 0 else tok
+            if piece and rest.startswith(piece):
+                total, rest = total + lp, rest[len(piece):]
+                continue
+            alts = alternatives[i] if i < len(alternatives) else {}
+            match = [(a, v) for a, v in alts.items() if a and rest.startswith(a)]
+            if match:
+                a, v = max(match, key=lambda av: len(av[0]))
+                total, rest = total + v, rest[len(a):]
+            elif alts:
+                bound = min(alts.values())  # the true token ranks below every alternative
+            break
+        if rest:
+            unscored = estimate_tokens(rest)
+            first = bound if bound is not None else UNSCORED_TOKEN_LOGPROB
+            total += first + UNSCORED_TOKEN_LOGPROB * (unscored - 1)
+        return total
+
+    # -- transport
+
+    def _headers(self) -> dict[str, str]:
+        env = self.config.api_key_env
+        if not env:
+            return {}
+        key = os.environ.get(env)
+        if not key:
+            raise ModelError(f"{self.config.chat_url}: api key variable {env} is not set")
+        return {"Authorization": f"Bearer {key}"}
+
+    def _scrub(self, text: str) -> str:
+        env = self.config.api_key_env
+        key = os.environ.get(env) if env else None
+        return text.replace(key, "***") if key else text
+
+    def _post(self, body: dict) -> tuple[dict, float]:
+        cfg, url = self.config, self.config.chat_url
+        headers = self._headers()
+        attempts = max(0, cfg.max_retries) + 1
+        last, last_retry_after = "", None
+        for attempt in range(attempts):
+            if attempt:
+                self._sleep(self._delay(attempt, last_retry_after))
+            last_retry_after = None
+            started = time.monotonic()
+            try:
+                resp = self._http.post(url, json=body, headers=headers)
+            except httpx.TimeoutException:
+                last = f"timed out after {cfg.timeout_s:g}s"
+            except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            except httpx.HTTPError as exc:  # bad URL, unsupported protocol: not retryable
+                raise ModelError(self._scrub(_one_line(f"{url}: {type(exc).__name__}: {exc}"))) from None
+            else:
+                latency = time.monotonic() - started
+                if resp.status_code == 200:
+                    try:
+                        reply = resp.json()
+                    except ValueError:
+                        raise ModelError(self._scrub(_one_line(
+                            f"{url}: response is not JSON: {resp.text[:80]}"))) from None
+                    if not isinstance(reply, dict):
+                        raise ModelError(f"{url}: response is not a JSON object")
+                    log.debug("model call %s ok in %.2fs (attempt %d)", url, latency, attempt + 1)
+                    return reply, latency
+                last = f"HTTP {resp.status_code}: {resp.text[:160]}"
+                if resp.status_code not in RETRY_STATUS:
+                    raise ModelError(self._scrub(_one_line(f"{url}: {last}")))
+                last_retry_after = _retry_after(resp)
+            log.warning("model call %s failed (attempt %d/%d): %s",
+                        url, attempt + 1, attempts, self._scrub(_one_line(last, 160)))
+        raise ModelError(self._scrub(_one_line(
+            f"{url}: failed after {attempts} attempt{'s' if attempts > 1 else ''}: {last}")))
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        delay = self.config.backoff_s * 2 ** (attempt - 1)
+        return max(delay, retry_after) if retry_after is not None else delay
+
+    def _first_choice(self, reply: dict) -> tuple[dict, str]:
+        try:
+            choice = reply["choices"][0]
+            text = choice["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise ModelError(f"{self.config.chat_url}: response has no choices[0].message.content") from None
+        if not isinstance(text, str):
+            raise ModelError(f"{self.config.chat_url}: message content is not text")
+        return choice, text
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    try:
+        value = float(resp.headers.get("retry-after", ""))
+    except ValueError:
+        return None
+    return min(max(0.0, value), MAX_RETRY_AFTER_S) if math.isfinite(value) else None
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -1,0 +1,381 @@
+"""ModelClient against a real HTTP server on loopback (no mocks of httpx)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from memtier_plugin.errors import ConfigError, ModelError
+from memtier_plugin.llm import (
+    ChatResult,
+    ModelClient,
+    ModelConfig,
+    UNSCORED_TOKEN_LOGPROB,
+    parse_json,
+    schema_errors,
+    validate,
+)
+
+SECRET = "sk-test-9f8e7d6c5b4a-do-not-leak"
+KEY_ENV = "MEMTIER_TEST_LLM_KEY"
+FACTS_SCHEMA = {
+    "type": "object",
+    "required": ["facts"],
+    "additionalProperties": False,
+    "properties": {
+        "facts": {
+            "type": "array",
+            "maxItems": 5,
+            "items": {
+                "type": "object",
+                "required": ["attribute", "value"],
+                "additionalProperties": False,
+                "properties": {
+                    "attribute": {"type": "string", "maxLength": 40},
+                    "value": {"type": "string"},
+                    "confidence": {"type": "number"},
+                },
+            },
+        }
+    },
+}
+GOOD = {"facts": [{"attribute": "seat", "value": "aisle"}]}
+
+
+def completion(content, usage=True, logprobs=None):
+    body = {"id": "c1", "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": "stop"}]}
+    if usage:
+        body["usage"] = {"prompt_tokens": 17, "completion_tokens": 9, "total_tokens": 26}
+    if logprobs is not None:
+        body["choices"][0]["logprobs"] = {"content": logprobs}
+    return body
+
+
+class Scripted(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.script: list[tuple] = []  # (status, body, delay_s); the last entry repeats
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        srv = self.server
+        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with srv.lock:
+            srv.requests.append({"path": self.path, "headers": dict(self.headers),
+                                 "body": json.loads(raw)})
+            status, body, delay = srv.script.pop(0) if len(srv.script) > 1 else srv.script[0]
+        time.sleep(delay)
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    srv = Scripted()
+    thread = threading.Thread(target=srv.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.fixture
+def make_client(server, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    sleeps: list[float] = []
+    clients = []
+
+    def make(**overrides):
+        cfg = ModelConfig(**{"base_url": server.url, "model": "qwen", "api_key_env": KEY_ENV,
+                             "timeout_s": 2.0, **overrides})
+        client = ModelClient(cfg, sleep=sleeps.append)
+        client.sleeps = sleeps
+        clients.append(client)
+        return client
+
+    yield make
+    for c in clients:
+        c.close()
+
+
+MSGS = [{"role": "user", "content": "Extract facts: I prefer aisle seats."}]
+
+
+def test_valid_json_with_usage(server, make_client):
+    server.script = [(200, completion(json.dumps(GOOD)), 0)]
+    res = make_client().chat(MSGS, schema=FACTS_SCHEMA)
+    assert isinstance(res, ChatResult)
+    assert res.data == GOOD
+    assert (res.prompt_tokens, res.completion_tokens) == (17, 9)
+    assert res.logprobs is None and res.latency_s >= 0
+    req = server.requests[0]
+    assert req["path"] == "/v1/chat/completions"
+    assert req["headers"]["Authorization"] == f"Bearer {SECRET}"
+    assert req["body"]["response_format"] == {"type": "json_object"}
+    assert req["body"]["model"] == "qwen" and req["body"]["temperature"] == 0.0
+    assert req["body"]["messages"] == MSGS
+    assert SECRET not in repr(res)
+
+
+def test_fenced_json_and_usage_estimate(server, make_client):
+    text = "Here you go:\n```json\n" + json.dumps(GOOD) + "\n```\n"
+    server.script = [(200, completion(text, usage=False), 0)]
+    res = make_client().chat(MSGS, schema=FACTS_SCHEMA)
+    assert res.data == GOOD
+    assert res.completion_tokens == len(text) // 4
+    assert res.prompt_tokens == len(MSGS[0]["content"]) // 4
+
+
+def test_without_schema_text_only_and_no_json_mode(server, make_client):
+    server.script = [(200, completion("plain words"), 0)]
+    res = make_client().chat(MSGS)
+    assert res.text == "plain words" and res.data is None
+    assert "response_format" not in server.requests[0]["body"]
+
+
+def test_no_key_env_sends_no_authorization(server, make_client):
+    server.script = [(200, completion("ok"), 0)]
+    make_client(api_key_env=None).chat(MSGS)
+    assert "Authorization" not in server.requests[0]["headers"]
+
+
+def test_unset_key_env_is_a_model_error(server, make_client, monkeypatch):
+    monkeypatch.delenv(KEY_ENV)
+    with pytest.raises(ModelError, match=KEY_ENV):
+        make_client().chat(MSGS)
+    assert server.requests == []
+
+
+@pytest.mark.parametrize("content, match", [
+    ("I am not JSON at all", "not valid JSON"),
+    ('{"facts": [{"attribute": "seat"}]}', "missing required property 'value'"),
+    ('{"facts": [], "extra": 1}', "unexpected property"),
+    ('{"facts": "aisle"}', "expected array"),
+])
+def test_bad_output_raises_without_retry(server, make_client, content, match):
+    server.script = [(200, completion(content), 0)]
+    with pytest.raises(ModelError, match=match) as err:
+        make_client().chat(MSGS, schema=FACTS_SCHEMA)
+    assert len(server.requests) == 1
+    assert "\n" not in str(err.value) and server.url in str(err.value)
+
+
+def test_non_json_http_body(server, make_client):
+    server.script = [(200, b"<html>proxy</html>", 0)]
+    with pytest.raises(ModelError, match="response is not JSON"):
+        make_client().chat(MSGS)
+
+
+def test_500_twice_then_200_retries(server, make_client):
+    server.script = [(500, {"error": "busy"}, 0), (500, {"error": "busy"}, 0),
+                     (200, completion(json.dumps(GOOD)), 0)]
+    client = make_client(max_retries=2, backoff_s=0.5)
+    res = client.chat(MSGS, schema=FACTS_SCHEMA)
+    assert res.data == GOOD
+    assert len(server.requests) == 3
+    assert client.sleeps == [0.5, 1.0]  # exponential backoff
+
+
+def test_500_always_exhausts_retries(server, make_client):
+    server.script = [(503, {"error": "down"}, 0)]
+    with pytest.raises(ModelError, match=r"failed after 3 attempts: HTTP 503") as err:
+        make_client(max_retries=2).chat(MSGS)
+    assert len(server.requests) == 3
+    assert SECRET not in str(err.value)
+
+
+def test_429_is_retried(server, make_client):
+    server.script = [(429, {"error": "slow down"}, 0), (200, completion("ok"), 0)]
+    assert make_client().chat(MSGS).text == "ok"
+    assert len(server.requests) == 2
+
+
+def test_401_not_retried_and_key_never_leaks(server, make_client):
+    # a server that echoes the key back must not get it into our message
+    server.script = [(401, {"error": f"Incorrect API key provided: {SECRET}"}, 0)]
+    with pytest.raises(ModelError, match="HTTP 401") as err:
+        make_client(max_retries=3).chat(MSGS)
+    assert len(server.requests) == 1
+    assert server.requests[0]["headers"]["Authorization"] == f"Bearer {SECRET}"
+    assert SECRET not in str(err.value) and "***" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_slow_response_times_out(server, make_client):
+    server.script = [(200, completion("late"), 1.0)]
+    client = make_client(timeout_s=0.2, max_retries=1)
+    t0 = time.monotonic()
+    with pytest.raises(ModelError, match=r"failed after 2 attempts: timed out after 0.2s"):
+        client.chat(MSGS)
+    assert time.monotonic() - t0 < 1.5
+    assert len(server.requests) == 2
+
+
+def test_connection_refused(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    url = f"http://127.0.0.1:{port}/v1"
+    sleeps = []
+    with ModelClient(ModelConfig(url, "m", KEY_ENV, max_retries=2), sleep=sleeps.append) as c:
+        with pytest.raises(ModelError, match=r"failed after 3 attempts: ConnectError") as err:
+            c.chat(MSGS)
+    msg = str(err.value)
+    assert msg.startswith(url + "/chat/completions") and SECRET not in msg
+    assert len(sleeps) == 2
+
+
+LOGPROBS = [
+    {"token": "The", "logprob": -0.1, "top_logprobs": [{"token": "The", "logprob": -0.1}]},
+    {"token": " aisle", "logprob": -0.5, "top_logprobs": [{"token": " aisle", "logprob": -0.5}]},
+    {"token": ".", "logprob": -0.2, "top_logprobs": [{"token": ".", "logprob": -0.2}]},
+]
+
+
+def test_logprobs_present(server, make_client):
+    server.script = [(200, completion("The aisle.", logprobs=LOGPROBS), 0)]
+    res = make_client().chat(MSGS, logprobs=True)
+    assert res.logprobs == [("The", -0.1), (" aisle", -0.5), (".", -0.2)]
+    body = server.requests[0]["body"]
+    assert body["logprobs"] is True and body["top_logprobs"] >= 1
+
+
+def test_logprobs_absent(server, make_client):
+    server.script = [(200, completion("The aisle."), 0)]
+    client = make_client()
+    assert client.chat(MSGS, logprobs=True).logprobs is None
+    assert client.prompt_logprob(MSGS, "The aisle.") is None
+
+
+def test_prompt_logprob_exact_when_model_agrees(server, make_client):
+    server.script = [(200, completion("The aisle.", logprobs=LOGPROBS), 0)]
+    lp = make_client().prompt_logprob(MSGS, "The aisle.")
+    assert lp == pytest.approx(-0.8)
+    body = server.requests[0]["body"]
+    assert body["logprobs"] is True and "response_format" not in body
+
+
+def test_prompt_logprob_divergence_uses_alternative_then_floor(server, make_client):
+    rows = [dict(LOGPROBS[0]),
+            {"token": " window", "logprob": -0.3,
+             "top_logprobs": [{"token": " window", "logprob": -0.3},
+                              {"token": " aisle", "logprob": -1.5}]},
+            {"token": ".", "logprob": -0.2, "top_logprobs": []}]
+    server.script = [(200, completion("The window.", logprobs=rows), 0)]
+    client = make_client()
+    # " aisle" found among alternatives; the "." after it cannot be scored
+    assert client.prompt_logprob(MSGS, "The aisle.") == pytest.approx(
+        -0.1 - 1.5 + UNSCORED_TOKEN_LOGPROB)
+    # more likely continuation scores higher than a less likely one
+    server.script = [(200, completion("The window.", logprobs=rows), 0)]
+    assert client.prompt_logprob(MSGS, "The window.") > client.prompt_logprob(MSGS, "The aisle.")
+
+
+def test_completions_style_logprobs_are_read(server, make_client):
+    body = completion("hi")
+    body["choices"][0]["logprobs"] = {"tokens": ["h", "i"], "token_logprobs": [-1.0, -2.0]}
+    server.script = [(200, body, 0)]
+    assert make_client().chat(MSGS, logprobs=True).logprobs == [("h", -1.0), ("i", -2.0)]
+
+
+def test_client_reuses_one_connection_and_closes(server, make_client):
+    server.script = [(200, completion("ok"), 0)]
+    client = make_client()
+    client.chat(MSGS)
+    client.chat(MSGS)
+    assert len(server.requests) == 2
+    client.close()
+    with pytest.raises(RuntimeError):
+        client.chat(MSGS)
+
+
+# --------------------------------------------------------------------------- pure parts
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"a": 1}', {"a": 1}),
+    ('  [1, 2]\n', [1, 2]),
+    ('```json\n{"a": 1}\n```', {"a": 1}),
+    ('Sure!\n```\n{"a": 2}\n```\nDone.', {"a": 2}),
+])
+def test_parse_json(text, expected):
+    assert parse_json(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "nope", '{"a": NaN}', "```json\n{bad}\n```", "[" * 5000])
+def test_parse_json_rejects(text):
+    with pytest.raises(ValueError):
+        parse_json(text)
+
+
+@pytest.mark.parametrize("instance, schema, ok", [
+    (1, {"type": "integer"}, True),
+    (1.0, {"type": "integer"}, True),
+    (1.5, {"type": "integer"}, False),
+    (True, {"type": "integer"}, False),
+    (True, {"type": "number"}, False),
+    (None, {"type": "null"}, True),
+    (None, {"type": ["string", "null"]}, True),
+    (False, {"type": "boolean"}, True),
+    ("abc", {"type": "string", "maxLength": 2}, False),
+    ("ab", {"type": "string", "maxLength": 2}, True),
+    ([1, 2, 3], {"type": "array", "maxItems": 2}, False),
+    ([1, "x"], {"type": "array", "items": {"type": "integer"}}, False),
+    ("b", {"enum": ["a", "b"]}, True),
+    ("c", {"enum": ["a", "b"]}, False),
+    (True, {"enum": [1]}, False),
+    ({"a": 1}, {"type": "object", "properties": {"a": {"type": "string"}}}, False),
+    ({"a": 1, "b": 2}, {"type": "object", "properties": {"a": {}}}, True),
+    ({"a": 1, "b": 2}, {"type": "object", "properties": {"a": {}},
+                        "additionalProperties": False}, False),
+    ({}, {"type": "object", "required": ["a"]}, False),
+])
+def test_schema_subset(instance, schema, ok):
+    assert (schema_errors(instance, schema) == []) is ok
+
+
+def test_schema_errors_name_paths_and_unknown_keywords_raise():
+    errs = schema_errors({"facts": [{"attribute": 3, "value": "x"}]}, FACTS_SCHEMA)
+    assert errs == ["$.facts[0].attribute: expected string, got integer"]
+    with pytest.raises(ModelError, match="does not match"):
+        validate({"facts": 1}, FACTS_SCHEMA)
+    with pytest.raises(ValueError, match="pattern"):
+        schema_errors("x", {"type": "string", "pattern": "^x$"})
+
+
+def test_config_from_mapping():
+    cfg = ModelConfig.from_mapping({"base_url": "http://127.0.0.1:8080/v1", "model": "q",
+                                    "api_key_env": "K", "timeout_s": 5})
+    assert cfg.chat_url == "http://127.0.0.1:8080/v1/chat/completions" and cfg.max_retries == 2
+    with pytest.raises(ConfigError, match="api_key"):
+        ModelConfig.from_mapping({"base_url": "x", "model": "q", "api_key": "sk-..."})
+    with pytest.raises(ConfigError, match="model"):
+        ModelConfig.from_mapping({"base_url": "x"})
