@@ -62,6 +62,13 @@ class ModelConfig:
             raise ConfigError(f"{where}: missing key(s) {sorted(missing)}")
         return cls(**mapping)
 
+    @classmethod
+    def from_section(cls, section: object) -> "ModelConfig":
+        """From the loaded config's ``model`` section (an empty ``api_key_env`` means no key)."""
+        values = {f: getattr(section, f) for f in cls.__dataclass_fields__ if hasattr(section, f)}
+        values["api_key_env"] = values.get("api_key_env") or None
+        return cls(**values)
+
     @property
     def chat_url(self) -> str:
         return self.base_url.rstrip("/") + "/chat/completions"

