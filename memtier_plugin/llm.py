@@ -30,7 +30,6 @@ from memtier_plugin.errors import ConfigError, ModelError
 
 log = logging.getLogger(__name__)
 
-RETRY_STATUS = frozenset({429, 500, 502, 503, 504}) | frozenset(range(505, 600))
 MAX_RETRY_AFTER_S = 30.0
 # Logprob charged per continuation token the endpoint did not score (see prompt_logprob).
 UNSCORED_TOKEN_LOGPROB = -20.0
@@ -389,7 +388,7 @@ class ModelClient:
                     log.debug("model call %s ok in %.2fs (attempt %d)", url, latency, attempt + 1)
                     return reply, latency
                 last = f"HTTP {resp.status_code}: {resp.text[:160]}"
-                if resp.status_code not in RETRY_STATUS:
+                if resp.status_code != 429 and resp.status_code < 500:
                     raise ModelError(self._scrub(_one_line(f"{url}: {last}")))
                 last_retry_after = _retry_after(resp)
             log.warning("model call %s failed (attempt %d/%d): %s",
