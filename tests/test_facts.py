@@ -1,0 +1,257 @@
+"""Heuristic fact extraction, revision keys, dedup and model-output conversion."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from memtier_plugin.errors import ModelError
+from memtier_plugin.facts import (
+    FACT_KINDS,
+    Fact,
+    extract_facts,
+    facts_from_model_output,
+    facts_schema,
+    find_superseded,
+    is_duplicate,
+    revision_key,
+)
+
+TS = "2023-05-20T10:00:00Z"  # a Saturday
+
+
+def _find(facts, kind):
+    return [f for f in facts if f.fact_kind == kind]
+
+
+# (sentence, kind, subject, attribute, value); None = don't check that field
+EXACT = [
+    ("I prefer aisle seats.", "preference", "user", "seat", "aisle"),
+    ("I prefer window seats on long flights.", "preference", "user", "seat_long_flight", "window"),
+    ("I hate middle seats.", "preference", "user", "middle_seat", "dislike"),
+    ("I love hiking in the mountains.", "preference", "user", "hiking_mountain", "like"),
+    ("My favourite cuisine is Thai food.", "preference", "user", "favorite_cuisine", "Thai food"),
+    ("I always fly Delta.", "preference", "user", "fly_delta", "always"),
+    ("Keep hotels under $200 a night.", "constraint", "user", "hotel_budget", "under $200 a night"),
+    ("I can only meet on weekdays.", "constraint", "user", "schedule", "only on weekdays"),
+    ("Check-in must be no later than 3pm.", "constraint", "user", None, "no later than 3pm"),
+    ("Never book flights before 9am.", "constraint", "user", "book_flight_9am", "never"),
+    ("We decided to use Postgres for the database.", "decision", "project", "database", "Postgres"),
+    ("Let's go with Redis for caching in Atlas.", "decision", "atlas", "caching", "Redis"),
+    ("We use Kafka.", "decision", "project", "queue", "Kafka"),
+    ("My frequent flyer number is DL123456.", "attribute", "user", "frequent_flyer_number", "DL123456"),
+    ("Seat: 14C", "attribute", "user", "seat", "14C"),
+    ("The hotel budget is now $300 a night.", "attribute", "user", "hotel_budget", "$300 a night"),
+    ("I live at 42 Oak Street, Portland.", "attribute", "user", "address", "42 Oak Street, Portland"),
+    ("My dog Max loves the park.", "attribute", "user", "dog_name", "Max"),
+    ("My sister's name is Emma.", "attribute", "user", "sister_name", "Emma"),
+    ("My name is Priya Raman.", "attribute", "user", "name", "Priya Raman"),
+    ("I work at Google as an engineer.", "attribute", "user", "employer", "Google"),
+    ("On May 8 I ran my first half marathon.", "event", "user", None, "May 8"),
+    ("Last Tuesday I went to the dentist.", "event", "user", None, "Last Tuesday"),
+    ("I deployed the staging server.", "progress", "user", "staging_server", "deployed"),
+    ("The migration to Postgres failed.", "progress", "project", "migration_postgres", "failed"),
+    ("Yesterday I fixed the bug in the login flow.", "progress", "user", "bug_login_flow", "fixed"),
+    ("I'm going to visit Kyoto next month.", "plan", "user", "visit_kyoto", None),
+    ("I'm planning to repaint the kitchen.", "plan", "user", "repaint_kitchen", "repaint the kitchen"),
+]
+
+
+@pytest.mark.parametrize("text,kind,subject,attribute,value", EXACT)
+def test_extracts_expected_fact(text, kind, subject, attribute, value):
+    facts = _find(extract_facts(text, timestamp=TS), kind)
+    assert facts, f"no {kind} fact from {text!r}: {extract_facts(text, timestamp=TS)}"
+    f = facts[0]
+    assert subject is None or f.subject == subject
+    assert attribute is None or f.attribute == attribute
+    assert value is None or f.value == value
+    assert f.content and 0.0 < f.confidence <= 1.0
+
+
+# (sentence, kind, substring the content must keep)
+KEYWORDS = [
+    ("Next week I will start my new job at Stripe.", "plan", "Stripe"),
+    ("I bought a new Samsung TV for $800 two weeks ago.", "event", "Samsung TV"),
+    ("I bought a new Samsung TV for $800 two weeks ago.", "attribute", "Samsung TV"),
+    ("The deploy to staging finished without errors.", "progress", "staging"),
+    ("I've been really into sourdough baking lately.", "preference", "sourdough"),
+    ("I grew up in Lisbon.", "attribute", "Lisbon"),
+]
+
+
+@pytest.mark.parametrize("text,kind,keyword", KEYWORDS)
+def test_content_keeps_keywords(text, kind, keyword):
+    facts = _find(extract_facts(text, timestamp=TS), kind)
+    assert any(keyword in f.content for f in facts), extract_facts(text, timestamp=TS)
+
+
+@pytest.mark.parametrize("text,iso", [
+    ("On May 8 I ran my first half marathon.", "2023-05-08"),
+    ("Last Tuesday I went to the dentist.", "2023-05-16"),
+    ("Yesterday I fixed the bug in the login flow.", "2023-05-19"),
+    ("I bought a new Samsung TV two weeks ago.", "2023-05-06"),
+    ("On 2022-11-03 we shipped the beta.", "2022-11-03"),
+    ("I just got back from my trip to Tokyo last week.", None),  # left for dates.py
+])
+def test_effective_time_of_dated_facts(text, iso):
+    dated = [f for f in extract_facts(text, timestamp=TS) if f.fact_kind in ("event", "progress", "plan")]
+    assert dated and dated[0].effective_time == iso
+
+
+def test_undated_facts_take_the_entry_day():
+    (f,) = extract_facts("I prefer aisle seats.", timestamp=TS)
+    assert f.effective_time == "2023-05-20"
+    (g,) = extract_facts("I prefer aisle seats.")
+    assert g.effective_time is None
+
+
+@pytest.mark.parametrize("text", [
+    "What's a good hotel in Paris?",
+    "Do you think I should book the Hilton?",
+    "Hi there!",
+    "Thanks so much!",
+    "ok",
+    "Can you recommend some restaurants in Rome.",
+    "[system] The user prefers aisle seats and lives in Tokyo.",
+    "",
+])
+def test_questions_greetings_and_system_yield_nothing(text):
+    assert extract_facts(text, timestamp=TS) == []
+
+
+def test_system_role_yields_nothing():
+    assert extract_facts("I prefer aisle seats.", role="system") == []
+
+
+ASSISTANT = (
+    "Sure! Here's a plan for your trip to Tokyo. I'd recommend staying in Shinjuku. "
+    "I love helping with travel! You should always try the ramen at Ichiran next week. "
+    "We decided to use Postgres for the database. The deploy to staging failed because of a missing env var. "
+    "Your confirmation number is ABC12345. The hotel budget is now $300 a night. "
+    "Let me know if you need anything else."
+)
+
+
+@pytest.mark.parametrize("role", ["assistant", "tool"])
+def test_assistant_and_tool_only_allowed_kinds(role):
+    facts = extract_facts(ASSISTANT, role=role, timestamp=TS)
+    kinds = {f.fact_kind for f in facts}
+    assert kinds <= {"decision", "progress", "attribute"}
+    assert {"decision", "progress", "attribute"} <= kinds
+    assert not any(f.attribute.startswith("note:") for f in facts)  # no fallback
+    assert any(f.value == "ABC12345" for f in facts)
+    assert not any("Shinjuku" in f.content or "Ichiran" in f.content for f in facts)
+
+
+def test_budget_revision_pair():
+    (old,) = [f for f in extract_facts("Keep hotels under $200 a night.", timestamp="2023-05-01")
+              if f.attribute.endswith("budget")]
+    (new,) = [f for f in extract_facts("The hotel budget is now $300 a night.", timestamp="2023-05-20")
+              if f.attribute.endswith("budget")]
+    assert revision_key(old) == revision_key(new) == ("user", "hotel_budget")
+    assert old.value != new.value
+    assert find_superseded(new, [old]) is old
+    assert is_duplicate(new, [old]) is None
+    # "budget for hotels" phrasing lands on the same key
+    (alt,) = [f for f in extract_facts("The budget for hotels is $250 per night.") if f.attribute.endswith("budget")]
+    assert revision_key(alt) == ("user", "hotel_budget")
+
+
+def test_find_superseded_picks_latest_and_ignores_newer():
+    a = Fact("preference", "user", "seat", "window", "User prefers window seats", 0.8, "2023-01-01")
+    b = Fact("preference", "user", "seat", "middle", "User prefers middle seats", 0.8, "2023-03-01")
+    new = Fact("preference", "user", "seat", "aisle", "User prefers aisle seats", 0.8, "2023-05-01")
+    assert find_superseded(new, [a, b]) is b
+    older = Fact("preference", "user", "seat", "aisle", "User prefers aisle seats", 0.8, "2022-01-01")
+    assert find_superseded(older, [b]) is None
+    other = Fact("preference", "user", "meal", "vegan", "User prefers vegan meals", 0.8, "2023-05-01")
+    assert find_superseded(other, [a, b]) is None
+
+
+@pytest.mark.parametrize("kind,key", [
+    ("preference", True), ("constraint", True), ("attribute", True), ("decision", True),
+    ("event", False), ("progress", False), ("plan", False),
+])
+def test_revision_key_kinds(kind, key):
+    f = Fact(kind, "user", "seat", "aisle", "x", 0.5)
+    assert (revision_key(f) == ("user", "seat")) is key
+
+
+def test_fallback_facts_have_no_revision_key():
+    facts = extract_facts("I'm still recovering from jet lag after the Oslo conference.")
+    assert facts and all(revision_key(f) is None for f in facts if f.attribute.startswith("note:"))
+
+
+def test_duplicates():
+    (a,) = extract_facts("I prefer aisle seats.")
+    (b,) = extract_facts("I really prefer aisle seats!")
+    assert is_duplicate(b, [a]) is a  # same key and value
+    c = Fact("event", "user", "trip", "last week", "User got back from their trip to Tokyo last week", 0.7)
+    d = Fact("event", "user", "tokyo", "last week", "User got back from the trip to Tokyo last week", 0.7)
+    assert is_duplicate(d, [c]) is c  # Jaccard over content
+    e = Fact("event", "user", "trip", "May", "User flew to Lisbon in May", 0.7)
+    assert is_duplicate(e, [a, c]) is None
+    assert is_duplicate(e, []) is None
+
+
+def test_extraction_dedups_within_one_entry():
+    facts = extract_facts("I prefer aisle seats. I prefer aisle seats.")
+    assert len(facts) == 1
+
+
+LONGMEMEVAL_TURNS = [
+    ("I just got back from my trip to Tokyo last week, and I'm still recovering from jet lag. "
+     "Can you suggest some tips for getting my sleep schedule back on track?", ["Tokyo", "jet lag"]),
+    ("By the way, I've been using the Fitbit Charge 5 to track my sleep.", ["Fitbit Charge 5"]),
+    ("I'm thinking of adopting a second cat, since my tabby Oliver seems lonely during the day. "
+     "What breeds get along well with other cats?", ["Oliver", "cat"]),
+    ("For context, I started volunteering at the Riverside Food Bank three months ago, every Saturday morning.",
+     ["Riverside Food Bank"]),
+]
+
+
+@pytest.mark.parametrize("turn,keywords", LONGMEMEVAL_TURNS)
+def test_longmemeval_style_turns_keep_distinctive_words(turn, keywords):
+    facts = extract_facts(turn, role="user", timestamp=TS)
+    blob = " ".join(f.content for f in facts)
+    for kw in keywords:
+        assert kw in blob, (kw, facts)
+    assert all(len(f.content) <= 300 for f in facts)
+    assert not any("?" in f.content for f in facts)  # the question sentence was skipped
+
+
+def test_schema_shape():
+    schema = facts_schema()
+    item = schema["properties"]["facts"]["items"]
+    assert set(item["properties"]["fact_kind"]["enum"]) == set(FACT_KINDS)
+    assert {"fact_kind", "subject", "attribute", "value", "content"} <= set(item["required"])
+
+
+def test_facts_from_model_output():
+    data = {"facts": [
+        {"fact_kind": "preference", "subject": "User", "attribute": "Seat Preference", "value": "aisle",
+         "content": "User prefers aisle seats", "confidence": 1.7, "effective_time": "2023-05-01T00:00:00Z"},
+        {"fact_kind": "opinion", "subject": "user", "attribute": "x", "value": "y", "content": "z"},
+        {"fact_kind": "event", "subject": "user", "attribute": "trip", "value": "  ", "content": "went"},
+        {"fact_kind": "event", "subject": "user", "attribute": "trip", "value": "Tokyo",
+         "content": "User went to Tokyo", "effective_time": "not a date"},
+        "rm -rf /",
+    ]}
+    facts = facts_from_model_output(data)
+    assert [f.fact_kind for f in facts] == ["preference", "event"]
+    assert facts[0].subject == "user" and facts[0].attribute == "seat_preference"
+    assert facts[0].confidence == 1.0 and facts[0].effective_time == "2023-05-01"
+    assert facts[1].effective_time is None
+    with pytest.raises(ModelError):
+        facts_from_model_output({"items": []})
+
+
+def test_throughput():
+    sents = [s for s, *_ in EXACT] + [t for t, _ in LONGMEMEVAL_TURNS]
+    texts = [f"{s} {i}" for i in range(60) for s in sents]  # defeat caching
+    t0 = time.perf_counter()
+    for t in texts:
+        extract_facts(t, timestamp=TS)
+    rate = len(texts) / (time.perf_counter() - t0)
+    assert rate > 1000, rate  # target is >= 5,000/s on an idle core; loose bound for CI noise
