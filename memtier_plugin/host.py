@@ -1,0 +1,220 @@
+"""The reference host: a pluggy PluginManager, plugin loading, and a replay runner.
+
+A real runtime (OpenClaw) plays this part in production; this one lets a user
+and the tests drive the hooks exactly as a host would.
+
+* ``MEMTIER_PLUGINS=a,b`` loads only the named entry-point plugins.
+* ``MEMTIER_TRACE_HOOKS=1`` traces every hook call to stderr.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pluggy
+
+from . import hookspecs, jsonl
+from .errors import MemtierError
+from .events import (AgentEndEvent, HookContext, PromptAddition, PromptEvent, SessionEndEvent,
+                     ToolCallEvent, ToolDecision, ToolResultEvent, combine_prompt_additions,
+                     combine_tool_decisions)
+from .ledger import parse_iso
+
+log = logging.getLogger(__name__)
+ENTRY_POINT_GROUP = "memtier"
+
+
+class Host:
+    """Holds the PluginManager and calls hooks with the host-side guard."""
+
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        if os.environ.get("MEMTIER_TRACE_HOOKS"):
+            self.pm.trace.root.setwriter(lambda msg: sys.stderr.write(msg))
+            self.pm.enable_tracing()
+
+    # ---- loading -------------------------------------------------------
+    def register(self, plugin: Any, name: str | None = None) -> str | None:
+        name = name or getattr(plugin, "PLUGIN_NAME", None) or getattr(plugin, "__name__", None)
+        if name and self.pm.has_plugin(name):
+            log.info("plugin %s already loaded; skipping duplicate", name)
+            return None
+        return self.pm.register(plugin, name=name)
+
+    def load_plugin_dir(self, directory: Path | str) -> list[str]:
+        """Import every ``*.py`` file of a plugin directory (sorted) and register it."""
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise MemtierError(f"{directory}: plugin directory not found")
+        loaded = []
+        for path in sorted(directory.glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            mod_name = f"memtier_plugindir_{abs(hash(str(path.resolve())))}_{path.stem}"
+            spec = importlib.util.spec_from_file_location(mod_name, path)
+            module = importlib.util.module_from_spec(spec)
+            try:
+                spec.loader.exec_module(module)
+            except Exception as exc:  # a broken third-party file must not stop the host
+                log.error("%s: cannot load plugin: %s", path, exc, exc_info=True)
+                continue
+            name = self.register(module, getattr(module, "PLUGIN_NAME", None) or path.stem)
+            if name:
+                loaded.append(name)
+        return loaded
+
+    def load_entrypoints(self) -> int:
+        allow = os.environ.get("MEMTIER_PLUGINS")
+        if allow is None:
+            return self.pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        count = 0
+        for name in [n.strip() for n in allow.split(",") if n.strip()]:
+            count += self.pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
+        return count
+
+    def plugins(self) -> list[tuple[str, list[str]]]:
+        """(plugin name, hooks it implements) for every registered plugin."""
+        out = []
+        for name, plugin in self.pm.list_name_plugin():
+            callers = self.pm.get_hookcallers(plugin) or []
+            out.append((name, sorted(c.name for c in callers)))
+        return out
+
+    # ---- calling -------------------------------------------------------
+    def _call(self, hook: str, **kwargs) -> list:
+        try:
+            return getattr(self.pm.hook, hook)(**kwargs)
+        except Exception:  # the host keeps the turn alive whatever a plugin does
+            log.exception("hook %s failed in a plugin; continuing without it", hook)
+            return []
+
+    def before_prompt_build(self, event: PromptEvent, ctx: HookContext) -> PromptAddition:
+        return combine_prompt_additions(self._call("before_prompt_build", event=event, ctx=ctx))
+
+    def pre_tool(self, event: ToolCallEvent, ctx: HookContext) -> ToolDecision:
+        return combine_tool_decisions(self._call("pre_tool", event=event, ctx=ctx))
+
+    def post_tool(self, event: ToolResultEvent, ctx: HookContext) -> None:
+        self._call("post_tool", event=event, ctx=ctx)
+
+    def agent_end(self, event: AgentEndEvent, ctx: HookContext) -> None:
+        self._call("agent_end", event=event, ctx=ctx)
+
+    def session_end(self, event: SessionEndEvent, ctx: HookContext) -> None:
+        self._call("session_end", event=event, ctx=ctx)
+
+
+# ---- replay ----------------------------------------------------------------
+@dataclass
+class TurnReport:
+    """What happened in one replayed run, for the demo and the tests."""
+
+    run_id: str
+    prompt: str
+    memory: PromptAddition
+    tools: list[tuple[ToolCallEvent, ToolDecision, str | None]] = field(default_factory=list)
+    success: bool = True
+
+
+@dataclass
+class SessionReport:
+    path: Path
+    ctx: HookContext
+    turns: list[TurnReport] = field(default_factory=list)
+
+
+def read_session(path: Path) -> list[dict]:
+    """Read a recorded session; errors name the file and line."""
+    records = []
+    for lineno, line in enumerate(Path(path).read_bytes().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(jsonl.loads(line))
+        except ValueError as exc:
+            raise MemtierError(f"{path}:{lineno}: not a JSON object: {exc}") from None
+    if not records or records[0].get("type") != "session":
+        raise MemtierError(f"{path}:1: expected a first record of type 'session'")
+    return records
+
+
+def _ts(rec: dict) -> float | None:
+    return parse_iso(rec["at"]) if rec.get("at") else None
+
+
+def replay_session(host: Host, path: Path, workspace: Path,
+                   on_turn: Callable[[SessionReport, TurnReport], None] | None = None) -> SessionReport:
+    """Drive one recorded session through the hooks, run by run.
+
+    Each user message starts a run: before_prompt_build, then for every
+    recorded tool call pre_tool (a blocked call is not run) and post_tool with
+    the recorded result; the run's agent_end comes before the next user
+    message (success = no failed tool call, and the session's own outcome for
+    the last run). session_end closes the session.
+    """
+    records = read_session(path)
+    head = records[0]
+    ctx = HookContext(agent_id=head["agent_id"], session_key=head.get("session_key", ""),
+                      session_id=head["session_id"], project=head.get("project", ""),
+                      workspace_dir=str(workspace))
+    report = SessionReport(Path(path), ctx)
+    end = next((r for r in records if r.get("type") == "end"), {"success": True})
+    messages: list[dict] = []
+    run: TurnReport | None = None
+    run_msgs: list[dict] = []
+
+    def finish(last: bool, at: float | None) -> None:
+        if run is None:
+            return
+        success = run.success and (bool(end.get("success", True)) if last else True)
+        run.success = success
+        host.agent_end(AgentEndEvent(messages=list(run_msgs), success=success, timestamp=at), ctx)
+        if on_turn:
+            on_turn(report, run)
+
+    for rec in records[1:]:
+        kind = rec.get("type")
+        if kind == "user":
+            finish(False, _ts(rec))
+            ctx.run_id = f"{ctx.session_id}-r{len(report.turns) + 1}"
+            messages.append({"role": "user", "content": rec["content"]})
+            addition = host.before_prompt_build(
+                PromptEvent(prompt=rec["content"], messages=list(messages), timestamp=_ts(rec)), ctx)
+            run = TurnReport(ctx.run_id, rec["content"], addition)
+            report.turns.append(run)
+            run_msgs = [{"role": "user", "content": rec["content"]}]
+        elif kind == "assistant":
+            msg = {"role": "assistant", "content": rec["content"]}
+            messages.append(msg)
+            run_msgs.append(msg)
+        elif kind == "tool_call" and run is not None:
+            call = ToolCallEvent(rec["tool"], rec.get("params") or {}, rec.get("tool_call_id", ""), _ts(rec))
+            decision = host.pre_tool(call, ctx)
+            if decision.block:
+                run.tools.append((call, decision, f"blocked: {decision.block_reason}"))
+                run_msgs.append({"role": "tool", "name": call.tool_name, "content": f"blocked: {decision.block_reason}"})
+                continue
+            params = decision.params if decision.params is not None else call.params
+            result = ToolResultEvent(call.tool_name, params, call.tool_call_id, rec.get("result"),
+                                     rec.get("error"), rec.get("duration_ms"), _ts(rec))
+            host.post_tool(result, ctx)
+            run.tools.append((call, decision, result.error))
+            if result.error:
+                run.success = False
+            run_msgs.append({"role": "tool", "name": call.tool_name,
+                             "content": result.error or str(result.result)})
+        elif kind == "end":
+            finish(True, _ts(rec))
+            run = None
+            host.session_end(SessionEndEvent(reason="completed" if rec.get("success", True) else "failed",
+                                             timestamp=_ts(rec)), ctx)
+    if run is not None:
+        finish(True, None)
+    return report

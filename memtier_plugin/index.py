@@ -1,0 +1,265 @@
+"""The derived search index over the ledgers, under ``<memory>/.index/``.
+
+The ledgers are the only source of truth: this index holds BM25 postings and
+compact per-document columns (time, cognitive weight, tier, session, agent,
+project, role, location of the line in its ledger) and a checkpoint of how far
+each ledger file has been read. Opening a workspace loads the saved index and
+reads only the bytes appended since; deleting ``.index/`` loses nothing (it is
+rebuilt from the ledgers). Content is not held in memory: it is read back from
+the ledger line for the few hits that are packed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import orjson
+
+from . import jsonl
+from .bm25 import BM25Index
+from .dates import annotate
+from .ledger import SYSTEM_PREFIX, clip_cw, parse_iso
+from .tokenize import tokenize
+
+log = logging.getLogger(__name__)
+FORMAT = 1
+TIER_CODE = {"episodic": 0, "semantic": 1, "procedural": 2}
+COLUMNS = {"ts": np.float64, "cw": np.float32, "tier": np.int8, "session": np.int32, "agent": np.int32,
+           "project": np.int32, "role": np.int8, "system": np.bool_, "superseded": np.bool_,
+           "fileno": np.int32, "offset": np.int64}
+ROLES = ["user", "assistant", "tool", "system", "fact"]
+
+
+class Codes:
+    """String ↔ small-integer codes for a categorical column."""
+
+    def __init__(self, names: Iterable[str] = ()):
+        self.names: list[str] = list(names)
+        self.code = {n: i for i, n in enumerate(self.names)}
+
+    def get(self, name: str) -> int:
+        c = self.code.get(name)
+        if c is None:
+            c = self.code[name] = len(self.names)
+            self.names.append(name)
+        return c
+
+
+class DocIndex:
+    """BM25 + columns for one kind of document: episodic entries or semantic facts."""
+
+    def __init__(self, kind: str, *, k1: float = 1.5, b: float = 0.75, idf: str = "lucene",
+                 annotate_dates: bool = True):
+        self.kind = kind
+        self.bm25 = BM25Index(k1=k1, b=b, idf=idf)
+        self.annotate_dates = annotate_dates
+        self.n = 0
+        self.cols = {name: np.zeros(1024, dtype=dt) for name, dt in COLUMNS.items()}
+        self.ids: list[str] = []
+        self.pos: dict[str, int] = {}
+        self.sessions, self.agents, self.projects = Codes(), Codes(), Codes()
+        self.files = Codes()
+        self.checkpoint: dict[str, int] = {}
+        self.session_docs: dict[int, list[int]] = {}
+        self.fact_sessions: dict[int, list[int]] = {}  # fact doc -> session codes of its sources
+        self.pending: dict[str, list[dict]] = {}  # updates seen before their entry
+
+    # ---- columns ---------------------------------------------------------
+    def col(self, name: str) -> np.ndarray:
+        return self.cols[name][: self.n]
+
+    def _grow(self) -> None:
+        if self.n < len(self.cols["ts"]):
+            return
+        size = max(1024, 2 * len(self.cols["ts"]))
+        for name, arr in self.cols.items():
+            new = np.zeros(size, dtype=arr.dtype)
+            new[: len(arr)] = arr
+            self.cols[name] = new
+
+    # ---- ingest ----------------------------------------------------------
+    def ingest(self, rec: dict, file_code: int, offset: int) -> int | None:
+        """Add one ledger record (entry, fact or change). Returns the new doc, if any."""
+        kind = rec.get("kind", "entry")
+        if kind in ("entry", "fact"):
+            rid = rec.get("id")
+            if not isinstance(rid, str) or rid in self.pos or not isinstance(rec.get("content"), str):
+                return None
+            return self._add_doc(rec, kind, file_code, offset)
+        target = rec.get("entry_id") or rec.get("fact_id")
+        if isinstance(target, str):
+            doc = self.pos.get(target)
+            if doc is None:
+                self.pending.setdefault(target, []).append(rec)
+            else:
+                self._apply(doc, rec)
+        return None
+
+    def _apply(self, doc: int, rec: dict) -> None:
+        kind = rec.get("kind")
+        if kind == "cw_update":
+            self.cols["cw"][doc] = clip_cw(float(self.cols["cw"][doc]) + float(rec.get("delta", 0.0)))
+        elif kind == "superseded":
+            self.cols["superseded"][doc] = True
+
+    def _add_doc(self, rec: dict, kind: str, file_code: int, offset: int) -> int:
+        try:
+            ts = parse_iso(rec.get("effective_time") or rec["timestamp"]) if kind == "fact" else parse_iso(rec["timestamp"])
+        except (KeyError, ValueError, TypeError):
+            ts = 0.0
+        content = rec["content"]
+        text = annotate(content, _day(ts)) if self.annotate_dates and ts else content
+        doc = self.bm25.add(tokenize(text))
+        self._grow()
+        c = self.cols
+        c["ts"][doc] = ts
+        c["cw"][doc] = float(rec.get("cognitive_weight") or 0.0)
+        c["tier"][doc] = TIER_CODE["semantic" if kind == "fact" else rec.get("tier", "episodic")] \
+            if (kind == "fact" or rec.get("tier", "episodic") in TIER_CODE) else 0
+        session = rec.get("session_id") or ""
+        c["session"][doc] = self.sessions.get(session)
+        c["agent"][doc] = self.agents.get(rec.get("agent_id") or rec.get("origin_agent") or "")
+        c["project"][doc] = self.projects.get(rec.get("project") or "")
+        role = "fact" if kind == "fact" else rec.get("role", "user")
+        c["role"][doc] = ROLES.index(role) if role in ROLES else 0
+        c["system"][doc] = content.startswith(SYSTEM_PREFIX)
+        c["fileno"][doc], c["offset"][doc] = file_code, offset
+        self.ids.append(rec["id"])
+        self.pos[rec["id"]] = doc
+        self.n = doc + 1
+        self.session_docs.setdefault(int(c["session"][doc]), []).append(doc)
+        if kind == "fact":
+            self.fact_sessions[doc] = [self.sessions.get(s) for s in rec.get("session_ids") or []]
+            if rec.get("supersedes"):
+                self.ingest({"kind": "superseded", "fact_id": rec["supersedes"]}, file_code, offset)
+        for pending in self.pending.pop(rec["id"], []):
+            self._apply(doc, pending)
+        return doc
+
+    def tail_file(self, path: Path) -> int:
+        """Read what was appended to ``path`` since the checkpoint; returns records read."""
+        key = str(path)
+        start = self.checkpoint.get(key, 0)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        if size <= start:
+            return 0
+        code = self.files.get(key)
+        offset, count = start, 0
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            data = fh.read(size - start)
+        for raw in data.splitlines(keepends=True):
+            if not raw.endswith(b"\n"):
+                break
+            line_at = offset
+            offset += len(raw)
+            if not raw.strip():
+                continue
+            try:
+                rec = jsonl.loads(raw)
+            except ValueError:
+                log.warning("%s: skipped an unreadable line at byte %d", path, line_at)
+                continue
+            self.ingest(rec, code, line_at)
+            count += 1
+        self.checkpoint[key] = offset
+        return count
+
+    def read_record(self, doc: int) -> dict:
+        """The ledger record of a document, read back from its line."""
+        path = self.files.names[int(self.cols["fileno"][doc])]
+        with open(path, "rb") as fh:
+            fh.seek(int(self.cols["offset"][doc]))
+            return jsonl.loads(fh.readline())
+
+    # ---- persistence -----------------------------------------------------
+    def save(self, directory: Path) -> None:
+        tmp = directory.with_name(directory.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        self.bm25.save(tmp / "bm25")
+        np.savez(tmp / "columns.npz", **{k: self.col(k) for k in COLUMNS})
+        meta = {"format": FORMAT, "kind": self.kind, "n": self.n, "ids": self.ids,
+                "sessions": self.sessions.names, "agents": self.agents.names, "projects": self.projects.names,
+                "files": self.files.names, "checkpoint": self.checkpoint,
+                "fact_sessions": {str(k): v for k, v in self.fact_sessions.items()},
+                "pending": self.pending, "annotate_dates": self.annotate_dates}
+        (tmp / "meta.json").write_bytes(orjson.dumps(meta))
+        shutil.rmtree(directory, ignore_errors=True)
+        os.replace(tmp, directory)
+
+    @classmethod
+    def load(cls, directory: Path, *, k1: float, b: float, idf: str) -> "DocIndex":
+        meta = orjson.loads((directory / "meta.json").read_bytes())
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"index format {meta.get('format')} is not {FORMAT}")
+        self = cls(meta["kind"], k1=k1, b=b, idf=idf, annotate_dates=meta.get("annotate_dates", True))
+        self.bm25 = BM25Index.load(directory / "bm25")
+        if (self.bm25.k1, self.bm25.b, self.bm25.idf) != (k1, b, idf):
+            raise ValueError("index was built with other BM25 parameters")
+        self.n = meta["n"]
+        with np.load(directory / "columns.npz") as cols:
+            for k, dt in COLUMNS.items():
+                arr = np.zeros(max(1024, self.n * 2), dtype=dt)
+                arr[: self.n] = cols[k]
+                self.cols[k] = arr
+        self.ids = meta["ids"]
+        self.pos = {rid: i for i, rid in enumerate(self.ids)}
+        self.sessions, self.agents = Codes(meta["sessions"]), Codes(meta["agents"])
+        self.projects, self.files = Codes(meta["projects"]), Codes(meta["files"])
+        self.checkpoint = meta["checkpoint"]
+        self.fact_sessions = {int(k): v for k, v in meta["fact_sessions"].items()}
+        self.pending = meta["pending"]
+        sess = self.col("session")
+        order = np.argsort(sess, kind="stable")
+        bounds = np.flatnonzero(np.diff(sess[order])) + 1
+        for group in np.split(order, bounds):
+            if len(group):
+                self.session_docs[int(sess[group[0]])] = group.tolist()
+        return self
+
+
+def _day(ts: float):
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts, tz=timezone.utc)
+
+
+def ledger_files(root: Path, sub: str) -> list[Path]:
+    base = root / sub
+    if not base.is_dir():
+        return []
+    return sorted(base.rglob("*.jsonl"))
+
+
+def open_index(root: Path, kind: str, sub: str, *, k1: float, b: float, idf: str,
+               progress: Callable[[int, int], None] | None = None) -> tuple[DocIndex, bool]:
+    """Load the saved index of ``kind`` (or build it) and read what the ledgers gained since.
+
+    Returns (index, changed) — changed is True when anything was read from the ledgers.
+    """
+    directory = root / ".index" / kind
+    index = None
+    if (directory / "meta.json").is_file():
+        try:
+            index = DocIndex.load(directory, k1=k1, b=b, idf=idf)
+        except Exception as exc:  # derived data: rebuild whatever is wrong with it
+            log.warning("%s: index unusable (%s); rebuilding from the ledgers", directory, exc)
+            index = None
+    if index is None:
+        index = DocIndex(kind, k1=k1, b=b, idf=idf)
+    files = ledger_files(root, sub)
+    read = 0
+    for i, path in enumerate(files):
+        read += index.tail_file(path)
+        if progress:
+            progress(i + 1, len(files))
+    return index, read > 0

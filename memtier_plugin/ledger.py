@@ -1,0 +1,310 @@
+"""The episodic JSONL ledger (MemTier §3.1).
+
+``<memory>/episodic/<agent_id>/YYYY-MM-DD.jsonl``, one record per line. The
+ledger is append-only: no line is ever rewritten. A change to an entry (its
+cognitive weight, its promotion) is a later record, folded on read.
+
+Durability and concurrency: every append takes an exclusive ``flock`` on the
+file, writes whole lines with one ``write`` on an ``O_APPEND`` descriptor and
+``fsync``s before it returns, so an id is acknowledged only once it is on disk
+and lines of concurrent writers never interleave. A torn last line (a crash
+mid-write) is detected by the next writer, which starts on a clean line; the
+torn bytes stay where they are and are reported, once, by every reader.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from . import jsonl
+from .errors import CorruptLineError, LedgerError
+from .redact import redact, redact_obj
+from .tokenize import count_tokens
+
+log = logging.getLogger(__name__)
+
+AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+REQUIRED = ("id", "timestamp", "agent_id", "session_id", "content")
+SYSTEM_PREFIX = "[system]"
+
+
+def utc_iso(ts: float | None = None) -> str:
+    """Seconds since the epoch as an ISO-8601 UTC string with milliseconds."""
+    ts = time.time() if ts is None else ts
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def parse_iso(value: str) -> float:
+    """ISO-8601 (``Z`` or offset; naive means UTC) to seconds since the epoch."""
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def check_agent_id(agent_id: str) -> str:
+    if not isinstance(agent_id, str) or not AGENT_ID_RE.match(agent_id):
+        raise LedgerError(f"agent id {agent_id!r}: expected letters, digits, '.', '_' or '-' (max 128)")
+    return agent_id
+
+
+def new_id(prefix: str, ts: float) -> str:
+    return f"{prefix}-{datetime.fromtimestamp(ts, tz=timezone.utc):%Y%m%d}-{os.urandom(6).hex()}"
+
+
+@dataclass
+class Entry:
+    """One episodic entry with every appended change folded in."""
+
+    id: str
+    timestamp: str
+    agent_id: str
+    session_id: str
+    project: str
+    content: str
+    role: str = "user"
+    tokens: int = 0
+    promoted: bool = False
+    cognitive_weight: float = 0.0
+    provenance: dict = field(default_factory=dict)
+    fact_ids: list = field(default_factory=list)
+    history: list = field(default_factory=list)
+    ts: float = 0.0
+    path: str = ""
+    line: int = 0
+
+    @property
+    def is_system(self) -> bool:
+        return self.content.startswith(SYSTEM_PREFIX)
+
+    def public(self) -> dict[str, Any]:
+        """The ledger fields, as `memtier inspect --json` prints them."""
+        return {
+            "id": self.id, "timestamp": self.timestamp, "agent_id": self.agent_id,
+            "session_id": self.session_id, "project": self.project, "role": self.role,
+            "content": self.content, "tokens": self.tokens, "promoted": self.promoted,
+            "cognitive_weight": round(self.cognitive_weight, 6), "provenance": self.provenance,
+        }
+
+
+def entry_from_record(rec: dict, path: str = "", line: int = 0) -> Entry:
+    missing = [k for k in REQUIRED if not isinstance(rec.get(k), str)]
+    if missing:
+        raise ValueError(f"entry record missing field {missing[0]!r}")
+    return Entry(
+        id=rec["id"], timestamp=rec["timestamp"], agent_id=rec["agent_id"],
+        session_id=rec["session_id"], project=str(rec.get("project") or ""),
+        content=rec["content"], role=str(rec.get("role") or "user"),
+        tokens=int(rec.get("tokens") or 0), promoted=bool(rec.get("promoted", False)),
+        cognitive_weight=float(rec.get("cognitive_weight") or 0.0),
+        provenance=rec.get("provenance") or {}, ts=parse_iso(rec["timestamp"]), path=path, line=line,
+    )
+
+
+def clip_cw(value: float) -> float:
+    return max(-1.0, min(1.0, value))
+
+
+def apply_update(entry: Entry, rec: dict) -> None:
+    """Fold one change record into its entry (order matters: replay in ledger order)."""
+    kind = rec.get("kind")
+    if kind == "cw_update":
+        entry.cognitive_weight = clip_cw(entry.cognitive_weight + float(rec.get("delta", 0.0)))
+    elif kind == "promoted":
+        entry.promoted = True
+        entry.fact_ids.extend(rec.get("fact_ids") or [])
+    entry.history.append(rec)
+
+
+@dataclass
+class ReadResult:
+    entries: dict[str, Entry]
+    problems: list[CorruptLineError]
+
+
+def read_lines(path: Path, start: int = 0, *, final: bool = True) -> Iterator[tuple[int, int, bytes | None, str | None]]:
+    """Yield (lineno, end_offset, raw_line, problem) for each line from byte ``start``.
+
+    ``lineno`` counts from the start of the file only when ``start`` is 0. A
+    last line without a newline is reported as torn when ``final`` (a whole-file
+    read); a tail reader passes ``final=False`` and leaves it for later.
+    """
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read()
+    offset, lineno = start, 0
+    for raw in data.splitlines(keepends=True):
+        lineno += 1
+        if not raw.endswith(b"\n"):
+            if final:
+                yield lineno, offset + len(raw), None, "torn last line (no newline: a write was cut off)"
+            return
+        offset += len(raw)
+        yield lineno, offset, raw, None
+
+
+class Ledger:
+    """Append and read the episodic ledgers under ``<memory_root>/episodic``."""
+
+    def __init__(self, memory_root: Path | str, *, fsync: bool = True, clock=time.time):
+        self.root = Path(memory_root)
+        self.episodic = self.root / "episodic"
+        self.fsync = fsync
+        self.clock = clock
+
+    # ---- writing -------------------------------------------------------
+    def path_for(self, agent_id: str, ts: float) -> Path:
+        day = datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d")
+        return self.episodic / check_agent_id(agent_id) / f"{day}.jsonl"
+
+    def make_entry(self, *, agent_id: str, session_id: str, project: str, content: str,
+                   role: str = "user", provenance: dict | None = None,
+                   timestamp: float | None = None) -> dict:
+        """Build a redacted entry record (not yet written)."""
+        ts = self.clock() if timestamp is None else timestamp
+        clean, kinds = redact(content)
+        prov, more = redact_obj(dict(provenance or {}))
+        kinds = kinds + more
+        if kinds:
+            prov["redacted"] = sorted(set(kinds))
+        return {
+            "v": jsonl.SCHEMA_VERSION, "kind": "entry", "id": new_id("ep", ts), "timestamp": utc_iso(ts),
+            "agent_id": check_agent_id(agent_id), "session_id": str(session_id), "project": str(project or ""),
+            "role": role, "content": clean, "tokens": count_tokens(clean), "promoted": False,
+            "cognitive_weight": 0.0, "provenance": prov,
+        }
+
+    def append(self, agent_id: str, records: Iterable[dict], *, timestamp: float | None = None) -> tuple[Path, int]:
+        """Durably append records to the ledger file of ``agent_id`` for ``timestamp`` (default: now).
+
+        Returns the file and the byte offset where the first record starts.
+        """
+        records = list(records)
+        ts = timestamp if timestamp is not None else (
+            _record_ts(records[0], self.clock) if records else self.clock())
+        path = self.path_for(agent_id, ts)
+        if not records:
+            return path, -1
+        return path, append_lines(path, b"".join(jsonl.dumps(r) for r in records), fsync=self.fsync)
+
+    def write_entry(self, **kwargs) -> tuple[dict, Path, int]:
+        """Build, redact and durably append one entry: (record, file, byte offset)."""
+        rec = self.make_entry(**kwargs)
+        path, offset = self.append(rec["agent_id"], [rec], timestamp=parse_iso(rec["timestamp"]))
+        return rec, path, offset
+
+    def add(self, **kwargs) -> dict:
+        """Build, redact and durably append one entry; returns the written record."""
+        return self.write_entry(**kwargs)[0]
+
+    def add_update(self, agent_id: str, rec: dict) -> dict:
+        """Append a change record (cw_update, promoted, ...) to the agent's ledger of today."""
+        ts = self.clock()
+        rec = {"v": jsonl.SCHEMA_VERSION, **rec, "id": rec.get("id") or new_id("up", ts), "timestamp": utc_iso(ts)}
+        self.append(agent_id, [rec], timestamp=ts)
+        return rec
+
+    # ---- reading -------------------------------------------------------
+    def agents(self) -> list[str]:
+        if not self.episodic.is_dir():
+            return []
+        return sorted(p.name for p in self.episodic.iterdir() if p.is_dir() and AGENT_ID_RE.match(p.name))
+
+    def files(self, agents: Iterable[str] | None = None) -> list[Path]:
+        names = self.agents() if agents is None else [a for a in agents if a in set(self.agents())]
+        out: list[Path] = []
+        for a in names:
+            out.extend(sorted((self.episodic / a).glob("*.jsonl")))
+        return out
+
+    def read(self, agents: Iterable[str] | None = None) -> ReadResult:
+        """Fold every record of the given agents (all when None); bad lines are reported, not fatal."""
+        entries: dict[str, Entry] = {}
+        pending: list[dict] = []
+        problems: list[CorruptLineError] = []
+        for path in self.files(agents):
+            for rec, lineno, problem in iter_records(path):
+                if problem:
+                    problems.append(CorruptLineError(path, lineno, problem))
+                    continue
+                if rec.get("kind", "entry") == "entry":
+                    try:
+                        entries[rec["id"]] = entry_from_record(rec, str(path), lineno)
+                    except (ValueError, TypeError) as exc:
+                        problems.append(CorruptLineError(path, lineno, str(exc)))
+                else:
+                    pending.append(rec)
+        for rec in pending:
+            target = entries.get(rec.get("entry_id", ""))
+            if target is not None:
+                apply_update(target, rec)
+        for p in problems:
+            log.warning("skipped %s", p)
+        return ReadResult(entries, problems)
+
+
+def iter_records(path: Path, start: int = 0, *, final: bool = True) -> Iterator[tuple[dict, int, str | None]]:
+    """Parsed records of one ledger file: (record, lineno, problem)."""
+    for lineno, _end, raw, problem in read_lines(path, start, final=final):
+        if problem:
+            yield {}, lineno, problem
+            continue
+        if not raw.strip():
+            continue
+        try:
+            rec = jsonl.loads(raw)
+        except ValueError as exc:
+            yield {}, lineno, f"not a JSON object ({str(exc).splitlines()[0][:80]})"
+            continue
+        yield rec, lineno, None
+
+
+def _record_ts(rec: dict, clock) -> float:
+    try:
+        return parse_iso(rec["timestamp"])
+    except (KeyError, ValueError, TypeError):
+        return clock()
+
+
+def append_lines(path: Path, data: bytes, *, fsync: bool = True) -> int:
+    """Append whole lines under an exclusive lock; start on a clean line after a torn tail.
+
+    Returns the byte offset at which ``data`` starts in the file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            size = os.fstat(fd).st_size
+            start = size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                log.warning("%s: torn last line found; starting the next record on a new line", path)
+                data = b"\n" + data
+                start += 1
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    if created and fsync:
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    return start

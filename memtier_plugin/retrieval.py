@@ -1,0 +1,263 @@
+"""Two-stage semantic→episodic retrieval (MemTier §3.2).
+
+Stage 1 runs BM25 over the project's current semantic facts and takes the top
+sessions named by the matching facts' provenance. Stage 2 scores only those
+sessions' episodic entries (plus the current session's) with the five-signal
+fusion; the matching facts themselves compete too, with their tier bonus. When
+the semantic tier is empty or stage 1 finds nothing, every episodic entry the
+agent may see is scored, and the trace says so. Only entries that share a term
+with the query (or, with an embedding backend, are close to it) are eligible.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import jsonl
+from .config import Config
+from .index import ROLES, DocIndex, open_index
+from .ledger import Ledger, append_lines, utc_iso
+from .packing import Hit, Packed, pack
+from .redact import redact
+from .signals import DAY, decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, tier_bonus
+from .tokenize import tokenize
+
+log = logging.getLogger(__name__)
+TIER_NAMES = ("episodic", "semantic", "procedural")
+
+
+@dataclass
+class Ranked:
+    """Ranking before packing: parallel arrays over (index, doc) pairs, best first."""
+
+    docs: list[tuple[DocIndex, int]]
+    scores: np.ndarray
+    raw_bm25: np.ndarray
+    signals: dict[str, np.ndarray]
+    weights: dict[str, float]
+    mode: str
+    stage1_sessions: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RecallResult:
+    query: str
+    hits: list[Hit]
+    left_out: list[str]
+    tokens: int
+    mode: str
+    stage1_sessions: list[str]
+    elapsed_ms: float
+
+    @property
+    def block(self) -> str:
+        return Packed(self.hits, self.left_out, self.tokens).block
+
+    def trace_rows(self) -> list[dict]:
+        return [{"id": h.id, "content": h.content, "score": round(h.score, 6), "tier": h.tier,
+                 "signals": {k: round(v["value"], 6) for k, v in h.signals.items()}} for h in self.hits]
+
+
+class Retriever:
+    """Holds the episodic and semantic indexes of one memory root and answers queries."""
+
+    def __init__(self, config: Config, ledger: Ledger | None = None, *, progress=None):
+        self.config = config
+        self.root = Path(config.memory_root)
+        self.ledger = ledger or Ledger(self.root)
+        self.weights = list(config.weights.vector())
+        if config.weights.learned_file:
+            from .trainer import read_learned_weights
+
+            self.weights = [float(x) for x in read_learned_weights(Path(config.weights.learned_file))]
+        self.embedder = None
+        self._lock = threading.RLock()
+        self.last_result: RecallResult | None = None
+        bm = config.bm25
+        t0 = time.perf_counter()
+        self.episodic, changed_e = open_index(self.root, "episodic", "episodic", k1=bm.k1, b=bm.b,
+                                              idf=bm.idf, progress=progress)
+        self.semantic, changed_s = open_index(self.root, "semantic", "semantic", k1=bm.k1, b=bm.b, idf=bm.idf)
+        self.open_s = time.perf_counter() - t0
+        self._unsaved = len(self.episodic.ids) if changed_e else 0
+        if changed_e or changed_s:
+            self.save()
+
+    # ---- freshness -------------------------------------------------------
+    def refresh(self) -> None:
+        """Read whatever other processes appended to the ledgers since we last looked."""
+        with self._lock:
+            for index, sub in ((self.episodic, "episodic"), (self.semantic, "semantic")):
+                base = self.root / sub
+                if base.is_dir():
+                    for path in sorted(base.rglob("*.jsonl")):
+                        self._unsaved += index.tail_file(path)
+
+    def notify_append(self, rec: dict, path: Path, offset: int) -> None:
+        """Make a record this process just wrote at ``path``:``offset`` searchable at once."""
+        with self._lock:
+            index = self.semantic if rec.get("kind") == "fact" else self.episodic
+            if index.ingest(rec, index.files.get(str(path)), offset) is not None:
+                self._unsaved += 1
+
+    def save(self) -> None:
+        with self._lock:
+            (self.root / ".index").mkdir(parents=True, exist_ok=True)
+            self.episodic.save(self.root / ".index" / "episodic")
+            self.semantic.save(self.root / ".index" / "semantic")
+            self._unsaved = 0
+
+    # ---- ranking ---------------------------------------------------------
+    def _mask(self, idx: DocIndex, docs: np.ndarray, agents: list[str] | None, project: str | None) -> np.ndarray:
+        keep = ~idx.col("system")[docs]
+        if agents is not None:
+            codes = [idx.agents.code[a] for a in agents if a in idx.agents.code]
+            keep &= np.isin(idx.col("agent")[docs], codes)
+        if project is not None:
+            code = idx.projects.code.get(project, -1)
+            keep &= idx.col("project")[docs] == code
+        roles = [ROLES.index(r) for r in self.config.retrieval.include_roles if r in ROLES]
+        if idx.kind == "episodic":
+            keep &= np.isin(idx.col("role")[docs], roles)
+        else:
+            keep &= ~idx.col("superseded")[docs]
+        return keep
+
+    def stage1(self, q: list[str], project: str | None) -> tuple[list[int], np.ndarray, np.ndarray]:
+        """BM25 over the project's current facts → (session codes, fact docs, raw scores)."""
+        idx = self.semantic
+        if idx.n == 0 or not q:
+            return [], np.empty(0, np.int64), np.empty(0)
+        docs, raw = idx.bm25.score(q)
+        keep = self._mask(idx, docs, None, project) & (raw > 0)
+        docs, raw = docs[keep], raw[keep]
+        order = np.lexsort((docs, -raw))
+        docs, raw = docs[order], raw[order]
+        sessions: list[int] = []
+        for d in docs.tolist():
+            for s in idx.fact_sessions.get(d, []):
+                name = idx.sessions.names[s]
+                code = self.episodic.sessions.code.get(name)
+                if code is not None and code not in sessions:
+                    sessions.append(code)
+            if len(sessions) >= self.config.retrieval.stage1_sessions:
+                break
+        return sessions[: self.config.retrieval.stage1_sessions], docs, raw
+
+    def rank(self, query: str, *, agents: list[str] | None, project: str | None, session_id: str = "",
+             now: float | None = None, depth: int | None = None, two_stage: bool | None = None,
+             weights: list[float] | None = None) -> Ranked:
+        """Score candidates with the five-signal fusion; best ``depth`` first (no packing)."""
+        cfg = self.config.retrieval
+        now = time.time() if now is None else now
+        depth = depth or cfg.depth
+        two_stage = cfg.two_stage if two_stage is None else two_stage
+        weights = self.weights if weights is None else weights
+        q = tokenize(query)
+        ep = self.episodic
+        mode = "all episodic entries (two-stage off)"
+        s_codes: list[int] = []
+        fact_docs, fact_raw = np.empty(0, np.int64), np.empty(0)
+        if two_stage:
+            s_codes, fact_docs, fact_raw = self.stage1(q, project)
+            mode = "two-stage" if s_codes else ("fallback: semantic tier empty" if self.semantic.n == 0
+                                                 else "fallback: stage 1 found no session")
+        if s_codes:
+            cur = ep.sessions.code.get(session_id)
+            scope = set(s_codes) | ({cur} if cur is not None else set())
+            cands = np.array(sorted(d for s in scope for d in ep.session_docs.get(s, [])), dtype=np.int64)
+            e_docs, e_raw = ep.bm25.score(q, cands) if len(cands) else (np.empty(0, np.int64), np.empty(0))
+            from_stage1 = np.isin(ep.col("session")[e_docs], s_codes)
+        else:
+            e_docs, e_raw = ep.bm25.score(q) if ep.n and q else (np.empty(0, np.int64), np.empty(0))
+            from_stage1 = np.zeros(len(e_docs), dtype=bool)
+        keep = self._mask(ep, e_docs, agents, project) & (e_raw > 0)
+        e_docs, e_raw, from_stage1 = e_docs[keep], e_raw[keep], from_stage1[keep]
+        f_keep = fact_raw > 0
+        f_docs, f_raw = fact_docs[f_keep][:depth], fact_raw[f_keep][:depth]
+
+        pairs = [(ep, int(d)) for d in e_docs] + [(self.semantic, int(d)) for d in f_docs]
+        raw = np.concatenate([e_raw, f_raw]).astype(np.float64)
+        if not pairs:
+            return Ranked([], np.empty(0), np.empty(0), {}, dict(zip(("sem", "bm25", "decay", "cw", "tier"), weights)),
+                          mode, [ep.sessions.names[s] for s in s_codes])
+        ts = np.concatenate([ep.col("ts")[e_docs], self.semantic.col("ts")[f_docs]])
+        cw = np.concatenate([ep.col("cw")[e_docs], self.semantic.col("cw")[f_docs]])
+        tiers = np.concatenate([ep.col("tier")[e_docs], self.semantic.col("tier")[f_docs]])
+        stage1 = np.concatenate([from_stage1, np.ones(len(f_docs), dtype=bool)])
+        bm = phi_bm25(raw, cfg.bypass_threshold)
+        decay = phi_decay((now - ts) / DAY, cfg.decay_lambda, decay_bypass(raw, cfg.bypass_threshold, stage1))
+        sem = self._phi_sem(query, pairs) if weights[0] > 0 else np.zeros(len(pairs))
+        fused = fuse(weights, sem, bm, decay, phi_cw(cw), tier_bonus(tiers, cfg.tier_multipliers))
+        order = np.lexsort((np.arange(len(pairs)), -fused.scores))[:depth]
+        return Ranked([pairs[i] for i in order], fused.scores[order], raw[order],
+                      {k: v[order] for k, v in fused.signals.items()}, fused.weights, mode,
+                      [ep.sessions.names[s] for s in s_codes])
+
+    def _phi_sem(self, query: str, pairs) -> np.ndarray:
+        from .signals import phi_sem
+
+        if self.embedder is None:
+            return np.zeros(len(pairs))
+        texts = [self.content(idx, d) for idx, d in pairs]
+        vecs = self.embedder.embed(texts)
+        qv = self.embedder.embed([query])[0]
+        return phi_sem(vecs @ qv)
+
+    # ---- hits and packing ------------------------------------------------
+    def content(self, idx: DocIndex, doc: int) -> str:
+        return self.record(idx, doc).get("content", "")
+
+    def record(self, idx: DocIndex, doc: int) -> dict:
+        return idx.read_record(doc)
+
+    def hits(self, ranked: Ranked, limit: int) -> list[Hit]:
+        out = []
+        for i, (idx, doc) in enumerate(ranked.docs[:limit]):
+            rec = self.record(idx, doc)
+            out.append(Hit(
+                id=idx.ids[doc], content=rec.get("content", ""), timestamp=rec.get("timestamp", ""),
+                session_id=rec.get("session_id") or ",".join(rec.get("session_ids") or [])[:40],
+                agent_id=rec.get("agent_id") or rec.get("origin_agent", ""),
+                role=rec.get("role", "fact"), tier=TIER_NAMES[int(idx.cols["tier"][doc])],
+                score=float(ranked.scores[i]), raw_bm25=float(ranked.raw_bm25[i]),
+                signals={k: {"value": float(v[i]), "weight": ranked.weights[k],
+                             "contribution": float(v[i]) * ranked.weights[k]} for k, v in ranked.signals.items()},
+            ))
+        return out
+
+    def recall(self, query: str, *, agent_id: str, project: str | None, session_id: str = "",
+               agents: list[str] | None, now: float | None = None, run_id: str = "",
+               record_trace: bool = True) -> RecallResult:
+        """The full path of before_prompt_build: rank, pack within budget, trace."""
+        t0 = time.perf_counter()
+        with self._lock:
+            self.refresh()
+            ranked = self.rank(query, agents=agents, project=project, session_id=session_id, now=now)
+            k, budget = self.config.retrieval.top_k, self.config.packing.token_budget
+            packed = pack(self.hits(ranked, max(4 * k, 16)), k, budget, self.config.packing.max_entry_chars)
+        result = RecallResult(query, packed.hits, packed.left_out, packed.tokens, ranked.mode,
+                              ranked.stage1_sessions, (time.perf_counter() - t0) * 1000)
+        self.last_result = result
+        if record_trace:
+            self._trace(result, agent_id, session_id, run_id, now)
+        return result
+
+    def _trace(self, result: RecallResult, agent_id: str, session_id: str, run_id: str, now) -> None:
+        ts = time.time() if now is None else now
+        rec = {"v": jsonl.SCHEMA_VERSION, "kind": "trace", "timestamp": utc_iso(ts), "run_id": run_id,
+               "agent_id": agent_id, "session_id": session_id, "query": redact(result.query)[0],
+               "mode": result.mode, "stage1_sessions": result.stage1_sessions,
+               "delivered": [{k: v for k, v in row.items() if k != "content"} for row in result.trace_rows()],
+               "left_out": result.left_out, "tokens": result.tokens, "elapsed_ms": round(result.elapsed_ms, 3)}
+        path = self.root / "traces" / agent_id / f"{rec['timestamp'][:10]}.jsonl"
+        try:
+            append_lines(path, jsonl.dumps(rec), fsync=False)
+        except OSError as exc:
+            log.warning("%s: trace not written: %s", path, exc)

@@ -1,0 +1,168 @@
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES, run_cli
+from memtier_plugin import jsonl
+from memtier_plugin.config import load_config
+from memtier_plugin.ledger import Ledger, append_lines, utc_iso
+from memtier_plugin.packing import Hit, pack
+from memtier_plugin.retrieval import Retriever
+from memtier_plugin.signals import decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, tier_bonus
+
+DAY = 86400.0
+NOW = 1_780_000_000.0
+
+
+def test_signals_are_bounded_and_follow_the_paper():
+    raw = np.array([0.5, 1.0, 8.0])
+    assert phi_bm25(raw).tolist() == pytest.approx([0.0625, 0.125, 1.0])
+    assert phi_bm25(np.array([0.5, 1.0])).tolist() == pytest.approx([0.25, 0.5])  # weak best stays weak
+    assert phi_decay(np.array([0.0, 14.0]), 0.05).tolist() == pytest.approx([1.0, np.exp(-0.7)])
+    assert phi_decay(np.array([100.0]), 0.05, np.array([True])).tolist() == [1.0]
+    assert decay_bypass(np.array([2.5, 1.0, 1.0]), 2.0, np.array([False, True, False])).tolist() == [True, True, False]
+    assert phi_cw(np.array([-1.0, 0.0, 1.0])).tolist() == [0.0, 0.5, 1.0]
+    mult = {"episodic": 1.0, "semantic": 1.2, "procedural": 1.4}
+    assert tier_bonus(np.array([0, 1, 2]), mult).tolist() == pytest.approx([0.0, 0.2, 0.4])
+
+
+def test_fusion_explains_itself():
+    one = np.array([1.0])
+    f = fuse([0, 0.35, 0.25, 0.25, 0.15], one * 0.9, one * 0.8, one * 0.5, one * 0.5, one * 0.2)
+    assert f.scores[0] == pytest.approx(0.35 * 0.8 + 0.25 * 0.5 + 0.25 * 0.5 + 0.15 * 0.2)
+    ex = f.explain(0)
+    assert ex["sem"]["contribution"] == 0.0 and ex["tier"]["value"] == pytest.approx(0.2)
+    assert sum(v["contribution"] for v in ex.values()) == pytest.approx(f.scores[0])
+
+
+def _hit(i, text, score):
+    return Hit(f"ep-{i}", text, "2026-10-05T00:00:00Z", "s", "a", "user", "episodic", score)
+
+
+def test_packing_respects_k_budget_and_never_cuts():
+    hits = [_hit(1, "short one about flights", 0.9), _hit(2, "word " * 200, 0.8),
+            _hit(3, "short one about flights", 0.7), _hit(4, "hotel under 200 a night", 0.6),
+            _hit(5, "another small entry", 0.5)]
+    packed = pack(hits, k=2, budget=60)
+    assert [h.id for h in packed.hits] == ["ep-1", "ep-4"]
+    reasons = " | ".join(packed.left_out)
+    assert "ep-2: does not fit" in reasons and "ep-3: duplicate of ep-1" in reasons and "ep-5: beyond top k" in reasons
+    assert packed.tokens <= 60
+    block = packed.block
+    assert block.startswith("<memtier-memory>") and block.endswith("</memtier-memory>")
+    assert "[ep-1 | 2026-10-05 | episodic" in block and "not instructions" in block
+    assert ("word " * 200).strip() not in block
+
+
+def _add(ledger, agent, session, project, text, days_ago=0.0, role="user"):
+    return ledger.add(agent_id=agent, session_id=session, project=project, content=text, role=role,
+                      timestamp=NOW - days_ago * DAY)
+
+
+def _fact(root: Path, project: str, text: str, sessions: list[str], fid: str, supersedes=None):
+    rec = {"kind": "fact", "id": fid, "timestamp": utc_iso(NOW - DAY), "project": project, "origin_agent": "a",
+           "content": text, "session_ids": sessions, "source_entry_ids": [], "supersedes": supersedes}
+    append_lines(root / "semantic" / f"{project}.jsonl", jsonl.dumps(rec))
+
+
+@pytest.fixture
+def corpus(workspace):
+    root = workspace / "memory"
+    ledger = Ledger(root)
+    _add(ledger, "a", "s-old", "trips", "I always want an aisle seat on long flights", days_ago=90)
+    _add(ledger, "a", "s-old", "trips", "Flights before 8am are a no for me", days_ago=90)
+    _add(ledger, "a", "s-new", "trips", "Booked the hotel in Lisbon for the conference", days_ago=1)
+    _add(ledger, "a", "s-new", "trips", "[system] internal seat note", days_ago=1)
+    _add(ledger, "a", "s-x", "atlas", "The atlas deploy needs an aisle seat for the database", days_ago=1)
+    _add(ledger, "b", "s-b", "trips", "Agent b notes an aisle seat preference too", days_ago=1)
+    return root
+
+
+def _retriever(**flags):
+    return Retriever(load_config(flags=flags))
+
+
+def test_isolation_system_project_agent(corpus):
+    r = _retriever()
+    res = r.recall("aisle seat", agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False)
+    contents = [h.content for h in res.hits]
+    assert any("aisle seat on long flights" in c for c in contents)
+    assert not any(c.startswith("[system]") for c in contents)
+    assert not any("atlas" in c for c in contents)  # other project
+    assert not any("Agent b" in c for c in contents)  # other agent
+    res_all = r.recall("aisle seat", agent_id="boss", project="trips", agents=None, now=NOW, record_trace=False)
+    assert any("Agent b" in h.content for h in res_all.hits)  # global read sees every agent
+
+
+def test_two_stage_scopes_to_fact_sessions(corpus):
+    _fact(corpus, "trips", "User never flies before 8am", ["s-old"], "sf-1")
+    r = _retriever()
+    res = r.recall("flights before 8am", agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False)
+    assert res.mode == "two-stage" and res.stage1_sessions == ["s-old"]
+    assert {h.session_id for h in res.hits if h.tier == "episodic"} <= {"s-old"}
+    ep = next(h for h in res.hits if h.tier == "episodic")
+    assert ep.signals["decay"]["value"] == 1.0  # 90 days old, but its session came from stage 1
+    fact = next(h for h in res.hits if h.tier == "semantic")
+    assert fact.signals["tier"]["value"] == pytest.approx(0.2)
+    # with no fact matching, stage 1 falls back and says so
+    res2 = r.recall("Lisbon hotel", agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False)
+    assert res2.mode == "fallback: stage 1 found no session"
+    assert "Lisbon" in res2.hits[0].content
+
+
+def test_superseded_fact_is_not_returned(corpus):
+    _fact(corpus, "trips", "Hotel budget is under 200 a night", ["s-old"], "sf-old")
+    _fact(corpus, "trips", "Hotel budget is now 300 a night", ["s-new"], "sf-new", supersedes="sf-old")
+    res = _retriever().recall("hotel budget night", agent_id="a", project="trips", agents=["a"], now=NOW,
+                              record_trace=False)
+    ids = [h.id for h in res.hits]
+    assert "sf-new" in ids and "sf-old" not in ids
+
+
+def test_append_is_searchable_and_index_rebuilds(corpus):
+    r = _retriever()
+    assert not r.recall("zebra", agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False).hits
+    rec, path, offset = r.ledger.write_entry(agent_id="a", session_id="s-new", project="trips",
+                                             content="the zebra exhibit opens Friday", timestamp=NOW)
+    r.notify_append(rec, path, offset)
+    assert r.recall("zebra", agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False).hits[0].id == rec["id"]
+    # another process's append is seen on the next recall
+    other = Ledger(corpus).add(agent_id="a", session_id="s-new", project="trips", content="zebra stripes", timestamp=NOW)
+    ids = [h.id for h in r.recall("zebra", agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False).hits]
+    assert other["id"] in ids
+    r.save()
+    before = _retriever().rank("aisle seat flights", agents=["a"], project="trips", now=NOW)
+    shutil.rmtree(corpus / ".index")
+    after = _retriever().rank("aisle seat flights", agents=["a"], project="trips", now=NOW)
+    assert [(i.kind, d) for i, d in before.docs] == [(i.kind, d) for i, d in after.docs]
+    assert np.allclose(before.scores, after.scores)
+
+
+def test_trace_records_delivered_signals(corpus):
+    r = _retriever()
+    r.recall("aisle seat", agent_id="a", project="trips", agents=["a"], now=NOW, run_id="run-7")
+    traces = list((corpus / "traces" / "a").glob("*.jsonl"))
+    rec = json.loads(traces[0].read_text().splitlines()[-1])
+    assert rec["run_id"] == "run-7" and rec["delivered"]
+    assert set(rec["delivered"][0]["signals"]) == {"sem", "bm25", "decay", "cw", "tier"}
+
+
+def test_explain_output_matches_golden(workspace):
+    root = workspace / "memory"
+    ledger = Ledger(root)
+    rows = [("s1", "I prefer aisle seats on every flight", 30), ("s1", "Vegetarian meals on flights please", 30),
+            ("s2", "Deploy atlas to staging after the migration", 2), ("s2", "Aisle seat booked on flight LH 1234", 2)]
+    for i, (session, text, days) in enumerate(rows):
+        rec = ledger.make_entry(agent_id="a", session_id=session, project="trips", content=text,
+                                timestamp=NOW - days * DAY)
+        rec["id"] = f"ep-golden-{i}"
+        ledger.append("a", [rec], timestamp=NOW - days * DAY)
+    from memtier_plugin.cli.search_cmd import explain_table
+
+    result = _retriever().recall("aisle seat flight", agent_id="a", project="trips", agents=["a"], now=NOW,
+                                 record_trace=False)
+    golden = FIXTURES / "golden" / "explain_aisle_seat.txt"
+    assert explain_table(result) + "\n" == golden.read_text()
