@@ -201,6 +201,9 @@ def _find_all(low: str, word: str):
 
 def _context_value(text: str, m: re.Match[str], spans: list, kind: str) -> None:
     start, end = m.span("val")
+    if m.re is not _URL_RE and not m.groupdict().get("q"):  # unquoted: may end a sentence
+        while end > start + 1 and text[end - 1] == ".":
+            end -= 1
     val = text[start:end]
     if _is_placeholder(val) or text.startswith("[REDACTED:", start):
         return

@@ -70,6 +70,8 @@ POSITIVE = [
     ("redis://:<S>@cache.internal:6379/0", "s3cr3t-cache-pw", "url_password"),
     ("https://bob:<S>@example.com/x", "p@ss:word", "url_password"),
     ("password=<S>", "hunter2", "password"),
+    ("OPENAI_API_KEY=<S>. Then deploy.", OPENAI, "openai_key"),
+    ("the password is password=<S>. Done", "hunter2", "password"),
     ("db_password: <S>", "Winter2026!", "password"),
     ('DB_PASSWORD="<S>"', "correct horse battery staple", "password"),
     ("passwd = '<S>'", "letmein99", "password"),
