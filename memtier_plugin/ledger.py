@@ -247,7 +247,7 @@ class Ledger:
             if target is not None:
                 apply_update(target, rec)
         for p in problems:
-            log.warning("skipped %s", p)
+            log.debug("skipped %s", p)
         return ReadResult(entries, problems)
 
 

@@ -37,6 +37,7 @@ def demo(state, scenario, into, plugin_dir, quiet):
     from ..host import Host, replay_session
     from ..ledger import Ledger
     from ..memory import memory_for, reset_services
+    from ..redact import redact
 
     scen = find_scenario(scenario)
     workspace = Path(into) if into else Path(tempfile.mkdtemp(prefix="memtier-demo-"))
@@ -58,7 +59,7 @@ def demo(state, scenario, into, plugin_dir, quiet):
 
     def on_turn(report, turn):
         ctx = report.ctx
-        echo(click.style(f"\n[{ctx.session_id} · {turn.run_id}] user:", bold=True) + f" {turn.prompt}")
+        echo(click.style(f"\n[{ctx.session_id} · {turn.run_id}] user:", bold=True) + f" {redact(turn.prompt)[0]}")
         block = turn.memory.prepend_context
         if block:
             rec = memory_for(ctx).retriever.last_result

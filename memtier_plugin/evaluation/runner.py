@@ -1,0 +1,182 @@
+"""memtier's own ranking on the benchmarks, through the same paths a host uses.
+
+For every LongMemEval question (every LoCoMo conversation) a fresh workspace
+is written through :class:`~memtier_plugin.ledger.Ledger` (haystack dates as
+timestamps), consolidated into semantic facts by the same heuristic extractor
+the daemon uses, and queried with :meth:`Retriever.rank` — the ranking
+before_prompt_build packs from — at the question date as "now". Durability
+(fsync) is off for these throwaway workspaces; nothing else differs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import jsonl
+from ..config import Config, load_config
+from ..dates import parse_timestamp
+from ..facts import extract_facts
+from ..ledger import Ledger, append_lines, new_id, utc_iso
+from ..retrieval import Retriever
+
+AGENT = "user"
+
+
+@dataclass
+class Options:
+    """What one evaluation run varies (the ablations of MemTier Table 2)."""
+
+    flags: dict[str, Any] = field(default_factory=dict)  # dotted config keys
+    roles: tuple[str, ...] = ("user",)
+    facts: bool = True
+    embedder: Any = None
+    depth: int = 1000
+
+
+def make_config(workspace: Path, opts: Options) -> Config:
+    return load_config(flags={"paths.workspace": str(workspace), **opts.flags})
+
+
+def _ts(date_string: str) -> float:
+    dt = parse_timestamp(date_string)
+    if dt is None:
+        raise ValueError(f"unparseable date {date_string!r}")
+    if dt.tzinfo is None:
+        from datetime import timezone
+
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def write_sessions(root: Path, sessions: list[tuple[str, float, list[tuple[str, str, str]]]], project: str,
+                   opts: Options) -> dict[str, str]:
+    """Write (session id, start ts, [(turn id, role, text)]) through the ledger; entry id → turn id."""
+    ledger = Ledger(root, fsync=False)
+    turn_of: dict[str, str] = {}
+    facts: list[bytes] = []
+    for session_id, start, turns in sessions:
+        records = []
+        for i, (turn_id, role, text) in enumerate(turns):
+            if role not in opts.roles or not text.strip():
+                continue
+            rec = ledger.make_entry(agent_id=AGENT, session_id=session_id, project=project, content=text,
+                                    role=role, timestamp=start + i, provenance={"turn": turn_id})
+            records.append(rec)
+            turn_of[rec["id"]] = turn_id
+            if opts.facts:
+                for f in extract_facts(text, role=role, timestamp=utc_iso(start)):
+                    facts.append(jsonl.dumps({
+                        "kind": "fact", "id": new_id("sf", start), "timestamp": utc_iso(start + i),
+                        "project": project, "origin_agent": AGENT, "fact_kind": f.fact_kind,
+                        "subject": f.subject, "attribute": f.attribute, "value": f.value,
+                        "content": f.content, "source_entry_ids": [rec["id"]], "session_ids": [session_id],
+                        "effective_time": utc_iso(start), "supersedes": None}))
+        if records:
+            ledger.append(AGENT, records, timestamp=start)
+    if facts:
+        append_lines(root / "semantic" / f"{project}.jsonl", b"".join(facts), fsync=False)
+    return turn_of
+
+
+def open_retriever(root: Path, opts: Options) -> Retriever:
+    retriever = Retriever(make_config(root.parent, opts))
+    retriever.embedder = opts.embedder
+    return retriever
+
+
+def rank_workspace(retriever: Retriever, query: str, now: float, project: str, opts: Options,
+                   turn_of: dict[str, str]) -> tuple[list[str], list[str], int]:
+    """(ranked session ids, ranked turn ids, tokens delivered at the configured k/budget)."""
+    cfg = retriever.config
+    ranked = retriever.rank(query, agents=None, project=project, now=now, depth=opts.depth)
+    sessions: list[str] = []
+    turns: list[str] = []
+    seen_s: set[str] = set()
+    for idx, doc in ranked.docs:
+        if idx.kind == "episodic":
+            sids = [idx.sessions.names[int(idx.cols["session"][doc])]]
+            turn = turn_of.get(idx.ids[doc])
+            if turn and turn not in turns:
+                turns.append(turn)
+        else:
+            sids = [idx.sessions.names[s] for s in idx.fact_sessions.get(doc, [])]
+        for s in sids:
+            if s not in seen_s:
+                seen_s.add(s)
+                sessions.append(s)
+    from ..packing import pack
+
+    packed = pack(retriever.hits(ranked, max(16, 4 * cfg.retrieval.top_k)), cfg.retrieval.top_k,
+                  cfg.packing.token_budget, cfg.packing.max_entry_chars)
+    return sessions, turns, packed.tokens
+
+
+class LongMemEvalRanker:
+    """``rank_fn`` for :func:`..longmemeval.evaluate_longmemeval`."""
+
+    def __init__(self, opts: Options, workdir: Path | None = None):
+        self.opts = opts
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="memtier-eval-"))
+        self.tokens: dict[str, int] = {}
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, q) -> tuple[list[str], list[str]]:
+        t0 = time.perf_counter()
+        ws = self.workdir / q.question_id
+        shutil.rmtree(ws, ignore_errors=True)
+        root = ws / "memory"
+        sessions = []
+        for s in q.sessions:
+            turns = [(f"{s.session_id}_{n}", t.get("role", "user"), t.get("content", ""))
+                     for n, t in enumerate(s.turns, 1)]
+            sessions.append((s.session_id, _ts(s.date), turns))
+        turn_of = write_sessions(root, sessions, "longmemeval", self.opts)
+        ranked_s, ranked_t, tokens = rank_workspace(open_retriever(root, self.opts), q.question, _ts(q.question_date), "longmemeval",
+                                                    self.opts, turn_of)
+        shutil.rmtree(ws, ignore_errors=True)
+        self.tokens[q.question_id] = tokens
+        self.seconds[q.question_id] = time.perf_counter() - t0
+        return ranked_s, ranked_t
+
+
+class LoCoMoRanker:
+    """``rank_fn`` for :func:`..locomo.evaluate_locomo`: one workspace per conversation."""
+
+    def __init__(self, opts: Options, workdir: Path | None = None):
+        self.opts = Options(**{**opts.__dict__, "roles": ("user", "assistant")})
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="memtier-eval-"))
+        self._built: dict[int, tuple[Retriever, dict[str, str], float]] = {}
+        self.tokens: list[int] = []
+
+    def _build(self, conv):
+        key = id(conv)
+        if key not in self._built:
+            from .locomo import turn_document
+
+            ws = self.workdir / f"conv-{len(self._built)}"
+            shutil.rmtree(ws, ignore_errors=True)
+            sessions, last = [], 0.0
+            for s in conv.sessions:
+                start = _ts(s.date)
+                last = max(last, start)
+                # speaker A plays "user", speaker B "assistant": both are written, as a host would
+                turns = [(t.dia_id, "user" if t.speaker == conv.speaker_a else "assistant", turn_document(t))
+                         for t in s.turns]
+                sessions.append((f"session_{s.index}", start, turns))
+            turn_of = write_sessions(ws / "memory", sessions, "locomo", self.opts)
+            self._built[key] = (open_retriever(ws / "memory", self.opts), turn_of, last + 86400.0)
+        return self._built[key]
+
+    def __call__(self, conv, qa) -> list[str]:
+        root, turn_of, now = self._build(conv)
+        _, turns, tokens = rank_workspace(root, qa.question, now, "locomo", self.opts, turn_of)
+        self.tokens.append(tokens)
+        return turns
+
+    def close(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
