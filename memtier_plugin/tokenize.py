@@ -1,0 +1,61 @@
+"""The one tokeniser shared by BM25, Jaccard overlap and token counts.
+
+Runs on every hook call, so it is one precompiled regex and one frozenset
+lookup per token. Tokens are case-folded runs of Unicode letters and digits
+(``[^\\W_]+``): "300", "aisle", "café" and "東京" are tokens; underscores and
+apostrophes split ("don't" -> "don", "t", both stop words).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Set
+
+_WORD = re.compile(r"[^\W_]+")
+
+# NLTK's English stop-word list, minus the apostrophe forms the regex can never
+# produce ("don't" becomes "don" + "t", which are listed on their own).
+STOP_WORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against ain all am an and any are aren as at
+    be because been before being below between both but by can couldn d did
+    didn do does doesn doing don down during each few for from further had
+    hadn has hasn have haven having he her here hers herself him himself his
+    how i if in into is isn it its itself just ll m ma me mightn more most
+    mustn my myself needn no nor not now o of off on once only or other our
+    ours ourselves out over own re s same shan she should shouldn so some
+    such t than that the their theirs them themselves then there these they
+    this those through to too under until up ve very was wasn we were weren
+    what when where which while who whom why will with won wouldn y you your
+    yours yourself yourselves
+    """.split()
+)
+
+
+def tokenize(text: str, stop: bool = True) -> list[str]:
+    """Case-folded word tokens of ``text``; English stop words dropped unless ``stop=False``."""
+    words = _WORD.findall(text.casefold())
+    if not stop:
+        return words
+    return [w for w in words if w not in STOP_WORDS]
+
+
+def count_tokens(text: str) -> int:
+    """Approximate model-token count: ``ceil(len/4)``, at least 1; 0 for empty text."""
+    if not text:
+        return 0
+    return max(1, math.ceil(len(text) / 4))
+
+
+def token_set(text: str) -> frozenset[str]:
+    """The set of (stop-word-free) tokens of ``text``, the unit of Jaccard overlap."""
+    return frozenset(tokenize(text))
+
+
+def jaccard(a: Set[str], b: Set[str]) -> float:
+    """|a ∩ b| / |a ∪ b|; 0.0 when both sets are empty."""
+    if not a and not b:
+        return 0.0
+    inter = len(a & b)
+    return inter / (len(a) + len(b) - inter)
