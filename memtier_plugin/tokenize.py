@@ -33,12 +33,50 @@ STOP_WORDS: frozenset[str] = frozenset(
 )
 
 
-def tokenize(text: str, stop: bool = True) -> list[str]:
-    """Case-folded word tokens of ``text``; English stop words dropped unless ``stop=False``."""
+def stem(word: str) -> str:
+    """A light English suffix stripper: plurals, -ing, -ed (seats → seat, booked → book).
+
+    Deliberately conservative (no Porter step 2–5): it merges the inflections a
+    memory query and a memory entry most often disagree on, and nothing else.
+    Words of three letters or fewer and numbers are left alone.
+    """
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for suffix in ("ing", "ed"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            if word[-1] == word[-2] and word[-1] not in "lsz":
+                word = word[:-1]  # stopped → stopp → stop
+            break
+    return word
+
+
+_STEMS: dict[str, str] = {}
+
+
+def _stem_cached(word: str) -> str:
+    s = _STEMS.get(word)
+    if s is None:
+        s = stem(word)
+        if len(_STEMS) < 500_000:
+            _STEMS[word] = s
+    return s
+
+
+def tokenize(text: str, stop: bool = True, stemming: bool = True) -> list[str]:
+    """Case-folded, lightly stemmed word tokens; English stop words dropped unless ``stop=False``."""
     words = _WORD.findall(text.casefold())
-    if not stop:
-        return words
-    return [w for w in words if w not in STOP_WORDS]
+    if stop:
+        words = [w for w in words if w not in STOP_WORDS]
+    if stemming:
+        words = [_stem_cached(w) for w in words]
+    return words
 
 
 def count_tokens(text: str) -> int:
