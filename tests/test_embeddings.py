@@ -1,0 +1,306 @@
+"""Tests for memtier_plugin.embeddings: hashing fallback, vector cache, phi_sem, MiniLM."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from memtier_plugin import embeddings as E
+from memtier_plugin.errors import ConfigError, MemtierError
+
+TEXTS = [
+    "I booked an aisle seat on the flight",
+    "flight seat preference: aisle",
+    "the database migration failed",
+    "",
+    "Ünïcödé wörds and 123 numbers",
+]
+
+
+class CountingEmbedder(E.HashingEmbedder):
+    """A real embedder that records every text it is asked to embed."""
+
+    def __init__(self, dim: int = 64) -> None:
+        super().__init__(dim=dim)
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return super().embed(texts)
+
+    @property
+    def embedded(self) -> list[str]:
+        return [t for call in self.calls for t in call]
+
+
+# ----------------------------------------------------------------- hashing
+
+
+def test_hashing_shape_dtype_and_norms():
+    v = E.HashingEmbedder().embed(TEXTS)
+    assert v.shape == (len(TEXTS), 512) and v.dtype == np.float32
+    norms = np.linalg.norm(v, axis=1)
+    assert np.allclose(norms[[0, 1, 2, 4]], 1.0, atol=1e-6)
+    assert norms[3] == 0.0  # no words -> zero vector, documented
+
+
+def test_hashing_is_deterministic_across_instances_and_processes():
+    a = E.HashingEmbedder().embed(TEXTS)
+    b = E.HashingEmbedder().embed(list(reversed(TEXTS)))[::-1]
+    assert np.array_equal(a, b)
+    code = (
+        "import sys, numpy as np; from memtier_plugin.embeddings import HashingEmbedder;"
+        "sys.stdout.write(HashingEmbedder().embed([sys.argv[1]]).tobytes().hex())"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", code, TEXTS[0]], capture_output=True, text=True, env=env, check=True)
+    assert bytes.fromhex(out.stdout) == a[0].tobytes()
+
+
+def test_hashing_is_lexical():
+    h = E.HashingEmbedder()
+    v = h.embed(["aisle seat on the flight", "flight aisle seat", "database migration failed", "the and of"])
+    assert v[0] @ v[1] > v[0] @ v[2]
+    assert not v[3].any()  # stop words only
+    assert E.HashingEmbedder(stop_words=False).embed(["the and of"]).any()
+    assert E.HashingEmbedder(dim=256).embed(["x"]).shape == (1, 256)
+    assert h.embed([]).shape == (0, 512)
+
+
+def test_hashing_names_differ_by_configuration():
+    variants = [{}, {"dim": 256}, {"bigrams": False}, {"stop_words": False}]
+    names = {E.HashingEmbedder(**kw).name for kw in variants}
+    assert len(names) == 4
+
+
+def test_protocol_and_factory():
+    h = E.get_embedder("hashing", dim=128)
+    assert isinstance(h, E.HashingEmbedder) and isinstance(h, E.Embedder) and h.dim == 128
+    assert E.get_embedder("none") is None and E.get_embedder(None) is None
+    m = E.get_embedder("MiniLM", intra_op_num_threads=2)
+    assert isinstance(m, E.OnnxMiniLM) and m.intra_op_num_threads == 2 and m._session is None  # lazy
+    assert isinstance(m, E.Embedder) and m.dim == 384
+    with pytest.raises(ConfigError):
+        E.get_embedder("word2vec")
+
+
+def test_embedding_unavailable_is_memtier_error_with_hint(tmp_path, monkeypatch):
+    assert issubclass(E.EmbeddingUnavailable, MemtierError)
+    monkeypatch.setenv(E.MODEL_PATH_ENV, str(tmp_path / "absent.onnx"))
+    with pytest.raises(E.EmbeddingUnavailable, match=r"pip install 'memtier-plugin\[embed\]'"):
+        E.OnnxMiniLM().embed(["x"])
+    with pytest.raises(E.EmbeddingUnavailable):
+        E.OnnxMiniLM(model_path=tmp_path / "absent.onnx").embed(["x"])
+    assert not E.OnnxMiniLM.available()
+
+
+# ----------------------------------------------------------------- scoring
+
+
+def test_cosine_scores_and_phi_sem():
+    m = np.array([[1, 0], [0, 2], [-3, 0], [0, 0]], dtype=np.float32)
+    q = np.array([2, 0], dtype=np.float32)
+    assert np.allclose(E.cosine_scores(q, m), [1, 0, -1, 0])
+    phi = E.phi_sem(q, m)
+    assert phi.dtype == np.float32 and np.allclose(phi, [1, 0.5, 0, 0.5])
+    assert E.cosine_scores(q, np.zeros((0, 2), np.float32)).shape == (0,)
+    with pytest.raises(ValueError):
+        E.cosine_scores(q, np.ones((2, 3)))
+
+
+def test_phi_sem_ranks_by_cosine():
+    h = E.HashingEmbedder()
+    docs = h.embed(["booked aisle seat flight", "database migration failed"])
+    q = h.embed(["aisle seat"])[0]
+    phi = E.phi_sem(q, docs)
+    assert ((phi >= 0) & (phi <= 1)).all() and phi[0] > phi[1]
+
+
+# ----------------------------------------------------------------- cache
+
+
+def test_cache_round_trip_and_only_missing_embedded(tmp_path):
+    emb = CountingEmbedder()
+    cache = E.VectorCache(tmp_path / "vec", emb)
+    first = cache.get_many(["a b", "c d", "a b"])
+    assert emb.embedded == ["a b", "c d"]  # duplicates embedded once
+    assert np.array_equal(first, E.HashingEmbedder(64).embed(["a b", "c d", "a b"]))
+    second = cache.get_many(["c d", "e f", "a b"])
+    assert emb.embedded == ["a b", "c d", "e f"]
+    assert np.array_equal(second[0], first[1]) and np.array_equal(second[2], first[0])
+
+    emb2 = CountingEmbedder()
+    reopened = E.VectorCache(tmp_path / "vec", emb2)
+    assert len(reopened) == 3
+    again = reopened.get_many(["e f", "a b", "c d"])
+    assert emb2.calls == []  # nothing re-embedded after a restart
+    assert np.array_equal(again, np.stack([second[1], first[0], first[1]]))
+    assert reopened.get("a b").shape == (64,)
+    assert reopened.get_many([]).shape == (0, 64)
+
+
+def test_cache_keys_on_embedder_name(tmp_path):
+    a = E.VectorCache(tmp_path, CountingEmbedder(dim=64))
+    b_emb = CountingEmbedder(dim=32)
+    b = E.VectorCache(tmp_path, b_emb)
+    a.get_many(["same text"])
+    assert b.get_many(["same text"]).shape == (1, 32) and b_emb.embedded == ["same text"]
+    assert a.key("x") != b.key("x")
+
+
+def test_cache_files_deleted_are_recomputed(tmp_path):
+    emb = CountingEmbedder()
+    E.VectorCache(tmp_path, emb).get_many(["one", "two"])
+    for p in tmp_path.iterdir():
+        p.unlink()
+    emb2 = CountingEmbedder()
+    v = E.VectorCache(tmp_path, emb2).get_many(["two", "one"])
+    assert sorted(emb2.embedded) == ["one", "two"] and v.shape == (2, 64)
+    # and a live cache whose files vanish keeps working and rewrites them consistently
+    live = E.VectorCache(tmp_path, emb2)
+    live.get_many(["one"])
+    for p in tmp_path.iterdir():
+        p.unlink()
+    live.get_many(["three"])
+    emb3 = CountingEmbedder()
+    assert np.array_equal(E.VectorCache(tmp_path, emb3).get("three"), E.HashingEmbedder(64).embed(["three"])[0])
+    assert emb3.calls == []
+
+
+# 4 entries of dim 64: keys file 32 bytes, vectors file 4 x 256 bytes.
+@pytest.mark.parametrize(
+    "cut_keys,cut_vecs,lost",
+    [(3, 0, ["s"]), (0, 100, ["s"]), (8, 0, ["s"]), (0, 256, ["s"]), (11, 17, ["r", "s"])],
+)
+def test_cache_tolerates_truncated_tail(tmp_path, cut_keys, cut_vecs, lost):
+    emb = CountingEmbedder()
+    cache = E.VectorCache(tmp_path, emb)
+    cache.get_many(["p", "q"])
+    cache.get_many(["r", "s"])
+    full = cache.get_many(["p", "q", "r", "s"])
+    for path, cut in ((cache.keys_path, cut_keys), (cache.vecs_path, cut_vecs)):
+        size = path.stat().st_size
+        with open(path, "r+b") as f:
+            f.truncate(size - cut)
+
+    emb2 = CountingEmbedder()
+    torn = E.VectorCache(tmp_path, emb2)
+    got = torn.get_many(["p", "q", "r", "s"])
+    assert np.array_equal(got, full)  # the lost tail is recomputed, the rest reused
+    assert emb2.embedded == lost
+
+    emb3 = CountingEmbedder()  # after the repair-append the files are aligned again
+    assert np.array_equal(E.VectorCache(tmp_path, emb3).get_many(["p", "q", "r", "s", "t"])[:4], full)
+    assert emb3.embedded == ["t"]
+    assert cache.keys_path.stat().st_size // 8 == cache.vecs_path.stat().st_size // (4 * 64) == 5
+
+
+def test_cache_two_writers_interleaved(tmp_path):
+    a, b = E.VectorCache(tmp_path, CountingEmbedder()), E.VectorCache(tmp_path, CountingEmbedder())
+    a.get_many(["one", "two"])
+    b.get_many(["three"])
+    a.get_many(["four"])
+    b.get_many(["two", "five"])  # b re-embeds "two": a duplicate row is harmless
+    emb = CountingEmbedder()
+    union = E.VectorCache(tmp_path, emb)
+    got = union.get_many(["one", "two", "three", "four", "five"])
+    assert emb.calls == [] and np.array_equal(got, E.HashingEmbedder(64).embed(["one", "two", "three", "four", "five"]))
+
+
+def test_cache_grows_in_many_small_calls(tmp_path):
+    emb = CountingEmbedder(dim=8)
+    cache = E.VectorCache(tmp_path, emb)
+    texts = [f"text {i}" for i in range(300)]
+    for i in range(0, 300, 7):
+        cache.get_many(texts[i : i + 7])
+    assert len(cache) == 300 and len(emb.embedded) == 300
+    assert np.array_equal(cache.get_many(texts), E.HashingEmbedder(8).embed(texts))
+
+
+def test_cache_ignores_non_finite_garbage_tail(tmp_path):
+    emb = CountingEmbedder()
+    cache = E.VectorCache(tmp_path, emb)
+    cache.get_many(["p", "q"])
+    with open(cache.vecs_path, "r+b") as f:  # corrupt the last row
+        f.seek(64 * 4)
+        f.write(np.full(64, np.nan, dtype="<f4").tobytes())
+    emb2 = CountingEmbedder()
+    v = E.VectorCache(tmp_path, emb2).get_many(["p", "q"])
+    assert emb2.embedded == ["q"] and np.isfinite(v).all()
+
+
+def test_cache_rejects_wrong_shape(tmp_path):
+    class Broken(E.HashingEmbedder):
+        def embed(self, texts):
+            return np.zeros((len(texts), 3), np.float32)
+
+    with pytest.raises(MemtierError):
+        E.VectorCache(tmp_path, Broken(dim=8)).get_many(["x"])
+
+
+# ----------------------------------------------------------------- MiniLM (optional extra)
+
+
+def _minilm_missing() -> str | None:
+    import importlib.util
+
+    for mod in ("onnxruntime", "tokenizers"):
+        if importlib.util.find_spec(mod) is None:
+            return f"{mod} not installed ({E.INSTALL_HINT})"
+    try:
+        E._find_model_file()
+    except E.EmbeddingUnavailable as e:
+        return str(e)
+    return None
+
+
+_MISSING = _minilm_missing()
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return E.OnnxMiniLM().load()
+
+
+@pytest.mark.embed
+@pytest.mark.skipif(_MISSING is not None, reason=f"MiniLM unavailable: {_MISSING}")
+def test_minilm_shape_and_norms(minilm):
+    texts = [f"sentence number {i} about travel" for i in range(40)] + ["", "x " * 600]
+    v = minilm.embed(texts)  # > one batch of 32, an empty text, one past 256 wordpieces
+    assert v.shape == (42, 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert minilm.embed([]).shape == (0, 384)
+    # order- and batching-independent: texts are sorted by length and re-batched
+    assert np.allclose(minilm.embed(texts[::-1])[::-1], v, atol=1e-5)
+    one_by_one = E.OnnxMiniLM(max_batch_tokens=1)
+    for attr in ("_session", "_tokenizer", "_input_names"):  # share the loaded session
+        setattr(one_by_one, attr, getattr(minilm, attr))
+    assert np.allclose(one_by_one.embed(texts), v, atol=1e-5)
+
+
+@pytest.mark.embed
+@pytest.mark.skipif(_MISSING is not None, reason=f"MiniLM unavailable: {_MISSING}")
+def test_minilm_is_semantic(minilm):
+    q, para, other = minilm.embed(
+        ["I booked an aisle seat on the flight", "flight seat preference: aisle", "the database migration failed"]
+    )
+    assert q @ para > q @ other + 0.3
+    a, b, c = minilm.embed(
+        ["A man is playing a guitar.", "Someone plays the guitar.", "The stock market fell sharply today."]
+    )
+    assert a @ b > a @ c + 0.3
+    phi = E.phi_sem(q, np.stack([para, other]))
+    assert phi[0] > phi[1]
+
+
+@pytest.mark.embed
+@pytest.mark.skipif(_MISSING is not None, reason=f"MiniLM unavailable: {_MISSING}")
+def test_minilm_with_cache(tmp_path, minilm):
+    cache = E.VectorCache(tmp_path, minilm)
+    v = cache.get_many(["flight seat preference: aisle"])
+    assert cache.vecs_path.name.startswith("all-MiniLM-L6-v2-int8-384")
+    assert np.allclose(E.VectorCache(tmp_path, minilm).get_many(["flight seat preference: aisle"]), v)
