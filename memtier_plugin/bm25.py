@@ -73,16 +73,9 @@ def term_scores(tf: np.ndarray, doc_len: np.ndarray, weight: float, k1: float, b
     return tf
 
 
-def dense_sum(doc_parts: list, score_parts: list, n_docs: int) -> np.ndarray:
-    """Per-doc sums of contributions over all docs (float32)."""
-    dense = np.zeros(n_docs, np.float32)
-    for docs, scores in zip(doc_parts, score_parts):
-        np.add.at(dense, docs, scores)
-    return dense
-
-
-def accumulate(doc_parts: list, score_parts: list, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sum contributions from several posting lists: (ascending doc ids, scores)."""
+def accumulate(doc_parts: list, score_parts: list, n_docs: int, positive: bool = False):
+    """Sum contributions from several posting lists: (ascending doc ids, scores). ``positive``:
+    every contribution is > 0, so a doc matched iff its sum is non-zero."""
     if len(doc_parts) == 1:  # one posting list is already unique and sorted
         return doc_parts[0].astype(np.int64), score_parts[0]
     size = sum(map(len, doc_parts))
@@ -94,11 +87,17 @@ def accumulate(doc_parts: list, score_parts: list, n_docs: int) -> tuple[np.ndar
         docs, scores = docs[order], np.concatenate(score_parts)[order]
         starts = _run_starts(docs)
         return docs[starts].astype(np.int64), np.add.reduceat(scores, starts)
-    hit = np.zeros(n_docs, bool)
-    for docs in doc_parts:
-        hit[docs] = True
-    ids = np.flatnonzero(hit)
-    return ids, dense_sum(doc_parts, score_parts, n_docs)[ids]
+    dense = np.zeros(n_docs, np.float32)
+    for docs, scores in zip(doc_parts, score_parts):
+        np.add.at(dense, docs, scores)
+    if positive:
+        ids = np.flatnonzero(dense)
+    else:
+        hit = np.zeros(n_docs, bool)
+        for docs in doc_parts:
+            hit[docs] = True
+        ids = np.flatnonzero(hit)
+    return ids, dense[ids]
 
 
 def top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -106,14 +105,11 @@ def top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.n
     if k <= 0 or len(ids) == 0:
         return _EMPTY_IDS, _EMPTY_SCORES
     if len(scores) > k:
-        keep = np.flatnonzero(scores >= _kth_largest(scores, k))  # every tie of the k-th stays
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        keep = np.flatnonzero(scores >= kth)  # every tie of the k-th score stays
         ids, scores = ids[keep], scores[keep]
     order = np.lexsort((ids, -scores))[:k]
     return ids[order].astype(np.int64), scores[order]
-
-
-def _kth_largest(values: np.ndarray, k: int):
-    return np.partition(values, len(values) - k)[len(values) - k]
 
 
 def _run_starts(values: np.ndarray) -> np.ndarray:
@@ -250,6 +246,7 @@ class BM25Index:
         starts = np.flatnonzero(new)
         tf = np.minimum(np.diff(starts, append=total), TF_MAX).astype(np.uint16)
         p_terms, p_docs = st[starts], sd[starts]
+        del ids, doc_of, order, st, sd, new, starts  # free the block's temporaries before merging
         term_starts = _run_starts(p_terms) if len(p_terms) else np.empty(0, np.int64)
         terms, counts = p_terms[term_starts], np.diff(term_starts, append=len(p_terms))
         self._df = _grow(self._df, len(self._vocab.terms))
@@ -358,7 +355,7 @@ class BM25Index:
         given (an int array of doc ids); doc ids (int64) ascending."""
         tids, weights = self._query(query_tokens)
         if candidates is None:
-            return accumulate(*self._contributions(tids, weights), self._n)
+            return accumulate(*self._contributions(tids, weights), self._n, bool(np.all(weights > 0)))
         cands = np.sort(np.asarray(candidates, np.int64).ravel())
         if not tids or not len(cands):
             return _EMPTY_IDS, _EMPTY_SCORES
@@ -381,16 +378,9 @@ class BM25Index:
             return top_k(*self.score(query_tokens, candidates), k)
         tids, weights = self._query(query_tokens)
         found = self._top_pruned(tids, weights, k)
-        if found is not None:
-            return top_k(*found, k)
-        doc_parts, score_parts = self._contributions(tids, weights)
-        if sum(map(len, doc_parts)) * 4 < self._n or np.any(weights <= 0) or k <= 0:
-            return top_k(*accumulate(doc_parts, score_parts, self._n), k)
-        # many postings, every contribution > 0: rank the dense sums, no "matched" mask needed
-        dense = dense_sum(doc_parts, score_parts, self._n)
-        kth = _kth_largest(dense, k) if self._n > k else 0.0
-        ids = np.flatnonzero(dense >= kth) if kth > 0 else np.flatnonzero(dense)
-        return top_k(ids, dense[ids], k)
+        if found is None:
+            found = accumulate(*self._contributions(tids, weights), self._n, bool(np.all(weights > 0)))
+        return top_k(*found, k)
 
     def _top_pruned(self, tids: list[int], weights: np.ndarray, k: int):
         """MaxScore. Sum the postings of the highest-weight terms into partial scores until the
@@ -451,10 +441,10 @@ class BM25Index:
             index = cls(meta["k1"], meta["b"], meta["idf"], meta["epsilon"])
             indptr, pdocs, ptf, dl = (np.load(directory / f"{name}.npy", mmap_mode="r" if mmap else None)
                                       for name in _FILES)
-            terms, n_docs = meta["terms"], meta["n_docs"]
+            terms, n_docs, n_postings = meta["terms"], meta["n_docs"], meta["n_postings"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise SearchIndexError(f"{directory}: cannot load BM25 index: {exc}") from exc
-        if (len(indptr) != len(terms) + 1 or indptr[-1] != len(pdocs) or len(pdocs) != meta["n_postings"]
+        if (len(indptr) != len(terms) + 1 or indptr[-1] != len(pdocs) or len(pdocs) != n_postings
                 or len(ptf) != len(pdocs) or len(dl) != n_docs):
             raise SearchIndexError(f"{directory}: BM25 index files disagree with meta.json")
         index._vocab = _Vocab(terms)
