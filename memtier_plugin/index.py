@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -33,6 +34,7 @@ COLUMNS = {"ts": np.float64, "cw": np.float32, "tier": np.int8, "session": np.in
            "project": np.int32, "role": np.int8, "system": np.bool_, "superseded": np.bool_,
            "fileno": np.int32, "offset": np.int64}
 ROLES = ["user", "assistant", "tool", "system", "fact"]
+_BULK_TOKENS = 1 << 22  # bulk builds hand bm25 ~4M tokens at a time
 
 
 class Codes:
@@ -50,6 +52,34 @@ class Codes:
         return c
 
 
+class SessionDocs:
+    """Session code -> its doc ids, ascending: a compact CSR base plus per-session lists of later docs.
+
+    A dict of Python lists costs ~45 bytes a doc (~45 MB at a million entries);
+    the base here costs 4 bytes a doc. ``get`` returns a list, like the dict did.
+    """
+
+    def __init__(self, sessions: np.ndarray | None = None):
+        sessions = np.empty(0, np.int32) if sessions is None else np.asarray(sessions)
+        self._order = np.argsort(sessions, kind="stable").astype(np.int32)
+        self._indptr = np.zeros(1, np.int64)
+        if len(sessions):
+            np.cumsum(np.bincount(sessions), out=(ptr := np.zeros(int(sessions.max()) + 2, np.int64))[1:])
+            self._indptr = ptr
+        self._extra: dict[int, list[int]] = {}
+
+    def get(self, session: int, default=None):
+        base = self._order[self._indptr[session]: self._indptr[session + 1]].tolist() \
+            if 0 <= session < len(self._indptr) - 1 else []
+        extra = self._extra.get(session)
+        if extra:
+            base.extend(extra)
+        return base if base else ([] if default is None else default)
+
+    def add(self, session: int, doc: int) -> None:
+        self._extra.setdefault(session, []).append(doc)
+
+
 class DocIndex:
     """BM25 + columns for one kind of document: episodic entries or semantic facts."""
 
@@ -65,9 +95,11 @@ class DocIndex:
         self.sessions, self.agents, self.projects = Codes(), Codes(), Codes()
         self.files = Codes()
         self.checkpoint: dict[str, int] = {}
-        self.session_docs: dict[int, list[int]] = {}
+        self.session_docs = SessionDocs()
         self.fact_sessions: dict[int, list[int]] = {}  # fact doc -> session codes of its sources
         self.pending: dict[str, list[dict]] = {}  # updates seen before their entry
+        self._deferred: list[list[str]] | None = None  # token lists not yet in bm25 (bulk mode only)
+        self._deferred_tokens = 0
 
     # ---- columns ---------------------------------------------------------
     def col(self, name: str) -> np.ndarray:
@@ -114,7 +146,13 @@ class DocIndex:
             ts = 0.0
         content = rec["content"]
         text = annotate(content, _day(ts)) if self.annotate_dates and ts else content
-        doc = self.bm25.add(tokenize(text))
+        if self._deferred is None:
+            doc = self.bm25.add(tokenize(text))
+        else:  # bulk: doc ids are sequential, the postings are added by _flush in one vectorised step
+            doc = self.n
+            tokens = tokenize(text)
+            self._deferred.append(tokens)
+            self._deferred_tokens += len(tokens)
         self._grow()
         c = self.cols
         c["ts"][doc] = ts
@@ -132,14 +170,40 @@ class DocIndex:
         self.ids.append(rec["id"])
         self.pos[rec["id"]] = doc
         self.n = doc + 1
-        self.session_docs.setdefault(int(c["session"][doc]), []).append(doc)
+        self.session_docs.add(int(c["session"][doc]), doc)
         if kind == "fact":
             self.fact_sessions[doc] = [self.sessions.get(s) for s in rec.get("session_ids") or []]
             if rec.get("supersedes"):
                 self.ingest({"kind": "superseded", "fact_id": rec["supersedes"]}, file_code, offset)
         for pending in self.pending.pop(rec["id"], []):
             self._apply(doc, pending)
+        if self._deferred is not None and self._deferred_tokens >= _BULK_TOKENS:
+            self._flush()
         return doc
+
+    # ---- bulk ingestion --------------------------------------------------
+    def begin_bulk(self) -> None:
+        """Defer BM25 postings of new docs to vectorised ``add_many`` batches (for full builds).
+
+        Columns, ids and updates are applied at once as usual; only ``bm25`` lags
+        until :meth:`end_bulk` (or every ``_BULK_TOKENS`` tokens, bounding memory).
+        Do not score between the two calls.
+        """
+        if self._deferred is None:
+            self._deferred, self._deferred_tokens = [], 0
+
+    def end_bulk(self) -> None:
+        if self._deferred is not None:
+            self.session_docs = SessionDocs(self.col("session"))  # compact before the last (largest) merge
+            self._flush()
+            self._deferred = None
+
+    def _flush(self) -> None:
+        docs, self._deferred, self._deferred_tokens = self._deferred, [], 0
+        if docs:
+            self.bm25.add_many(docs)
+        if len(self.bm25) != self.n:
+            raise AssertionError(f"bm25 holds {len(self.bm25)} docs, the index {self.n}")
 
     def tail_file(self, path: Path) -> int:
         """Read what was appended to ``path`` since the checkpoint; returns records read."""
@@ -202,35 +266,145 @@ class DocIndex:
         if meta.get("format") != FORMAT:
             raise ValueError(f"index format {meta.get('format')} is not {FORMAT}")
         self = cls(meta["kind"], k1=k1, b=b, idf=idf, annotate_dates=meta.get("annotate_dates", True))
-        self.bm25 = BM25Index.load(directory / "bm25")
+        self.bm25 = BM25Index.load(directory / "bm25", mmap=True)  # postings paged in on use, never written
         if (self.bm25.k1, self.bm25.b, self.bm25.idf) != (k1, b, idf):
             raise ValueError("index was built with other BM25 parameters")
         self.n = meta["n"]
         with np.load(directory / "columns.npz") as cols:
             for k, dt in COLUMNS.items():
-                arr = np.zeros(max(1024, self.n * 2), dtype=dt)
+                arr = np.zeros(max(1024, self.n + self.n // 8), dtype=dt)  # _grow doubles when full
                 arr[: self.n] = cols[k]
                 self.cols[k] = arr
         self.ids = meta["ids"]
-        self.pos = {rid: i for i, rid in enumerate(self.ids)}
+        self.pos = dict(zip(self.ids, range(len(self.ids))))
         self.sessions, self.agents = Codes(meta["sessions"]), Codes(meta["agents"])
         self.projects, self.files = Codes(meta["projects"]), Codes(meta["files"])
         self.checkpoint = meta["checkpoint"]
         self.fact_sessions = {int(k): v for k, v in meta["fact_sessions"].items()}
         self.pending = meta["pending"]
-        sess = self.col("session")
-        order = np.argsort(sess, kind="stable")
-        bounds = np.flatnonzero(np.diff(sess[order])) + 1
-        for group in np.split(order, bounds):
-            if len(group):
-                self.session_docs[int(sess[group[0]])] = group.tolist()
+        self.session_docs = SessionDocs(self.col("session"))
         return self
 
 
-def _day(ts: float):
+@lru_cache(maxsize=4096)
+def _date_of_day(day: int):
     from datetime import datetime, timezone
 
-    return datetime.fromtimestamp(ts, tz=timezone.utc)
+    return datetime.fromtimestamp(day * 86400.0, tz=timezone.utc).date()
+
+
+def _day(ts: float):
+    """The UTC calendar date of ``ts``: all the date annotator uses of its reference."""
+    return _date_of_day(int(ts // 86400))
+
+
+class LedgerWatch:
+    """Cheap change detection over the ledger files under one directory, for refresh on every recall.
+
+    Walking and stat-ing every ledger file on every recall costs milliseconds at a
+    year of daily files. Instead each ``poll``:
+
+    * stats every watched directory (the base and its subdirectories, e.g. one per
+      agent); a changed mtime means files were created or removed: that directory
+      is listed again and its new files are read;
+    * reads the tail of the "hot" files of every directory: the ``HOT`` newest by
+      name (ledgers are named by day, live appends go to today's file), or all of a
+      directory's files when it holds at most ``HOT_ALL`` (e.g. semantic/<project>);
+    * sweeps ``SWEEP`` of the other files round-robin, so an append by another
+      process to an old day's file is still picked up, within
+      ceil(files / SWEEP) recalls rather than at once.
+
+    Files are tailed in path order, like a full scan. ``poll(full=True)`` reads
+    every file, as ``open_index`` does.
+    """
+
+    HOT, HOT_ALL, SWEEP = 2, 32, 128
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.dirs: dict[str, int] = {}  # directory -> st_mtime_ns when listed
+        self.files: dict[str, list[str]] = {}  # directory -> its *.jsonl files, sorted
+        self._all: list[str] = []
+        self._hot: list[str] = []
+        self._cursor = 0
+
+    def _list(self, directory: str) -> list[str]:
+        """(Re)list ``directory`` and, recursively, its new or changed subdirectories; returns new files."""
+        try:
+            mtime = os.stat(directory).st_mtime_ns
+            entries = list(os.scandir(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            self._forget(directory)
+            return []
+        self.dirs[directory] = mtime
+        old = set(self.files.get(directory, ()))
+        files = sorted(e.path for e in entries if e.name.endswith(".jsonl") and e.is_file())
+        self.files[directory] = files
+        new = [f for f in files if f not in old]
+        subdirs = {e.path for e in entries if e.is_dir()}
+        for gone in [d for d in self.dirs if os.path.dirname(d) == directory and d not in subdirs]:
+            self._forget(gone)
+        for sub in sorted(subdirs):
+            if sub not in self.dirs:
+                new.extend(self._list(sub))
+        return new
+
+    def _forget(self, directory: str) -> None:
+        prefix = directory + os.sep
+        for d in [d for d in self.dirs if d == directory or d.startswith(prefix)]:
+            self.dirs.pop(d, None)
+            self.files.pop(d, None)
+
+    def _rebuild(self) -> None:
+        self._all = sorted(f for files in self.files.values() for f in files)
+        hot: list[str] = []
+        for files in self.files.values():
+            hot.extend(files if len(files) <= self.HOT_ALL else files[-self.HOT:])
+        self._hot = hot
+        self._cursor %= max(1, len(self._all))
+
+    def poll(self, index: "DocIndex", full: bool = False) -> int:
+        """Read what the watched ledgers gained since the last poll; returns records read."""
+        base = str(self.base)
+        if not self.dirs:
+            if not os.path.isdir(base):
+                return 0
+            full = True
+        changed = [d for d, m in list(self.dirs.items()) if _mtime_ns(d) != m]
+        touched: set[str] = set()
+        if not self.dirs or changed:
+            for d in (changed or [base]):
+                if d in self.dirs or d == base:
+                    touched.update(self._list(d))
+            self._rebuild()
+        if full:
+            touched.update(self._all)
+        else:
+            touched.update(self._hot)
+            n = len(self._all)
+            if n:
+                k = min(self.SWEEP, n)
+                start = self._cursor
+                touched.update(self._all[start:start + k])
+                if start + k > n:
+                    touched.update(self._all[: start + k - n])
+                self._cursor = (start + k) % n
+        read = 0
+        for path in sorted(touched):
+            try:
+                size = os.stat(path).st_size
+            except FileNotFoundError:
+                continue
+            if size > index.checkpoint.get(path, 0):
+                read += index.tail_file(Path(path))
+        return read
+
+
+def _mtime_ns(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1
 
 
 def ledger_files(root: Path, sub: str) -> list[Path]:
@@ -258,8 +432,12 @@ def open_index(root: Path, kind: str, sub: str, *, k1: float, b: float, idf: str
         index = DocIndex(kind, k1=k1, b=b, idf=idf)
     files = ledger_files(root, sub)
     read = 0
-    for i, path in enumerate(files):
-        read += index.tail_file(path)
-        if progress:
-            progress(i + 1, len(files))
+    index.begin_bulk()
+    try:
+        for i, path in enumerate(files):
+            read += index.tail_file(path)
+            if progress:
+                progress(i + 1, len(files))
+    finally:
+        index.end_bulk()
     return index, read > 0

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import jsonl
 from .config import Config
-from .index import ROLES, DocIndex, open_index
+from .index import ROLES, DocIndex, LedgerWatch, open_index
 from .ledger import Ledger, append_lines, utc_iso
 from .packing import Hit, Packed, pack
 from .redact import redact
@@ -86,18 +86,20 @@ class Retriever:
         self.semantic, changed_s = open_index(self.root, "semantic", "semantic", k1=bm.k1, b=bm.b, idf=bm.idf)
         self.open_s = time.perf_counter() - t0
         self._unsaved = len(self.episodic.ids) if changed_e else 0
+        self._watch = {sub: LedgerWatch(self.root / sub) for sub in ("episodic", "semantic")}
+        self.refresh(full=True)  # prime the change detection (and read anything appended meanwhile)
         if changed_e or changed_s:
             self.save()
 
     # ---- freshness -------------------------------------------------------
-    def refresh(self) -> None:
-        """Read whatever other processes appended to the ledgers since we last looked."""
+    def refresh(self, full: bool = False) -> None:
+        """Read whatever other processes appended to the ledgers since we last looked.
+
+        Cheap on every recall (see :class:`LedgerWatch`); ``full=True`` checks every file.
+        """
         with self._lock:
             for index, sub in ((self.episodic, "episodic"), (self.semantic, "semantic")):
-                base = self.root / sub
-                if base.is_dir():
-                    for path in sorted(base.rglob("*.jsonl")):
-                        self._unsaved += index.tail_file(path)
+                self._unsaved += self._watch[sub].poll(index, full=full)
 
     def notify_append(self, rec: dict, path: Path, offset: int) -> None:
         """Make a record this process just wrote at ``path``:``offset`` searchable at once."""

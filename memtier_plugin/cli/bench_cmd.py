@@ -1,0 +1,99 @@
+"""`memtier bench`: benchmarks on synthetic corpora (a group: one subcommand per subsystem)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import click
+
+TARGETS = "issue 3 targets: recall p50 ≤ 5 ms @100k, ≤ 25 ms @1M; ≥ 50× rank_bm25 @100k; " \
+          "append→search ≤ 5 ms @100k; cold start ≤ 2 s @100k; peak RSS ≤ 1 GB @1M"
+
+
+@click.group()
+def bench():
+    """Benchmarks on synthetic corpora written as real ledgers in a temporary workspace."""
+
+
+def _sizes(value: str) -> list[int]:
+    try:
+        sizes = [int(s.replace("_", "").strip()) for s in value.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    if not sizes or any(s < 100 for s in sizes):
+        raise click.BadParameter("every size must be at least 100 entries")
+    return sizes
+
+
+@bench.command("retrieval")
+@click.option("--sizes", default="1000,10000,100000,1000000", show_default=True,
+              help="Comma-separated corpus sizes (episodic entries).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per size.")
+@click.option("--queries", type=click.IntRange(10, 100_000), default=200, show_default=True,
+              help="Recall queries timed per size.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Corpus and query seed.")
+@click.option("--no-rank-bm25", is_flag=True, help="Skip the rank_bm25 reference rescore.")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Where to write the temporary workspaces (default: the system temp dir).")
+@click.option("--keep", is_flag=True, help="Keep the generated workspaces (their paths go to stderr).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+def retrieval(sizes, as_json, queries, seed, no_rank_bm25, workdir, keep, quiet):
+    """Build time, full recall p50/p95, append→search, cold start and peak RSS per corpus size,
+    with the same-run time of a rank_bm25 BM25Okapi rescore of the same corpus and the ratio."""
+    from ..bench import RANK_BM25_PARAMS, bench_size
+
+    size_list = _sizes(sizes)
+    base = Path(tempfile.mkdtemp(prefix="memtier-bench-", dir=workdir))
+    rows = []
+    try:
+        for size in size_list:
+            rows.append(bench_size(size, seed=seed, queries=queries, workdir=base, progress=not quiet,
+                                   rank_bm25=not no_rank_bm25))
+            if not keep:
+                shutil.rmtree(base / f"ws-{size}", ignore_errors=True)
+    finally:
+        if keep:
+            click.echo(f"memtier bench: workspaces kept under {base}", err=True)
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+    if as_json:
+        click.echo(json.dumps([{k: _round(v) for k, v in row.items()} for row in rows], indent=1))
+        return
+    click.echo(table(rows))
+    params = ", ".join(f"{k}={v}" for k, v in RANK_BM25_PARAMS.items())
+    click.echo(f"\nrank_bm25: BM25Okapi({params}).get_scores(query) over the same corpus tokens, same queries.")
+    for row in rows:
+        if row.get("rank_bm25_sampled"):
+            click.echo(f"  {row['size']}: {row['rank_bm25_note']}.")
+    click.echo("recall: Retriever.recall (stage 1 + stage 2 + fusion + packing), record_trace=False; "
+               "append: durable Ledger.write_entry (flock+fsync) + notify_append + recall finding it.")
+    click.echo(TARGETS)
+
+
+def _round(v):
+    if isinstance(v, float):
+        return round(v, 4)
+    return v
+
+
+COLUMNS = [("size", "entries", "{:,}"), ("build_s", "build s", "{:.2f}"), ("recall_p50_ms", "p50 ms", "{:.2f}"),
+           ("recall_p95_ms", "p95 ms", "{:.2f}"), ("append_search_ms", "append ms", "{:.2f}"),
+           ("append_fsync_ms", "fsync ms", "{:.2f}"), ("cold_start_s", "cold s", "{:.2f}"),
+           ("peak_rss_mb", "RSS MB", "{:.0f}"), ("rank_bm25_p50_ms", "rank_bm25 ms", "{:.1f}"),
+           ("speedup_vs_rank_bm25", "speedup", "{:.0f}×"), ("recall_hit_rate", "hit rate", "{:.2f}")]
+
+
+def table(rows: list[dict]) -> str:
+    cells = [[h for _, h, _ in COLUMNS]]
+    for row in rows:
+        line = []
+        for key, _, fmt in COLUMNS:
+            v = row.get(key)
+            line.append("–" if v is None else fmt.format(v) + ("*" if key == "rank_bm25_p50_ms"
+                                                                  and row.get("rank_bm25_sampled") else ""))
+        cells.append(line)
+    widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells)
