@@ -75,14 +75,22 @@ def _short(text: str, width: int) -> str:
 @click.option("--history", is_flag=True, help="With --id: every appended change of the entry.")
 @click.option("--role", multiple=True, help="Only these roles.")
 @click.option("--limit", type=int, default=0, help="Show only the last N entries (0: all).")
+@click.option("--facts", "show_facts", is_flag=True,
+              help="Semantic facts instead of entries: the current ones; with --history every revision "
+                   "chain; with --id sf-... that fact's chain. --project and --agent (origin) filter.")
+@click.option("--costs", is_flag=True, help="Store and Retrieve tokens per session (and run, with --json).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per entry per line.")
 @click.pass_obj
-def inspect(state, agent, session, project, dates, entry_id, history, role, limit, as_json):
+def inspect(state, agent, session, project, dates, entry_id, history, role, limit, show_facts, costs, as_json):
     """Show the folded current state of the episodic ledgers.
 
     Unreadable lines (corrupt or torn) are skipped and named on stderr by file
     and line; everything else is shown.
     """
+    if show_facts:
+        return _inspect_facts(state, agent, project, entry_id, history, as_json)
+    if costs:
+        return _inspect_costs(state, session, as_json)
     result = _ledger(state).read(agent or None)
     for problem in result.problems:
         click.echo(f"memtier: warning: skipped {problem}", err=True)
@@ -135,3 +143,51 @@ def _print_history(e) -> None:
         else:
             click.echo(f"  {rec.get('timestamp', '')}  {kind}")
     click.echo(f"  now: cw={e.cognitive_weight:+.3f} promoted={'yes' if e.promoted else 'no'}")
+
+
+def _inspect_facts(state, agents, projects, fact_id, history, as_json) -> None:
+    from ..semantic import SemanticStore
+
+    store = SemanticStore(state.config.memory_root)
+    if fact_id:
+        chains = [store.history(fact_id)]
+        if not chains[0]:
+            raise MemtierError(f"no fact with id {fact_id!r} in {state.config.memory_root}")
+    else:
+        names = [p for p in store.projects() if not projects or p in projects]
+        chains = [c for p in names for c in store.chains(p)]
+        chains = [c for c in chains if not agents or c[-1].get("origin_agent") in agents]
+        if not history:
+            chains = [c[-1:] for c in chains]
+    if as_json:
+        for chain in chains:
+            obj = dict(chain[-1])
+            if history or fact_id:
+                obj["history"] = chain[:-1]
+            sys.stdout.write(orjson.dumps(obj).decode() + "\n")
+        return
+    for chain in chains:
+        for depth, f in enumerate(chain):
+            mark = "  " * depth + ("-> " if depth else "")
+            state_note = "current" if depth == len(chain) - 1 else "superseded"
+            click.echo(f"{mark}{f['id']}  {str(f.get('effective_time') or f.get('timestamp', ''))[:10]}  "
+                       f"[{f.get('project') or '-'}/{f.get('origin_agent', '')}] {f.get('attribute', '')}="
+                       f"{_short(str(f.get('value', '')), 40)}  {_short(f.get('content', ''), 80)}"
+                       f"{'' if len(chain) == 1 else f'  ({state_note})'}")
+    click.echo(f"{len(chains)} facts", err=True)
+
+
+def _inspect_costs(state, sessions, as_json) -> None:
+    from ..consolidation import cost_summary
+
+    rows = [r for r in cost_summary(state.config.memory_root) if not sessions or r["session_id"] in sessions]
+    if as_json:
+        for r in rows:
+            sys.stdout.write(orjson.dumps(r).decode() + "\n")
+        return
+    click.echo(f"{'session':<24} {'agents':<16} {'store tok':>9} {'calls':>5} {'retrieve tok':>12} {'recalls':>7} {'facts':>5}")
+    for r in rows:
+        click.echo(f"{_short(r['session_id'] or '-', 24):<24} {_short(','.join(r['agents']), 16):<16} "
+                   f"{r['store_tokens']:>9} {r['model_calls']:>5} {r['retrieve_tokens']:>12} {r['recalls']:>7} {r['facts']:>5}")
+    click.echo(f"total: store {sum(r['store_tokens'] for r in rows)} tokens, "
+               f"retrieve {sum(r['retrieve_tokens'] for r in rows)} tokens", err=True)

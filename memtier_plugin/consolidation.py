@@ -1,0 +1,574 @@
+"""The consolidation daemon (MemTier §3.3): episodic entries → project-shared facts.
+
+One *batch* reads what the episodic ledgers gained since the checkpoint,
+extracts facts from every eligible entry (heuristics, or the configured model
+with a JSON schema, falling back to heuristics on any model failure),
+deduplicates them against the project's current facts, links revisions, and
+commits in this order, each step durable before the next:
+
+1. store-cost records (``memory/costs.jsonl``, model path only),
+2. the facts (``memory/semantic/<project>.jsonl``, one fsync'd append per project),
+3. one ``promoted`` record per source entry in its agent's ledger,
+4. the checkpoint (``memory/.daemon/checkpoints.json``, tmp + fsync + os.replace).
+
+Fact ids are derived from (entry id, fact index), so a batch cut short by a
+crash is simply redone: an entry whose facts are already in the store reuses
+them, an entry that already has a ``promoted`` record is skipped. Every
+``promoted`` record of an entry that is not yet checkpointed lies beyond its
+own file's checkpoint (it is appended after the batch's snapshot), so reading
+each file from its checkpoint to the end sees all of them. Batches take an
+exclusive ``flock`` on ``memory/.daemon/lock``, so ``memtier daemon --once``
+and a running daemon never interleave.
+
+:class:`Daemon` runs batches when a watchdog observer reports a change under
+``memory/episodic/`` (debounced), and stops cleanly on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import copy
+import fcntl
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from . import jsonl
+from .config import Config
+from .facts import Fact, find_superseded, facts_from_model_output, facts_schema, is_duplicate, extract_facts
+from .fact_patterns import norm_value
+from .ledger import SYSTEM_PREFIX, Ledger, append_lines, read_lines, utc_iso
+from .redact import redact
+from .semantic import SemanticStore, fact_id, fact_record, to_fact
+from .tokenize import count_tokens
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 256          # eligible entries per batch (bounds the work a SIGTERM waits for)
+SWEEP_S = 30.0           # safety sweep when no file event arrives (lost inotify events)
+_DATED = ("event", "plan", "progress")
+EXTRACT_PROMPT = (
+    "You extract durable facts from one entry of an AI agent's memory. Reply with JSON only: "
+    '{"facts": [{"fact_kind": one of preference|constraint|decision|attribute|event|progress|plan, '
+    '"subject": "user", "project" or a short entity name, "attribute": a short snake_case key '
+    '(e.g. hotel_budget, seat, database), "value": the value, "content": one short standalone '
+    'sentence stating the fact, "confidence": 0..1, "effective_time": "YYYY-MM-DD" or null}]}. '
+    "Use the same attribute for the same thing, so a changed value replaces the old one. "
+    'Reply {"facts": []} when the entry states nothing worth remembering.')
+
+
+@dataclass
+class ConsolidationReport:
+    new_facts: list[dict] = field(default_factory=list)
+    promoted: list[str] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)      # {"entry_id", "reason"}
+    errors: list[str] = field(default_factory=list)
+    store_tokens: int = 0                                   # model output tokens (0 on the heuristic path)
+    duplicates: int = 0
+    superseded: int = 0
+    resumed: int = 0                                        # entries whose facts a crashed batch had written
+    fallbacks: int = 0                                      # entries extracted by heuristics after a model failure
+    batches: int = 0
+    more: bool = False                                      # entries still pending (batch limit reached)
+    elapsed_s: float = 0.0
+
+    def merge(self, other: "ConsolidationReport") -> None:
+        for name in ("new_facts", "promoted", "skipped", "errors"):
+            getattr(self, name).extend(getattr(other, name))
+        for name in ("store_tokens", "duplicates", "superseded", "resumed", "fallbacks", "batches"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.more, self.elapsed_s = other.more, self.elapsed_s + other.elapsed_s
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["elapsed_s"] = round(self.elapsed_s, 4)
+        return out
+
+
+# ---------------------------------------------------------------- checkpoints
+def daemon_dir(root: Path) -> Path:
+    return Path(root) / ".daemon"
+
+
+def load_checkpoints(root: Path) -> dict[str, int]:
+    """Byte offset per episodic file (path relative to the memory root) up to which work is done."""
+    path = daemon_dir(root) / "checkpoints.json"
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (OSError, orjson.JSONDecodeError) as exc:
+        log.warning("%s: unreadable (%s); starting from the beginning (re-processing is idempotent)", path, exc)
+        return {}
+    files = data.get("files") if isinstance(data, dict) else None
+    return {k: int(v) for k, v in (files or {}).items() if isinstance(v, int) and v >= 0}
+
+
+def save_checkpoints(root: Path, files: dict[str, int], clock=time.time) -> None:
+    """Atomically replace the checkpoint file (tmp, fsync, os.replace, fsync of the folder)."""
+    d = daemon_dir(root)
+    d.mkdir(parents=True, exist_ok=True)
+    for stale in d.glob("checkpoints.json.*.tmp"):  # left by a killed run (we hold the batch lock)
+        stale.unlink(missing_ok=True)
+    tmp = d / f"checkpoints.json.{os.getpid()}.tmp"
+    data = orjson.dumps({"v": jsonl.SCHEMA_VERSION, "updated": utc_iso(clock()), "files": dict(sorted(files.items()))},
+                        option=orjson.OPT_INDENT_2)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, d / "checkpoints.json")
+    dfd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+class _BatchLock:
+    """Exclusive flock on memory/.daemon/lock for the duration of one batch."""
+
+    def __init__(self, root: Path):
+        self.path = daemon_dir(root) / "lock"
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+_UNCHECKED = ("pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format")
+
+
+def _model_schema() -> dict:
+    """facts_schema() without the keywords llm.validate does not implement (it raises on them);
+    facts_from_model_output checks dates and clamps confidence itself."""
+    schema = copy.deepcopy(facts_schema())
+
+    def strip(node):
+        if isinstance(node, dict):
+            for key in _UNCHECKED:
+                if not isinstance(node.get(key), dict):
+                    node.pop(key, None)
+            for v in node.values():
+                strip(v)
+    strip(schema)
+    return schema
+
+
+# ---------------------------------------------------------------- one batch
+class Consolidator:
+    """Runs batches over one memory root; keeps its read position between batches."""
+
+    def __init__(self, config: Config, *, client=None, clock: Callable[[], float] = time.time):
+        self.config = config
+        self.root = Path(config.memory_root)
+        self.clock = clock
+        self.ledger = Ledger(self.root, clock=clock)
+        self.store = SemanticStore(self.root)
+        self.promoted: set[str] = set()
+        self._scan_pos: dict[str, int] = {}
+        self._queue: dict[str, list[tuple[int, dict]]] = {}
+        self._own_client = False
+        self.client = client
+        self.model_name = ""
+        cc = config.consolidation
+        if cc.extractor == "model":
+            if client is None and config.model.enabled:
+                from .llm import ModelClient, ModelConfig
+
+                self.client, self._own_client = ModelClient(ModelConfig.from_section(config.model)), True
+            elif client is None:
+                log.info("consolidation.extractor is model but model.enabled is false: using heuristics")
+        else:
+            self.client = None
+        if self.client is not None:
+            self.model_name = getattr(getattr(self.client, "config", None), "model", "") or ""
+
+    def close(self) -> None:
+        if self._own_client and self.client is not None:
+            self.client.close()
+
+    # -- reading
+    def _scan(self, cps: dict[str, int]) -> None:
+        """Read every episodic file from where we stopped to its end (whole lines only)."""
+        for path in self.ledger.files():
+            rel = path.relative_to(self.root).as_posix()
+            cp = cps.get(rel, 0)
+            pos = self._scan_pos.get(rel)
+            queue = self._queue.get(rel, [])
+            if pos is None or pos < cp:
+                pos, queue = cp, []
+            else:
+                queue = [q for q in queue if q[0] > cp]
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            if size < pos:
+                log.warning("%s: file shrank below its checkpoint; reading it again", path)
+                pos, queue, cps[rel] = 0, [], 0
+            for _lineno, end, raw, _problem in read_lines(path, pos, final=False):
+                pos = end
+                if not raw.strip():
+                    continue
+                try:
+                    rec = jsonl.loads(raw)
+                except ValueError:
+                    log.warning("%s: skipped an unreadable line ending at byte %d", path, end)
+                    continue
+                kind = rec.get("kind", "entry")
+                if kind == "promoted" and isinstance(rec.get("entry_id"), str):
+                    self.promoted.add(rec["entry_id"])
+                elif kind == "entry":
+                    queue.append((end, rec))
+            self._scan_pos[rel], self._queue[rel] = pos, queue
+
+    def _ineligible(self, rec: dict) -> str | None:
+        if not all(isinstance(rec.get(k), str) for k in ("id", "timestamp", "agent_id", "session_id", "content")):
+            return "malformed entry"
+        if rec.get("promoted") is True or rec["id"] in self.promoted:
+            return "already promoted"
+        if rec.get("role") == "system" or rec["content"].startswith(SYSTEM_PREFIX):
+            return "system entry"
+        tokens = rec.get("tokens") if isinstance(rec.get("tokens"), int) else count_tokens(rec["content"])
+        if tokens < self.config.consolidation.min_tokens:
+            return f"fewer than {self.config.consolidation.min_tokens} tokens"
+        return None
+
+    def _select(self, cps: dict[str, int], report: ConsolidationReport) -> tuple[list[dict], dict[str, int], dict]:
+        """Pending entries (a per-file prefix, at most MAX_BATCH eligible) and the checkpoint covering them."""
+        work, new_cps, taken = [], dict(cps), {}
+        budget = MAX_BATCH
+        for rel in sorted(self._queue):
+            queue, n = self._queue[rel], 0
+            for end, rec in queue:
+                reason = self._ineligible(rec)
+                if reason is None:
+                    if budget == 0:
+                        break
+                    budget -= 1
+                    work.append(rec)
+                elif reason != "already promoted":
+                    report.skipped.append({"entry_id": rec.get("id"), "reason": reason})
+                n += 1
+                new_cps[rel] = end
+            taken[rel] = n
+            if n == len(queue):
+                new_cps[rel] = self._scan_pos[rel]
+        report.more = any(taken[r] < len(q) for r, q in self._queue.items())
+        return work, new_cps, taken
+
+    # -- extraction
+    def _extract(self, entry: dict, report: ConsolidationReport, state: dict) -> tuple[list[Fact], str, Any]:
+        role = entry.get("role", "user")
+        if self.client is not None and not state.get("model_failed"):
+            try:
+                msgs = [{"role": "system", "content": EXTRACT_PROMPT},
+                        {"role": "user", "content": f"Entry ({role}, {entry['timestamp'][:10]}, project "
+                                                    f"{entry.get('project') or '-'}):\n{entry['content']}"}]
+                result = self.client.chat(msgs, schema=_model_schema())
+                facts = [self._clean(f, entry) for f in facts_from_model_output(result.data)]
+                return facts, "model", result
+            except Exception as exc:  # any model failure: heuristics for the rest of this batch
+                state["model_failed"] = True
+                msg = f"model extraction failed ({type(exc).__name__}: {str(exc)[:200]}); heuristics for this batch"
+                log.warning("%s", msg)
+                report.errors.append(msg)
+        if self.client is not None:
+            report.fallbacks += 1
+        return extract_facts(entry["content"], role=role, timestamp=entry["timestamp"]), "heuristic", None
+
+    @staticmethod
+    def _clean(f: Fact, entry: dict) -> Fact:
+        eff = f.effective_time or (None if f.fact_kind in _DATED else entry["timestamp"][:10])
+        return Fact(f.fact_kind, f.subject, f.attribute, redact(f.value)[0], redact(f.content)[0], f.confidence, eff)
+
+    def _place(self, f: Fact, fid: str, entry: dict, extractor: str, now: str,
+               pending: list[dict], report: ConsolidationReport) -> str:
+        """Dedup / revise / insert one candidate; returns the id it ends up as."""
+        project = entry.get("project") or ""
+        pf = self.store.project(project, refresh=False)
+        same = pf.same_key(f)
+        supersedes, marker_by = None, None
+        if same:
+            for r in same:
+                if norm_value(r["value"]) == norm_value(f.value):
+                    report.duplicates += 1
+                    return r["id"]
+            order = lambda r: (r.get("effective_time") or r["timestamp"][:10], r["timestamp"])  # noqa: E731
+            newest = max(same, key=order)
+            if order({"effective_time": f.effective_time, "timestamp": entry["timestamp"]}) < order(newest):
+                marker_by = newest["id"]  # an older statement arriving late: history, not current
+            else:
+                olds = [to_fact(r) for r in same]
+                old = find_superseded(f, olds)
+                supersedes = same[olds.index(old)]["id"] if old is not None else newest["id"]
+        else:
+            near = pf.near(f)
+            olds = [to_fact(r) for r in near]
+            dup = is_duplicate(f, olds, self.config.consolidation.dedup_threshold)
+            if dup is not None:
+                report.duplicates += 1
+                return near[next(i for i, o in enumerate(olds) if o is dup)]["id"]
+        rec = fact_record(f, fid=fid, project=project, origin_agent=entry["agent_id"], entry=entry,
+                          supersedes=supersedes, extractor=extractor, recorded_at=now)
+        pf.add(rec)
+        pending.append(rec)
+        report.new_facts.append(rec)
+        if supersedes:
+            report.superseded += 1
+        if marker_by:
+            marker = {"v": jsonl.SCHEMA_VERSION, "kind": "superseded", "fact_id": fid, "by": marker_by,
+                      "project": project, "timestamp": now}
+            pf.add(marker)
+            pending.append(marker)
+        return fid
+
+    # -- the batch
+    def run_batch(self) -> ConsolidationReport:
+        """One batch under the lock; on any error nothing is checkpointed and state is re-read next time."""
+        t0 = time.perf_counter()
+        report = ConsolidationReport(batches=1)
+        if not self.config.consolidation.enabled:
+            return report
+        with _BatchLock(self.root):
+            try:
+                self._batch(report)
+            except Exception as exc:
+                log.exception("consolidation batch failed; it will be redone")
+                report.errors.append(f"batch failed: {type(exc).__name__}: {exc}")
+                report.more = False
+                self._scan_pos.clear()
+                self._queue.clear()
+                self.store = SemanticStore(self.root)
+        report.elapsed_s = time.perf_counter() - t0
+        return report
+
+    def _batch(self, report: ConsolidationReport) -> None:
+        cps = load_checkpoints(self.root)
+        self.store.refresh()
+        self._scan(cps)
+        work, new_cps, taken = self._select(cps, report)
+        now = utc_iso(self.clock())
+        pending: dict[str, list[dict]] = {}
+        costs: list[bytes] = []
+        done: list[tuple[dict, list[str], str]] = []
+        state: dict = {}
+        for entry in sorted(work, key=lambda r: r["timestamp"]):
+            project = entry.get("project") or ""
+            already = self.store.project(project, refresh=False).by_source.get(entry["id"])
+            if already:
+                report.resumed += 1
+                done.append((entry, list(already), "resumed"))
+                continue
+            facts, extractor, result = self._extract(entry, report, state)
+            if result is not None:
+                report.store_tokens += result.completion_tokens
+                costs.append(jsonl.dumps({
+                    "v": jsonl.SCHEMA_VERSION, "kind": "store_cost", "timestamp": now, "entry_id": entry["id"],
+                    "agent_id": entry["agent_id"], "session_id": entry["session_id"], "project": project,
+                    "run_id": (entry.get("provenance") or {}).get("run_id") or "", "model": self.model_name,
+                    "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens}))
+            ids: list[str] = []
+            for i, f in enumerate(facts):
+                fid = self._place(f, fact_id(entry["id"], i), entry, extractor, now,
+                                  pending.setdefault(project, []), report)
+                if fid not in ids:
+                    ids.append(fid)
+            done.append((entry, ids, extractor))
+        if costs:
+            append_lines(self.root / "costs.jsonl", b"".join(costs))
+        for project, recs in pending.items():
+            self.store.append(project, recs)
+        for entry, ids, extractor in done:
+            self.ledger.add_update(entry["agent_id"], {
+                "kind": "promoted", "entry_id": entry["id"], "fact_ids": ids, "session_id": entry["session_id"],
+                "project": entry.get("project") or "", "extractor": extractor})
+            self.promoted.add(entry["id"])
+            report.promoted.append(entry["id"])
+        save_checkpoints(self.root, new_cps, self.clock)
+        for rel, n in taken.items():
+            del self._queue[rel][:n]
+
+
+def consolidate_once(config: Config, *, client=None, clock: Callable[[], float] = time.time) -> ConsolidationReport:
+    """Process everything pending (as many batches as it takes) and return one merged report."""
+    cons = Consolidator(config, client=client, clock=clock)
+    try:
+        report = ConsolidationReport()
+        while True:
+            part = cons.run_batch()
+            report.merge(part)
+            if not part.more:
+                return report
+    finally:
+        cons.close()
+
+
+# ---------------------------------------------------------------- the daemon
+class Daemon:
+    """Foreground consolidation: a watchdog observer on memory/episodic/, debounced batches."""
+
+    def __init__(self, config: Config, *, client=None, clock: Callable[[], float] = time.time,
+                 on_report: Callable[[ConsolidationReport], None] | None = None,
+                 on_ready: Callable[[], None] | None = None):
+        self.config = config
+        self.consolidator = Consolidator(config, client=client, clock=clock)
+        self.on_report = on_report
+        self.on_ready = on_ready  # called once the observer runs and the backlog is done
+        self.ready = threading.Event()
+        self._dirty = threading.Event()
+        self._stop_flag = False
+        self._keep_total = True
+        self.total = ConsolidationReport()  # merged reports (with ``once``; else only the last batch)
+
+    def stop(self, *_args) -> None:
+        """Ask the loop to finish the current batch and exit (safe from a signal handler)."""
+        self._stop_flag = True
+
+    def _wait(self, seconds: float) -> bool:
+        """Wait for a file event in short slices (so a stop request is seen promptly)."""
+        deadline = time.monotonic() + seconds
+        while not self._stop_flag:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._dirty.wait(min(0.1, left)):
+                return True
+        return False
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self._stop_flag and time.monotonic() < deadline:
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def _batch(self) -> None:
+        while True:
+            self._dirty.clear()
+            report = self.consolidator.run_batch()
+            if self._keep_total:
+                self.total.merge(report)
+            else:
+                self.total = report
+            if self.on_report is not None:
+                self.on_report(report)
+            if not report.more or self._stop_flag:
+                return
+
+    def run(self, *, once: bool = False, install_signals: bool = True) -> ConsolidationReport:
+        """Run until stopped (or, with ``once``, until nothing is pending). Returns the merged report."""
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        previous = {}
+        if install_signals and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, self.stop)
+        observer = None
+        self._keep_total = once
+        try:
+            if once:
+                self._batch()
+                return self.total
+            dirty = self._dirty
+
+            class Handler(FileSystemEventHandler):
+                def on_any_event(self, event):
+                    path = str(getattr(event, "dest_path", "") or event.src_path)
+                    if event.event_type != "opened" and (path.endswith(".jsonl") or event.is_directory):
+                        dirty.set()
+
+            episodic = self.consolidator.root / "episodic"
+            episodic.mkdir(parents=True, exist_ok=True)
+            observer = Observer()
+            observer.schedule(Handler(), str(episodic), recursive=True)
+            observer.start()
+            self._batch()  # whatever arrived while nobody was watching
+            log.info("watching %s", episodic)
+            self.ready.set()
+            if self.on_ready is not None:
+                self.on_ready()
+            debounce = self.config.consolidation.debounce_s
+            while not self._stop_flag:
+                if self._wait(SWEEP_S) and debounce:
+                    self._sleep(debounce)
+                if self._stop_flag:
+                    break
+                self._batch()
+            return self.total
+        finally:
+            if observer is not None:
+                observer.stop()
+                observer.join(timeout=5)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.consolidator.close()
+
+
+# ---------------------------------------------------------------- cost accounting
+def cost_summary(memory_root: Path | str) -> list[dict]:
+    """Store and Retrieve tokens per session (MemSidecar's cost columns), with a per-run breakdown.
+
+    Store tokens: model output tokens spent on memory maintenance (``costs.jsonl``,
+    ``completion_tokens``; 0 on the heuristic path). Retrieve tokens: memory text
+    delivered to the agent (``traces/<agent>/*.jsonl``, ``tokens``).
+    """
+    from .ledger import iter_records
+
+    root = Path(memory_root)
+    rows: dict[str, dict] = {}
+
+    def row(session: str) -> dict:
+        return rows.setdefault(session, {"session_id": session, "agents": set(), "store_tokens": 0,
+                                         "store_prompt_tokens": 0, "model_calls": 0, "retrieve_tokens": 0,
+                                         "recalls": 0, "facts": 0, "runs": {}})
+
+    def run(r: dict, run_id: str) -> dict:
+        return r["runs"].setdefault(run_id or "-", {"store_tokens": 0, "retrieve_tokens": 0})
+
+    files = [(p, "cost") for p in [root / "costs.jsonl"] if p.is_file()]
+    files += [(p, "trace") for p in sorted((root / "traces").rglob("*.jsonl"))] if (root / "traces").is_dir() else []
+    for path, what in files:
+        for rec, _lineno, problem in iter_records(path):
+            if problem:
+                continue
+            r = row(str(rec.get("session_id") or ""))
+            if rec.get("agent_id"):
+                r["agents"].add(rec["agent_id"])
+            if what == "cost" and rec.get("kind") == "store_cost":
+                n = int(rec.get("completion_tokens") or 0)
+                r["store_tokens"] += n
+                r["store_prompt_tokens"] += int(rec.get("prompt_tokens") or 0)
+                r["model_calls"] += 1
+                run(r, rec.get("run_id") or "")["store_tokens"] += n
+            elif what == "trace" and rec.get("kind", "trace") == "trace":
+                n = int(rec.get("tokens") or 0)
+                r["retrieve_tokens"] += n
+                r["recalls"] += 1
+                run(r, rec.get("run_id") or "")["retrieve_tokens"] += n
+    store = SemanticStore(root)
+    for project in store.projects():
+        for rec in store.project(project, refresh=False).records.values():
+            for s in rec.get("session_ids") or []:
+                row(s)["facts"] += 1
+                if rec.get("origin_agent"):
+                    row(s)["agents"].add(rec["origin_agent"])
+    out = []
+    for r in sorted(rows.values(), key=lambda r: r["session_id"]):
+        r["agents"] = sorted(r["agents"])
+        out.append(r)
+    return out

@@ -1,0 +1,249 @@
+"""The semantic tier (MemTier §3.3): project-shared facts with revision links.
+
+``<memory>/semantic/<project>.jsonl`` holds one ``kind: "fact"`` record per
+line (shape in docs/ARCHITECTURE.md). Like the episodic ledger it is
+append-only: a revision is a new fact whose ``supersedes`` names the fact it
+replaces (Pulse A.2); an older revision that arrives late is appended together
+with a ``{"kind": "superseded", "fact_id": ..., "by": ...}`` marker. Both are
+folded on read, here and by the search index (``index.py``), so recall sees
+only the current version while the chain stays in the file.
+
+Fact ids are deterministic (``fact_id(entry_id, n)``): re-consolidating an
+entry after a crash names the same facts, so the store can tell what is
+already written. Appends go through :func:`ledger.append_lines` (flock,
+one write, fsync).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from . import jsonl
+from .facts import Fact, revision_key
+from .ledger import append_lines, read_lines
+from .tokenize import token_set
+
+log = logging.getLogger(__name__)
+
+FACT_PREFIX = "sf-"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$")
+
+
+def fact_id(entry_id: str, index: int) -> str:
+    """The deterministic id of the ``index``-th fact extracted from ``entry_id``."""
+    return FACT_PREFIX + hashlib.sha1(f"{entry_id}#{index}".encode()).hexdigest()[:16]
+
+
+def project_filename(project: str) -> str:
+    """File name of a project's fact ledger; unusual names get a slug plus a hash."""
+    if not project:
+        return "_none.jsonl"
+    if _SAFE_NAME.match(project):
+        return f"{project}.jsonl"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", project).strip("-.")[:40]
+    return f"_{slug}-{hashlib.sha1(project.encode()).hexdigest()[:8]}.jsonl"
+
+
+def to_fact(rec: dict) -> Fact:
+    """The :class:`facts.Fact` of a fact record (for ``is_duplicate`` / ``find_superseded``)."""
+    conf = rec.get("confidence", 0.5)
+    return Fact(str(rec.get("fact_kind") or "attribute"), str(rec.get("subject") or ""),
+                str(rec.get("attribute") or ""), str(rec.get("value") or ""), str(rec.get("content") or ""),
+                float(conf) if isinstance(conf, (int, float)) else 0.5, rec.get("effective_time"))
+
+
+def fact_record(fact: Fact, *, fid: str, project: str, origin_agent: str, entry: dict,
+                supersedes: str | None, extractor: str, recorded_at: str) -> dict:
+    """A ``kind: "fact"`` record for ``fact``, extracted from episodic ``entry``."""
+    return {
+        "v": jsonl.SCHEMA_VERSION, "kind": "fact", "id": fid, "timestamp": entry["timestamp"],
+        "project": project, "origin_agent": origin_agent, "fact_kind": fact.fact_kind,
+        "subject": fact.subject, "attribute": fact.attribute, "value": fact.value, "content": fact.content,
+        "confidence": round(float(fact.confidence), 3), "source_entry_ids": [entry["id"]],
+        "session_ids": [entry["session_id"]], "effective_time": fact.effective_time,
+        "supersedes": supersedes, "extractor": extractor, "recorded_at": recorded_at,
+    }
+
+
+@dataclass
+class ProjectFacts:
+    """Every fact of one project, with supersession folded in (file order)."""
+
+    project: str
+    records: dict[str, dict] = field(default_factory=dict)
+    superseded_by: dict[str, str] = field(default_factory=dict)
+    by_source: dict[str, list[str]] = field(default_factory=dict)
+    _by_token: dict[str, set[str]] = field(default_factory=dict)
+    _by_key: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    def add(self, rec: dict) -> None:
+        """Fold one record in; idempotent (a record seen twice changes nothing)."""
+        kind = rec.get("kind")
+        if kind == "superseded":
+            old, by = rec.get("fact_id"), rec.get("by") or "?"
+            if isinstance(old, str):
+                self.superseded_by.setdefault(old, by)
+            return
+        if kind != "fact":
+            return
+        fid = rec.get("id")
+        if not isinstance(fid, str) or fid in self.records or not isinstance(rec.get("content"), str):
+            return
+        self.records[fid] = rec
+        for src in rec.get("source_entry_ids") or []:
+            self.by_source.setdefault(src, []).append(fid)
+        for tok in token_set(rec["content"]):
+            self._by_token.setdefault(tok, set()).add(fid)
+        key = revision_key(to_fact(rec))
+        if key is not None:
+            self._by_key.setdefault(key, []).append(fid)
+        old = rec.get("supersedes")
+        if isinstance(old, str) and old:
+            self.superseded_by.setdefault(old, fid)
+
+    def is_current(self, fid: str) -> bool:
+        return fid in self.records and fid not in self.superseded_by
+
+    def current(self) -> list[dict]:
+        return [r for fid, r in self.records.items() if fid not in self.superseded_by]
+
+    def same_key(self, fact: Fact) -> list[dict]:
+        """Current facts with ``fact``'s revision key."""
+        key = revision_key(fact)
+        if key is None:
+            return []
+        return [self.records[f] for f in self._by_key.get(key, []) if self.is_current(f)]
+
+    def near(self, fact: Fact) -> list[dict]:
+        """Current facts sharing at least one content token with ``fact`` (dedup candidates)."""
+        ids: set[str] = set()
+        for tok in token_set(fact.content):
+            ids |= self._by_token.get(tok, set())
+        return [self.records[f] for f in sorted(ids) if self.is_current(f)]
+
+    def history(self, fid: str) -> list[dict]:
+        """The revision chain that contains ``fid``, oldest first (empty if unknown)."""
+        if fid not in self.records:
+            return []
+        start, seen = fid, {fid}
+        while True:
+            prev = self.records[start].get("supersedes")
+            if not isinstance(prev, str) or prev not in self.records or prev in seen:
+                break
+            seen.add(prev)
+            start = prev
+        chain, cur = [], start
+        seen = set()
+        while cur in self.records and cur not in seen:
+            seen.add(cur)
+            chain.append(self.records[cur])
+            cur = self.superseded_by.get(cur, "")
+        return chain
+
+
+class SemanticStore:
+    """Append to and read the fact ledgers under ``<memory_root>/semantic``.
+
+    Reading is incremental: :meth:`refresh` folds only the bytes appended to
+    each file since the last call, so a long-running daemon keeps a current
+    view cheaply. Whole lines only; a torn or corrupt line is skipped, logged.
+    """
+
+    def __init__(self, memory_root: Path | str, *, fsync: bool = True):
+        self.root = Path(memory_root)
+        self.dir = self.root / "semantic"
+        self.fsync = fsync
+        self._offsets: dict[str, int] = {}
+        self._projects: dict[str, ProjectFacts] = {}
+
+    def path_for(self, project: str) -> Path:
+        return self.dir / project_filename(project)
+
+    def files(self) -> list[Path]:
+        return sorted(self.dir.glob("*.jsonl")) if self.dir.is_dir() else []
+
+    def refresh(self) -> None:
+        for path in self.files():
+            key = str(path)
+            start = self._offsets.get(key, 0)
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            if size < start:
+                log.warning("%s: file shrank (%d < %d bytes); reading it again", path, size, start)
+                start = 0
+            if size == start:
+                continue
+            for lineno, end, raw, _problem in read_lines(path, start, final=False):
+                self._offsets[key] = end
+                if not raw or not raw.strip():
+                    continue
+                try:
+                    rec = jsonl.loads(raw)
+                except ValueError:
+                    log.warning("%s: skipped an unreadable line ending at byte %d", path, end)
+                    continue
+                self._fold(rec)
+
+    def _fold(self, rec: dict) -> None:
+        project = rec.get("project")
+        if isinstance(project, str):
+            self.project(project, refresh=False).add(rec)
+
+    def project(self, name: str, *, refresh: bool = True) -> ProjectFacts:
+        if refresh:
+            self.refresh()
+        pf = self._projects.get(name)
+        if pf is None:
+            pf = self._projects[name] = ProjectFacts(name)
+        return pf
+
+    def projects(self) -> list[str]:
+        self.refresh()
+        return sorted(p for p, pf in self._projects.items() if pf.records)
+
+    def append(self, project: str, records: Iterable[dict]) -> int:
+        """Durably append records to ``project``'s fact ledger and fold them in; returns the offset."""
+        records = [r if r.get("project") == project else {**r, "project": project} for r in records]
+        if not records:
+            return -1
+        offset = append_lines(self.path_for(project), b"".join(jsonl.dumps(r) for r in records), fsync=self.fsync)
+        for rec in records:
+            self._fold(rec)
+        return offset
+
+    def get(self, fid: str) -> dict | None:
+        self.refresh()
+        for pf in self._projects.values():
+            if fid in pf.records:
+                return pf.records[fid]
+        return None
+
+    def history(self, fid: str) -> list[dict]:
+        """The revision chain containing ``fid``, oldest first."""
+        self.refresh()
+        for pf in self._projects.values():
+            if fid in pf.records:
+                return pf.history(fid)
+        return []
+
+    def current(self, project: str | None = None) -> Iterator[dict]:
+        """Current (not superseded) facts of one project, or of every project."""
+        names = [project] if project is not None else self.projects()
+        for name in names:
+            yield from self.project(name).current()
+
+    def chains(self, project: str | None = None) -> list[list[dict]]:
+        """Every revision chain (oldest first) that ends in a current fact."""
+        out = []
+        names = [project] if project is not None else self.projects()
+        for name in names:
+            pf = self.project(name)
+            out.extend(pf.history(r["id"]) for r in pf.current())
+        return out

@@ -1,0 +1,556 @@
+"""The consolidation daemon against real components: real ledgers on a temp folder, a real
+watchdog observer, real `python -m memtier_plugin daemon` subprocesses (SIGKILL, SIGTERM),
+and a real HTTP server on 127.0.0.1 standing in for the model endpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import run_cli
+from memtier_plugin import consolidation
+from memtier_plugin.config import load_config
+from memtier_plugin.consolidation import Daemon, consolidate_once, load_checkpoints
+from memtier_plugin.facts import is_duplicate, revision_key
+from memtier_plugin.ledger import Ledger, iter_records
+from memtier_plugin.memory import Memory
+from memtier_plugin.retrieval import Retriever
+from memtier_plugin.semantic import SemanticStore, to_fact
+
+
+# ---------------------------------------------------------------- helpers
+def config(ws: Path, **flags):
+    return load_config(flags={"paths.workspace": str(ws), **flags})
+
+
+def add(ws: Path, content: str, *, agent="travel", session="s1", project="trips", role="user", ts=None):
+    return Ledger(ws / "memory").add(agent_id=agent, session_id=session, project=project, content=content,
+                                     role=role, timestamp=ts)
+
+
+def episodic(ws: Path) -> list[dict]:
+    out = []
+    for path in sorted((ws / "memory" / "episodic").rglob("*.jsonl")):
+        out.extend(rec for rec, _, problem in iter_records(path) if not problem)
+    return out
+
+
+def fact_records(ws: Path) -> list[dict]:
+    out = []
+    for path in sorted((ws / "memory" / "semantic").glob("*.jsonl")):
+        out.extend(rec for rec, _, problem in iter_records(path) if not problem and rec.get("kind") == "fact")
+    return out
+
+
+def eligible(rec: dict, min_tokens: int = 3) -> bool:
+    return (rec.get("kind", "entry") == "entry" and rec.get("role") != "system"
+            and not rec["content"].startswith("[system]") and rec["tokens"] >= min_tokens)
+
+
+def assert_consistent(ws: Path, threshold: float = 0.8) -> dict:
+    """The Done-when invariants: every eligible entry promoted exactly once, no duplicate fact."""
+    recs = episodic(ws)
+    entries = {r["id"]: r for r in recs if r.get("kind", "entry") == "entry"}
+    promoted = [r for r in recs if r.get("kind") == "promoted"]
+    counts = Counter(r["entry_id"] for r in promoted)
+    want = {i for i, r in entries.items() if eligible(r)}
+    assert {i for i, n in counts.items() if n > 1} == set(), "an entry was promoted twice"
+    assert set(counts) == want, (f"missed {sorted(want - set(counts))[:5]}, "
+                                 f"wrongly promoted {sorted(set(counts) - want)[:5]}")
+    facts = fact_records(ws)
+    ids = Counter(f["id"] for f in facts)
+    assert [i for i, n in ids.items() if n > 1] == [], "a fact id was written twice"
+    by_id = {f["id"]: f for f in facts}
+    listed = {fid for r in promoted for fid in r["fact_ids"]}
+    assert listed <= set(by_id), "a promoted record names a fact that is not in the store"
+    for f in facts:
+        src = f["source_entry_ids"][0]
+        assert src in entries and entries[src]["agent_id"] == f["origin_agent"]
+        assert f["session_ids"] == [entries[src]["session_id"]] and f["project"] == entries[src]["project"]
+        assert any(f["id"] in r["fact_ids"] for r in promoted if r["entry_id"] == src)
+    store = SemanticStore(ws / "memory")
+    for project in store.projects():
+        current = list(store.current(project))
+        keys = Counter(revision_key(to_fact(f)) for f in current)
+        assert [k for k, n in keys.items() if k is not None and n > 1] == [], "two current versions of one fact"
+        seen = []
+        for f in current:
+            dup = is_duplicate(to_fact(f), seen, threshold)
+            assert dup is None, f"duplicate facts in {project}: {f['content']!r} ~ {dup.content!r}"
+            seen.append(to_fact(f))
+    return {"entries": len(entries), "eligible": len(want), "facts": len(facts)}
+
+
+def wait_for(pred, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class DaemonProc:
+    """A real `python -m memtier_plugin daemon` subprocess; stderr read by a thread."""
+
+    def __init__(self, ws: Path, *args: str):
+        self.proc = subprocess.Popen([sys.executable, "-m", "memtier_plugin", "-w", str(ws), "daemon", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.stderr.append(line)
+            self.lines.put(line)
+
+    def wait_ready(self, timeout=15.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if "watching" in self.lines.get(timeout=0.1):
+                    return
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+        raise AssertionError(f"daemon not ready; stderr: {''.join(self.stderr)}")
+
+
+# ---------------------------------------------------------------- one batch
+def test_once_promotes_eligible_entries_once_and_skips_the_rest(workspace):
+    e1 = add(workspace, "I prefer aisle seats on flights")
+    e2 = add(workspace, "We decided to use Postgres 16 for the database", agent="deployer", project="atlas",
+             session="d1", role="assistant")
+    short = add(workspace, "ok")
+    system = add(workspace, "[system] session started", role="system")
+    cfg = config(workspace)
+    report = consolidate_once(cfg)
+    assert sorted(report.promoted) == sorted([e1["id"], e2["id"]])
+    assert {s["entry_id"]: s["reason"] for s in report.skipped} == {
+        short["id"]: "fewer than 3 tokens", system["id"]: "system entry"}
+    assert report.store_tokens == 0 and report.errors == []
+    by_agent = {f["origin_agent"]: f for f in report.new_facts}
+    seat, db = by_agent["travel"], by_agent["deployer"]
+    assert seat["project"] == "trips" and seat["source_entry_ids"] == [e1["id"]] and seat["session_ids"] == ["s1"]
+    assert seat["effective_time"] == e1["timestamp"][:10] and seat["supersedes"] is None
+    assert db["project"] == "atlas" and db["value"] == "Postgres 16"
+    assert (workspace / "memory" / "semantic" / "atlas.jsonl").is_file()
+    # the promoted records sit in each agent's own ledger and fold into the entries
+    entries = Ledger(workspace / "memory").read().entries
+    assert entries[e1["id"]].promoted and entries[e1["id"]].fact_ids == [seat["id"]]
+    assert not entries[short["id"]].promoted
+    # nothing pending: a second run changes nothing
+    again = consolidate_once(cfg)
+    assert again.promoted == [] and again.new_facts == []
+    assert_consistent(workspace)
+
+
+def test_duplicates_are_merged_across_agents_of_a_project(workspace):
+    a = add(workspace, "I prefer aisle seats on flights", agent="travel", session="s1")
+    b = add(workspace, "I prefer aisle seats on flights", agent="planner", session="p1")
+    c = add(workspace, "I prefer aisle seats on flights", agent="planner", session="p2", project="other")
+    report = consolidate_once(config(workspace))
+    assert report.duplicates == 1 and len(report.new_facts) == 2
+    entries = Ledger(workspace / "memory").read().entries
+    assert entries[a["id"]].fact_ids == entries[b["id"]].fact_ids  # b points at a's fact
+    assert entries[c["id"]].fact_ids != entries[a["id"]].fact_ids  # another project keeps its own
+    assert_consistent(workspace)
+
+
+def test_revision_supersedes_and_recall_returns_the_current_version(workspace):
+    first = add(workspace, "keep hotels under $200 a night", session="s1", ts=time.time() - 3 * 86400)
+    cfg = config(workspace)
+    consolidate_once(cfg)
+    add(workspace, "the hotel budget is now $300 a night", session="s2")
+    report = consolidate_once(cfg)
+    assert len(report.new_facts) == 1 and report.superseded == 1
+    new = report.new_facts[0]
+    store = SemanticStore(workspace / "memory")
+    old = store.project("trips").by_source[first["id"]][0]
+    assert new["supersedes"] == old
+    assert [f["id"] for f in store.history(old)] == [old, new["id"]]
+    assert old not in {f["id"] for f in store.current("trips")}
+
+    result = Retriever(cfg).recall("what is the hotel budget per night", agent_id="travel", project="trips",
+                                   session_id="s3", agents=["travel"], record_trace=False)
+    texts = [h.content for h in result.hits]
+    assert any("$300" in t for t in texts), texts
+    assert not any("$200" in t for t in texts), texts
+
+    # inspect shows the chain
+    out = run_cli("-w", str(workspace), "inspect", "--facts", "--history").stdout
+    lines = [ln for ln in out.splitlines() if "hotel_budget" in ln]
+    assert "$200" in lines[0] and "(superseded)" in lines[0] and "$300" in lines[1] and "(current)" in lines[1]
+    cur = run_cli("-w", str(workspace), "inspect", "--facts", "--project", "trips", "--json").stdout
+    assert [json.loads(ln)["id"] for ln in cur.splitlines()] == [new["id"]]
+    one = json.loads(run_cli("-w", str(workspace), "inspect", "--facts", "--id", old, "--json").stdout)
+    assert one["id"] == new["id"] and [h["id"] for h in one["history"]] == [old]
+
+
+def test_an_older_statement_arriving_late_does_not_replace_the_current_one(workspace):
+    cfg = config(workspace)
+    add(workspace, "the hotel budget is now $300 a night", session="s2")
+    consolidate_once(cfg)
+    late = add(workspace, "keep hotels under $200 a night", session="s1", ts=time.time() - 5 * 86400)
+    report = consolidate_once(cfg)
+    assert report.promoted == [late["id"]] and len(report.new_facts) == 1
+    current = [f["content"] for f in SemanticStore(workspace / "memory").current("trips")]
+    assert current == ["The hotel budget is now $300 a night"]
+    result = Retriever(cfg).recall("hotel budget a night", agent_id="travel", project="trips",
+                                   agents=["travel"], record_trace=False)
+    facts = [h.content for h in result.hits if h.tier == "semantic"]
+    assert facts == ["The hotel budget is now $300 a night"]
+    assert_consistent(workspace)
+
+
+def test_a_crash_after_the_facts_were_written_is_resumed_without_duplicates(workspace, tmp_path):
+    """State of a batch killed between step 2 (facts) and step 3 (promoted records)."""
+    for i in range(6):
+        add(workspace, f"My seat for flight {i} is {i}A", session=f"s{i % 2}")
+    before = tmp_path / "before"
+    shutil.copytree(workspace / "memory", before)
+    first = consolidate_once(config(workspace))
+    assert len(first.new_facts) >= 6
+    shutil.rmtree(workspace / "memory" / "episodic")
+    shutil.rmtree(workspace / "memory" / ".daemon")
+    shutil.copytree(before / "episodic", workspace / "memory" / "episodic")  # no promoted records, no checkpoint
+    resumed = consolidate_once(config(workspace))
+    assert resumed.resumed == 6 and resumed.new_facts == [] and len(resumed.promoted) == 6
+    assert_consistent(workspace)
+
+
+def test_lost_checkpoint_means_rereading_not_redoing(workspace):
+    for i in range(5):
+        add(workspace, f"I prefer window seats on train line {i}")
+    cfg = config(workspace)
+    consolidate_once(cfg)
+    (workspace / "memory" / ".daemon" / "checkpoints.json").unlink()
+    report = consolidate_once(cfg)
+    assert report.promoted == [] and report.new_facts == []
+    assert_consistent(workspace)
+
+
+def test_a_torn_last_line_waits_until_it_is_complete(workspace):
+    old_day = time.time() - 3 * 86400  # a file nobody else appends to while we look
+    add(workspace, "I prefer aisle seats on flights", ts=old_day)
+    path = next((workspace / "memory" / "episodic" / "travel").glob("*.jsonl"))
+    rec = Ledger(workspace / "memory").make_entry(agent_id="travel", session_id="s1", project="trips",
+                                                  content="We decided to use Postgres for the database",
+                                                  timestamp=old_day + 1)
+    line = orjson.dumps(rec) + b"\n"
+    with open(path, "ab") as fh:
+        fh.write(line[:40])
+    cfg = config(workspace)
+    assert len(consolidate_once(cfg).promoted) == 1
+    rel = path.relative_to(workspace / "memory").as_posix()
+    assert load_checkpoints(workspace / "memory")[rel] == path.stat().st_size - 40
+    with open(path, "ab") as fh:
+        fh.write(line[40:])
+    assert consolidate_once(cfg).promoted == [rec["id"]]
+    assert load_checkpoints(workspace / "memory")[rel] == path.stat().st_size
+    assert_consistent(workspace)
+
+
+def test_a_torn_line_left_by_a_crashed_writer_is_skipped(workspace):
+    add(workspace, "I prefer aisle seats on flights")
+    path = next((workspace / "memory" / "episodic" / "travel").glob("*.jsonl"))
+    with open(path, "ab") as fh:
+        fh.write(b'{"v":1,"kind":"entry","id":"ep-torn","content":"We dec')  # the writer died here
+    later = add(workspace, "We decided to use Postgres for the database")  # starts on a new line
+    assert sorted(consolidate_once(config(workspace)).promoted) == sorted(
+        [r["id"] for r in episodic(workspace) if r.get("kind") == "entry"])
+    assert later["id"] in {r.get("entry_id") for r in episodic(workspace)}
+    assert_consistent(workspace)
+
+
+def test_batches_are_bounded_and_consolidate_once_runs_them_all(workspace, monkeypatch):
+    monkeypatch.setattr(consolidation, "MAX_BATCH", 4)
+    for i in range(11):
+        add(workspace, f"My locker number at gym {i} is {100 + i}", agent="a" if i % 2 else "b")
+    report = consolidate_once(config(workspace))
+    assert report.batches == 3 and len(report.promoted) == 11 and not report.more
+    assert_consistent(workspace)
+
+
+# ---------------------------------------------------------------- multi-agent scoping
+def test_episodic_ledgers_are_private_except_to_the_orchestrator(workspace):
+    (workspace / "memtier.yaml").write_text("agents:\n  global_read: [orchestrator]\n")
+    secret = add(workspace, "The Lisbon hotel confirmation code is QX88341207", agent="travel", project="trips")
+    add(workspace, "Refactor the parser module today", agent="coder", project="trips", session="c1")
+    cfg = config(workspace)
+    mem = Memory(cfg)
+
+    def recall(agent):
+        return Retriever(cfg).recall("Lisbon hotel confirmation code", agent_id=agent, project="trips",
+                                     agents=mem.visible_agents(agent), record_trace=False)
+
+    assert [h.id for h in recall("coder").hits] == []
+    assert secret["id"] in [h.id for h in recall("orchestrator").hits]
+    assert secret["id"] in [h.id for h in recall("travel").hits]
+
+    def cli_ids(agent):
+        out = run_cli("-w", str(workspace), "search", "Lisbon hotel confirmation code", "--agent", agent,
+                      "--json").stdout
+        return [(h["id"], h["tier"], h["agent_id"]) for h in json.loads(out)["hits"]]
+
+    assert cli_ids("coder") == []
+    assert (secret["id"], "episodic", "travel") in cli_ids("orchestrator")
+
+    # consolidation shares the distilled fact with the project, tagged with its origin; the entry stays private
+    consolidate_once(cfg)
+    hits = cli_ids("coder")
+    assert hits and all(tier == "semantic" and origin == "travel" for _, tier, origin in hits)
+    assert secret["id"] not in [i for i, _, _ in hits]
+
+
+# ---------------------------------------------------------------- the model path
+class ModelServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, mode: str):
+        super().__init__(("127.0.0.1", 0), ModelHandler)
+        self.mode = mode
+        self.calls = 0
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class ModelHandler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        self.server.calls += 1
+        entry = body["messages"][-1]["content"].split("\n", 1)[1]
+        mode = self.server.mode
+        if mode == "http500":
+            return self._send(500, b'{"error": "boom"}')
+        if mode == "garbage":
+            content = "Sure! Here are the facts you asked for: the user likes things."
+        elif mode == "schema":
+            content = json.dumps({"facts": [{"kind": "preference", "text": entry}]})
+        else:
+            n = sum(map(ord, entry)) % 1000
+            content = json.dumps({"facts": [{"fact_kind": "attribute", "subject": "user",
+                                             "attribute": f"model_note_{n}", "value": entry[:40],
+                                             "content": f"Model says: {entry}", "confidence": 0.9,
+                                             "effective_time": "2026-11-29"}]})
+        reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+                 "usage": {"prompt_tokens": 100, "completion_tokens": 25, "total_tokens": 125}}
+        self._send(200, json.dumps(reply).encode())
+
+    def _send(self, status, data):
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def model_server(request):
+    srv = ModelServer(getattr(request, "param", "ok"))
+    thread = threading.Thread(target=srv.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def model_config(ws: Path, url: str):
+    return config(ws, **{"consolidation.extractor": "model", "model.enabled": True, "model.base_url": url,
+                         "model.max_retries": 0, "model.timeout_s": 2.0})
+
+
+ENTRIES = ["I prefer aisle seats on flights", "We decided to use Postgres for the database",
+           "My gym locker number is 417", "Never book flights before 8am"]
+
+
+def test_model_extraction_records_facts_and_store_tokens(workspace, model_server):
+    ids = [add(workspace, text, session=f"s{i % 2}")["id"] for i, text in enumerate(ENTRIES)]
+    report = consolidate_once(model_config(workspace, model_server.url))
+    assert model_server.calls == len(ENTRIES) and report.errors == [] and report.fallbacks == 0
+    assert sorted(report.promoted) == sorted(ids)
+    assert report.store_tokens == 25 * len(ENTRIES)
+    assert {f["extractor"] for f in report.new_facts} == {"model"}
+    assert all(f["content"].startswith("Model says:") and f["effective_time"] == "2026-11-29"
+               for f in report.new_facts)
+    costs = [json.loads(ln) for ln in (workspace / "memory" / "costs.jsonl").read_text().splitlines()]
+    assert sorted(c["entry_id"] for c in costs) == sorted(ids)
+    assert {c["completion_tokens"] for c in costs} == {25}
+    out = run_cli("-w", str(workspace), "inspect", "--costs", "--json").stdout
+    rows = {r["session_id"]: r for r in map(json.loads, out.splitlines())}
+    assert rows["s0"]["store_tokens"] == 50 and rows["s1"]["store_tokens"] == 50
+    assert rows["s0"]["model_calls"] == 2 and rows["s0"]["facts"] == 2
+    assert_consistent(workspace)
+
+
+@pytest.mark.parametrize("model_server", ["garbage", "schema", "http500"], indirect=True)
+def test_model_failure_falls_back_to_heuristics_and_loses_nothing(workspace, model_server):
+    ids = [add(workspace, text)["id"] for text in ENTRIES]
+    report = consolidate_once(model_config(workspace, model_server.url))
+    assert model_server.calls == 1  # the first failure switches the rest of the batch to heuristics
+    assert sorted(report.promoted) == sorted(ids) and report.fallbacks == len(ENTRIES)
+    assert len(report.errors) == 1 and "model extraction failed" in report.errors[0]
+    assert report.store_tokens == 0 and {f["extractor"] for f in report.new_facts} == {"heuristic"}
+    assert not (workspace / "memory" / "costs.jsonl").exists()
+    assert_consistent(workspace)
+
+
+def test_model_endpoint_down_falls_back(workspace):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ids = [add(workspace, text)["id"] for text in ENTRIES]
+    cfg = model_config(workspace, f"http://127.0.0.1:{port}/v1")
+    report = consolidate_once(cfg)
+    assert sorted(report.promoted) == sorted(ids) and report.fallbacks == len(ENTRIES)
+    assert report.new_facts and report.errors
+    assert consolidate_once(cfg).promoted == []  # and nothing is promoted twice
+    assert_consistent(workspace)
+
+
+# ---------------------------------------------------------------- the daemon
+def test_daemon_picks_up_a_new_line_through_the_watchdog(workspace):
+    cfg = config(workspace)
+    add(workspace, "I prefer aisle seats on flights")  # backlog: processed before `ready`
+    d = Daemon(cfg)
+    thread = threading.Thread(target=d.run, kwargs={"install_signals": False}, daemon=True)
+    thread.start()
+    try:
+        assert d.ready.wait(10)
+        assert len([r for r in episodic(workspace) if r.get("kind") == "promoted"]) == 1
+        new = add(workspace, "We decided to use Postgres for the database", agent="deployer", project="atlas")
+        wait_for(lambda: any(r.get("kind") == "promoted" and r["entry_id"] == new["id"]
+                             for r in episodic(workspace)), timeout=3.0, what="the watchdog-triggered batch")
+    finally:
+        d.stop()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert_consistent(workspace)
+
+
+def test_sigterm_finishes_the_batch_saves_the_checkpoint_and_exits_zero(workspace):
+    proc = DaemonProc(workspace)
+    proc.wait_ready()
+    first = add(workspace, "I prefer aisle seats on flights")
+    wait_for(lambda: any(r.get("entry_id") == first["id"] for r in episodic(workspace)), what="first batch")
+    for i in range(30):  # then stop it while it is (likely) busy with these
+        add(workspace, f"My seat for flight {i} is {i}C", session=f"s{i // 10}")
+    time.sleep(random.uniform(0.0, 0.3))
+    proc.proc.send_signal(signal.SIGTERM)
+    assert proc.proc.wait(timeout=20) == 0, "".join(proc.stderr)
+    assert "checkpoint saved" in "".join(proc.stderr)
+    cps = json.loads((workspace / "memory" / ".daemon" / "checkpoints.json").read_text())
+    assert cps["files"] and all(v > 0 for v in cps["files"].values())
+    assert not list((workspace / "memory" / ".daemon").glob("*.tmp"))
+    run_cli("-w", str(workspace), "daemon", "--once")
+    assert_consistent(workspace)
+
+
+def test_daemon_once_json_prints_the_report(workspace):
+    e = add(workspace, "I prefer aisle seats on flights")
+    out = run_cli("-w", str(workspace), "daemon", "--once", "--json").stdout
+    report = json.loads(out)
+    assert report["promoted"] == [e["id"]] and report["new_facts"][0]["origin_agent"] == "travel"
+    assert report["store_tokens"] == 0
+
+
+def batch_lock_held(ws: Path, timeout: float) -> bool:
+    """Poll until some process holds the daemon's batch lock (True) or ``timeout`` passes."""
+    import fcntl
+
+    path = ws / "memory" / ".daemon" / "lock"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            fd = os.open(path, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            except BlockingIOError:
+                return True
+            finally:
+                os.close(fd)
+        time.sleep(0.0005)
+    return False
+
+
+AGENT = """
+import random, sys, time
+from memtier_plugin.ledger import Ledger
+ws, agent, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rng = random.Random(seed)
+ledger = Ledger(ws + "/memory")
+topics = ["hotel", "train", "dinner", "museum", "parking"]
+for i in range(n):
+    r, t = rng.random(), rng.choice(topics)
+    role = "user"
+    if r < 0.1:
+        content, role = f"[system] heartbeat {i}", "system"
+    elif r < 0.2:
+        content = "ok"
+    elif r < 0.45:
+        content = f"The {t} budget is now ${rng.randint(1, 30) * 10} a night"
+    elif r < 0.55:
+        content = "I prefer aisle seats on flights"
+    elif r < 0.7:
+        content, role = f"We decided to use {rng.choice(['Postgres', 'MySQL', 'SQLite'])} for the {t} service", "assistant"
+    elif r < 0.8:
+        content = "Thanks, that sounds good to me"
+    else:
+        content = f"My {agent} ticket number for the {t} trip {i} is TK{seed}{i:03d}"
+    project = "shared" if rng.random() < 0.6 else agent
+    ledger.add(agent_id=agent, session_id=f"{agent}-s{i // 15}", project=project, content=content, role=role)
+    time.sleep(rng.uniform(0, 0.12))
+"""
+
+
+def test_sigkill_twenty_times_while_four_agents_append(workspace, tmp_path):
+    """Done-when: 4 agents appending, the daemon SIGKILLed 20 times at random moments and
+    restarted; a final --once leaves every eligible entry promoted exactly once, no duplicate fact."""
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    rng = random.Random(int(os.environ.get("MEMTIER_TEST_SEED", "0")) or None)
+    agents = [subprocess.Popen([sys.executable, str(script), str(workspace), f"agent{k}", "110",
+                                str(rng.randrange(1 << 30))]) for k in range(4)]
+    mid_batch = 0
+    try:
+        for k in range(20):
+            d = DaemonProc(workspace)
+            time.sleep(rng.uniform(0.05, 0.9))
+            if k % 2:  # every other kill waits (briefly) for the daemon to be inside a batch
+                mid_batch += batch_lock_held(workspace, timeout=0.5)
+            assert d.proc.poll() is None, f"daemon died on its own: {''.join(d.stderr)}"
+            d.proc.kill()
+            d.proc.wait(timeout=10)
+        for a in agents:
+            assert a.wait(timeout=60) == 0
+    finally:
+        for a in agents:
+            if a.poll() is None:
+                a.kill()
+    run_cli("-w", str(workspace), "daemon", "--once")
+    stats = assert_consistent(workspace)
+    assert mid_batch >= 2, "too few kills landed inside a batch to mean anything"
+    assert stats["entries"] == 440 and stats["eligible"] > 250 and stats["facts"] > 50
