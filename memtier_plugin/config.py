@@ -121,6 +121,7 @@ class ModelSection:
 @dataclass
 class EmbeddingsConfig:
     backend: str = field(default="none", metadata={"choices": ("none", "minilm", "hashing")})
+    min_similarity: float = field(default=0.3, metadata=_rng(-1, 1))
 
 
 @dataclass

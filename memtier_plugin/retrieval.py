@@ -25,7 +25,7 @@ from .index import ROLES, DocIndex, LedgerWatch, open_index
 from .ledger import Ledger, append_lines, utc_iso
 from .packing import Hit, Packed, pack
 from .redact import redact
-from .signals import DAY, decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, tier_bonus
+from .signals import DAY, decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, phi_sem, tier_bonus
 from .tokenize import tokenize
 
 log = logging.getLogger(__name__)
@@ -77,8 +77,14 @@ class Retriever:
 
             self.weights = [float(x) for x in read_learned_weights(Path(config.weights.learned_file))]
         self.embedder = None
+        self.vector_cache = None
+        self._vectors: dict[str, np.ndarray] = {}
         self._lock = threading.RLock()
         self.last_result: RecallResult | None = None
+        if config.embeddings.backend != "none":
+            from .embeddings import get_embedder
+
+            self.set_embedder(get_embedder(config.embeddings.backend))
         bm = config.bm25
         t0 = time.perf_counter()
         self.episodic, changed_e = open_index(self.root, "episodic", "episodic", k1=bm.k1, b=bm.b,
@@ -114,6 +120,40 @@ class Retriever:
             self.episodic.save(self.root / ".index" / "episodic")
             self.semantic.save(self.root / ".index" / "semantic")
             self._unsaved = 0
+
+    # ---- dense vectors (φsem) -------------------------------------------
+    def set_embedder(self, embedder, cache_path: Path | None = None) -> None:
+        """Enable φsem: vectors for every document, cached on disk beside the index."""
+        from .embeddings import VectorCache
+
+        self.embedder = embedder
+        self._vectors = {}
+        if embedder is not None:
+            path = cache_path or (self.root / ".index" / "vectors")
+            self.vector_cache = VectorCache(path, embedder)
+
+    def vectors(self, idx: DocIndex) -> np.ndarray:
+        """(idx.n, dim) unit vectors, computing only the documents added since the last call."""
+        have = self._vectors.get(idx.kind)
+        done = 0 if have is None else len(have)
+        if done < idx.n:
+            texts = [self.content(idx, d) for d in range(done, idx.n)]
+            new = self.vector_cache.get_many(texts).astype(np.float32)
+            have = new if have is None else np.vstack([have, new])
+            self._vectors[idx.kind] = have
+        return have
+
+    def _dense(self, idx: DocIndex, qv: np.ndarray, scope: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k documents by cosine within ``scope`` (all when None): (docs, cosines)."""
+        if idx.n == 0:
+            return np.empty(0, np.int64), np.empty(0)
+        V = self.vectors(idx)
+        docs = np.arange(idx.n) if scope is None else scope
+        cos = V[docs] @ qv
+        if len(docs) > k:
+            part = np.argpartition(-cos, k)[:k]
+            docs, cos = docs[part], cos[part]
+        return docs.astype(np.int64), cos.astype(np.float64)
 
     # ---- ranking ---------------------------------------------------------
     def _mask(self, idx: DocIndex, docs: np.ndarray, agents: list[str] | None, project: str | None) -> np.ndarray:
@@ -170,17 +210,30 @@ class Retriever:
             s_codes, fact_docs, fact_raw = self.stage1(q, project)
             mode = "two-stage" if s_codes else ("fallback: semantic tier empty" if self.semantic.n == 0
                                                  else "fallback: stage 1 found no session")
+        cands = None
         if s_codes:
             cur = ep.sessions.code.get(session_id)
             scope = set(s_codes) | ({cur} if cur is not None else set())
             cands = np.array(sorted(d for s in scope for d in ep.session_docs.get(s, [])), dtype=np.int64)
             e_docs, e_raw = ep.bm25.score(q, cands) if len(cands) else (np.empty(0, np.int64), np.empty(0))
-            from_stage1 = np.isin(ep.col("session")[e_docs], s_codes)
         else:
             e_docs, e_raw = ep.bm25.score(q) if ep.n and q else (np.empty(0, np.int64), np.empty(0))
-            from_stage1 = np.zeros(len(e_docs), dtype=bool)
-        keep = self._mask(ep, e_docs, agents, project) & (e_raw > 0)
+        dense = self.embedder is not None and weights[0] > 0
+        e_cos = np.empty(0)
+        if dense:
+            qv = self.embedder.embed([query])[0]
+            d_docs, d_cos = self._dense(ep, qv, cands, depth)
+            d_docs = d_docs[d_cos >= self.config.embeddings.min_similarity]
+            extra = np.setdiff1d(d_docs, e_docs)
+            e_docs = np.concatenate([e_docs, extra])
+            e_raw = np.concatenate([e_raw, np.zeros(len(extra))])
+            e_cos = self.vectors(ep)[e_docs] @ qv if len(e_docs) else np.empty(0)
+        from_stage1 = np.isin(ep.col("session")[e_docs], s_codes) if s_codes else np.zeros(len(e_docs), dtype=bool)
+        keep = self._mask(ep, e_docs, agents, project)
+        keep &= (e_raw > 0) | (e_cos >= self.config.embeddings.min_similarity) if dense else (e_raw > 0)
         e_docs, e_raw, from_stage1 = e_docs[keep], e_raw[keep], from_stage1[keep]
+        if dense:
+            e_cos = e_cos[keep]
         f_keep = fact_raw > 0
         f_docs, f_raw = fact_docs[f_keep][:depth], fact_raw[f_keep][:depth]
 
@@ -195,22 +248,16 @@ class Retriever:
         stage1 = np.concatenate([from_stage1, np.ones(len(f_docs), dtype=bool)])
         bm = phi_bm25(raw, cfg.bypass_threshold)
         decay = phi_decay((now - ts) / DAY, cfg.decay_lambda, decay_bypass(raw, cfg.bypass_threshold, stage1))
-        sem = self._phi_sem(query, pairs) if weights[0] > 0 else np.zeros(len(pairs))
+        if dense:
+            f_cos = self.vectors(self.semantic)[f_docs] @ qv if len(f_docs) else np.empty(0)
+            sem = phi_sem(np.concatenate([e_cos, f_cos]))
+        else:
+            sem = np.zeros(len(pairs))
         fused = fuse(weights, sem, bm, decay, phi_cw(cw), tier_bonus(tiers, cfg.tier_multipliers))
         order = np.lexsort((np.arange(len(pairs)), -fused.scores))[:depth]
         return Ranked([pairs[i] for i in order], fused.scores[order], raw[order],
                       {k: v[order] for k, v in fused.signals.items()}, fused.weights, mode,
                       [ep.sessions.names[s] for s in s_codes])
-
-    def _phi_sem(self, query: str, pairs) -> np.ndarray:
-        from .signals import phi_sem
-
-        if self.embedder is None:
-            return np.zeros(len(pairs))
-        texts = [self.content(idx, d) for idx, d in pairs]
-        vecs = self.embedder.embed(texts)
-        qv = self.embedder.embed([query])[0]
-        return phi_sem(vecs @ qv)
 
     # ---- hits and packing ------------------------------------------------
     def content(self, idx: DocIndex, doc: int) -> str:

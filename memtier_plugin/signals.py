@@ -56,8 +56,8 @@ def tier_bonus(tier_codes: np.ndarray, multipliers: dict[str, float]) -> np.ndar
 
 
 def phi_sem(cosine: np.ndarray) -> np.ndarray:
-    """Cosine similarity ∈ [−1, 1] → [0, 1]."""
-    return (np.clip(np.asarray(cosine, dtype=np.float64), -1.0, 1.0) + 1.0) / 2.0
+    """Cosine similarity of unit vectors → [0, 1], negatives (unrelated) as 0."""
+    return np.clip(np.asarray(cosine, dtype=np.float64), 0.0, 1.0)
 
 
 @dataclass

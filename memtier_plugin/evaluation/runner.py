@@ -35,6 +35,7 @@ class Options:
     roles: tuple[str, ...] = ("user",)
     facts: bool = True
     embedder: Any = None
+    vector_cache: Path | None = None  # shared across questions: haystacks repeat sessions
     depth: int = 1000
 
 
@@ -85,7 +86,8 @@ def write_sessions(root: Path, sessions: list[tuple[str, float, list[tuple[str, 
 
 def open_retriever(root: Path, opts: Options) -> Retriever:
     retriever = Retriever(make_config(root.parent, opts))
-    retriever.embedder = opts.embedder
+    if opts.embedder is not None:
+        retriever.set_embedder(opts.embedder, opts.vector_cache)
     return retriever
 
 
