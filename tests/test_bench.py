@@ -91,3 +91,12 @@ def test_cli_json_shape_and_sane_numbers():
 def test_cli_rejects_bad_sizes():
     proc = run_cli("bench", "retrieval", "--sizes", "ten", check=False)
     assert proc.returncode != 0 and "comma-separated" in proc.stderr
+
+
+def test_check_targets_only_judges_measured_sizes():
+    rows = [{"size": 100_000, "recall_p50_ms": 2.0, "speedup_vs_rank_bm25": 40.0, "append_search_ms": 4.0,
+             "cold_start_s": 0.5, "peak_rss_mb": 300.0}]
+    verdicts = dict(bench.check_targets(rows))
+    assert len(verdicts) == 4  # the 1M targets are not judged without a 1M row
+    assert [ok for d, ok in verdicts.items() if d.startswith("speedup")] == [False]
+    assert all(ok for d, ok in verdicts.items() if not d.startswith("speedup"))

@@ -40,7 +40,10 @@ def _sizes(value: str) -> list[int]:
               help="Where to write the temporary workspaces (default: the system temp dir).")
 @click.option("--keep", is_flag=True, help="Keep the generated workspaces (their paths go to stderr).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
-def retrieval(sizes, as_json, queries, seed, no_rank_bm25, workdir, keep, quiet):
+@click.option("--json-out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON list to this file.")
+@click.option("--check", is_flag=True, help="Exit 1 when a measured size misses an issue-3 target.")
+def retrieval(sizes, as_json, queries, seed, no_rank_bm25, workdir, keep, quiet, json_out, check):
     """Build time, full recall p50/p95, append→search, cold start and peak RSS per corpus size,
     with the same-run time of a rank_bm25 BM25Okapi rescore of the same corpus and the ratio."""
     from ..bench import RANK_BM25_PARAMS, bench_size
@@ -59,8 +62,18 @@ def retrieval(sizes, as_json, queries, seed, no_rank_bm25, workdir, keep, quiet)
             click.echo(f"memtier bench: workspaces kept under {base}", err=True)
         else:
             shutil.rmtree(base, ignore_errors=True)
+    from ..bench import check_targets
+
+    doc = json.dumps([{k: _round(v) for k, v in row.items()} for row in rows], indent=1)
+    if json_out:
+        Path(json_out).write_text(doc + "\n")
+    verdicts = check_targets(rows)
+    missed = [d for d, ok in verdicts if not ok]
     if as_json:
-        click.echo(json.dumps([{k: _round(v) for k, v in row.items()} for row in rows], indent=1))
+        click.echo(doc)
+        if check and missed:
+            click.echo("memtier bench: missed: " + "; ".join(missed), err=True)
+            raise SystemExit(1)
         return
     click.echo(table(rows))
     params = ", ".join(f"{k}={v}" for k, v in RANK_BM25_PARAMS.items())
@@ -71,6 +84,10 @@ def retrieval(sizes, as_json, queries, seed, no_rank_bm25, workdir, keep, quiet)
     click.echo("recall: Retriever.recall (stage 1 + stage 2 + fusion + packing), record_trace=False; "
                "append: durable Ledger.write_entry (flock+fsync) + notify_append + recall finding it.")
     click.echo(TARGETS)
+    for desc, ok in verdicts:
+        click.echo(f"  {'met   ' if ok else 'MISSED'} {desc}")
+    if check and missed:
+        raise SystemExit(1)
 
 
 def _round(v):
