@@ -26,7 +26,6 @@ and a running daemon never interleave.
 
 from __future__ import annotations
 
-import copy
 import fcntl
 import logging
 import os
@@ -150,25 +149,6 @@ class _BatchLock:
         os.close(self.fd)
 
 
-_UNCHECKED = ("pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format")
-
-
-def _model_schema() -> dict:
-    """facts_schema() without the keywords llm.validate does not implement (it raises on them);
-    facts_from_model_output checks dates and clamps confidence itself."""
-    schema = copy.deepcopy(facts_schema())
-
-    def strip(node):
-        if isinstance(node, dict):
-            for key in _UNCHECKED:
-                if not isinstance(node.get(key), dict):
-                    node.pop(key, None)
-            for v in node.values():
-                strip(v)
-    strip(schema)
-    return schema
-
-
 # ---------------------------------------------------------------- one batch
 class Consolidator:
     """Runs batches over one memory root; keeps its read position between batches."""
@@ -280,7 +260,7 @@ class Consolidator:
                 msgs = [{"role": "system", "content": EXTRACT_PROMPT},
                         {"role": "user", "content": f"Entry ({role}, {entry['timestamp'][:10]}, project "
                                                     f"{entry.get('project') or '-'}):\n{entry['content']}"}]
-                result = self.client.chat(msgs, schema=_model_schema())
+                result = self.client.chat(msgs, schema=facts_schema())
                 facts = [self._clean(f, entry) for f in facts_from_model_output(result.data)]
                 return facts, "model", result
             except Exception as exc:  # any model failure: heuristics for the rest of this batch

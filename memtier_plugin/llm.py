@@ -15,6 +15,7 @@ Every model-backed step in memtier has a deterministic fallback: callers catch
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -96,7 +97,7 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
     or (isinstance(v, float) and v.is_integer()),
 }
 _KEYWORDS = {"type", "properties", "required", "additionalProperties", "items", "enum",
-             "maxItems", "minItems", "maxLength", "minLength"}
+             "maxItems", "minItems", "maxLength", "minLength", "minimum", "maximum", "pattern"}
 _ANNOTATIONS = {"title", "description", "$schema", "$id", "default", "examples"}
 
 
@@ -105,12 +106,21 @@ def schema_errors(instance: Any, schema: dict, path: str = "$") -> list[str]:
 
     Supported: type (one name or a list), properties, required,
     additionalProperties (false/true), items, enum, maxItems, minItems,
-    maxLength, minLength. Any other keyword raises ValueError so a schema
+    maxLength, minLength, minimum, maximum (inclusive; a non-finite number
+    fails both) and pattern (JSON-schema semantics: an unanchored
+    :func:`re.search`). Any other keyword raises ValueError so a schema
     never silently promises more than is checked.
+
+    Patterns come from the caller's own schema, never from model output;
+    keep them bounded (no nested quantifiers) since they run on model text.
     """
     unknown = set(schema) - _KEYWORDS - _ANNOTATIONS
     if unknown:
         raise ValueError(f"unsupported schema keyword(s) at {path}: {sorted(unknown)}")
+    for key in ("minimum", "maximum"):
+        if key in schema and not _is_num(schema[key]):
+            raise ValueError(f"schema {key} at {path} must be a finite number, got {schema[key]!r}")
+    pattern = _pattern(schema["pattern"], path) if "pattern" in schema else None
     errs: list[str] = []
     if "type" in schema:
         names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
@@ -126,6 +136,16 @@ def schema_errors(instance: Any, schema: dict, path: str = "$") -> list[str]:
             errs.append(f"{path}: longer than {schema['maxLength']} characters")
         if "minLength" in schema and len(instance) < schema["minLength"]:
             errs.append(f"{path}: shorter than {schema['minLength']} characters")
+        if pattern is not None and pattern.search(instance) is None:
+            errs.append(f"{path}: {_short(instance)} does not match pattern {schema['pattern']!r}")
+    if _TYPES["number"](instance):
+        if not math.isfinite(instance) and ("minimum" in schema or "maximum" in schema):
+            errs.append(f"{path}: {instance!r} is not a finite number")
+        else:
+            if "minimum" in schema and instance < schema["minimum"]:
+                errs.append(f"{path}: {instance!r} is less than the minimum {schema['minimum']!r}")
+            if "maximum" in schema and instance > schema["maximum"]:
+                errs.append(f"{path}: {instance!r} is greater than the maximum {schema['maximum']!r}")
     if isinstance(instance, list):
         if "maxItems" in schema and len(instance) > schema["maxItems"]:
             errs.append(f"{path}: more than {schema['maxItems']} items")
@@ -153,6 +173,21 @@ def validate(instance: Any, schema: dict) -> None:
     if errs:
         more = f" (+{len(errs) - 3} more)" if len(errs) > 3 else ""
         raise ModelError("output does not match the schema: " + "; ".join(errs[:3]) + more)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _pattern(pattern: Any, path: str) -> re.Pattern[str]:
+    """The compiled schema ``pattern`` (cached); ValueError when it is not a valid regex string."""
+    if not isinstance(pattern, str):
+        raise ValueError(f"schema pattern at {path} must be a string, got {pattern!r}")
+    try:
+        return _compiled(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid schema pattern at {path}: {pattern!r}: {exc}") from None
 
 
 def _same(a: Any, b: Any) -> bool:

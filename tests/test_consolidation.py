@@ -348,10 +348,14 @@ class ModelHandler(BaseHTTPRequestHandler):
             content = json.dumps({"facts": [{"kind": "preference", "text": entry}]})
         else:
             n = sum(map(ord, entry)) % 1000
-            content = json.dumps({"facts": [{"fact_kind": "attribute", "subject": "user",
-                                             "attribute": f"model_note_{n}", "value": entry[:40],
-                                             "content": f"Model says: {entry}", "confidence": 0.9,
-                                             "effective_time": "2026-11-29"}]})
+            fact = {"fact_kind": "attribute", "subject": "user", "attribute": f"model_note_{n}",
+                    "value": entry[:40], "content": f"Model says: {entry}", "confidence": 0.9,
+                    "effective_time": "2026-11-29"}
+            if mode == "confidence":  # outside the schema's minimum/maximum
+                fact["confidence"] = 1.7
+            elif mode == "date":  # effective_time must match the schema's ISO-date pattern
+                fact["effective_time"] = "next Tuesday"
+            content = json.dumps({"facts": [fact]})
         reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
                  "usage": {"prompt_tokens": 100, "completion_tokens": 25, "total_tokens": 125}}
         self._send(200, json.dumps(reply).encode())
@@ -405,13 +409,15 @@ def test_model_extraction_records_facts_and_store_tokens(workspace, model_server
     assert_consistent(workspace)
 
 
-@pytest.mark.parametrize("model_server", ["garbage", "schema", "http500"], indirect=True)
+@pytest.mark.parametrize("model_server", ["garbage", "schema", "confidence", "date", "http500"], indirect=True)
 def test_model_failure_falls_back_to_heuristics_and_loses_nothing(workspace, model_server):
     ids = [add(workspace, text)["id"] for text in ENTRIES]
     report = consolidate_once(model_config(workspace, model_server.url))
     assert model_server.calls == 1  # the first failure switches the rest of the batch to heuristics
     assert sorted(report.promoted) == sorted(ids) and report.fallbacks == len(ENTRIES)
     assert len(report.errors) == 1 and "model extraction failed" in report.errors[0]
+    if model_server.mode in ("schema", "confidence", "date"):  # the full facts_schema() is enforced
+        assert "ModelError" in report.errors[0] and "does not match the schema" in report.errors[0]
     assert report.store_tokens == 0 and {f["extractor"] for f in report.new_facts} == {"heuristic"}
     assert not (workspace / "memory" / "costs.jsonl").exists()
     assert_consistent(workspace)

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from memtier_plugin.errors import ConfigError, ModelError
+from memtier_plugin.facts import facts_schema
 from memtier_plugin.llm import (
     ChatResult,
     ModelClient,
@@ -357,6 +358,22 @@ def test_parse_json_rejects(text):
     ({"a": 1, "b": 2}, {"type": "object", "properties": {"a": {}},
                         "additionalProperties": False}, False),
     ({}, {"type": "object", "required": ["a"]}, False),
+    (0, {"type": "number", "minimum": 0, "maximum": 1}, True),
+    (1, {"type": "number", "minimum": 0, "maximum": 1}, True),
+    (0.5, {"type": "number", "minimum": 0, "maximum": 1}, True),
+    (-0.01, {"type": "number", "minimum": 0}, False),
+    (1.01, {"type": "number", "maximum": 1}, False),
+    (float("nan"), {"type": "number", "minimum": 0, "maximum": 1}, False),
+    (float("inf"), {"type": "number", "minimum": 0}, False),
+    ("5", {"minimum": 9}, True),  # minimum/maximum only constrain numbers
+    (True, {"maximum": 0}, True),  # booleans are not numbers
+    ("2026-10-05", {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}"}, True),
+    ("2026-10-05T09:00:00Z", {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}"}, True),
+    ("next week", {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}"}, False),
+    ("on 2026-10-05", {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}"}, False),
+    ("abc", {"type": "string", "pattern": "b"}, True),  # unanchored: a search, not a full match
+    ("abc", {"type": "string", "pattern": "^b"}, False),
+    (None, {"type": ["string", "null"], "pattern": "^x$"}, True),  # pattern only constrains strings
 ])
 def test_schema_subset(instance, schema, ok):
     assert (schema_errors(instance, schema) == []) is ok
@@ -367,8 +384,57 @@ def test_schema_errors_name_paths_and_unknown_keywords_raise():
     assert errs == ["$.facts[0].attribute: expected string, got integer"]
     with pytest.raises(ModelError, match="does not match"):
         validate({"facts": 1}, FACTS_SCHEMA)
-    with pytest.raises(ValueError, match="pattern"):
-        schema_errors("x", {"type": "string", "pattern": "^x$"})
+    with pytest.raises(ValueError, match="format"):
+        schema_errors("x", {"type": "string", "format": "date"})
+    with pytest.raises(ValueError, match="exclusiveMinimum"):
+        schema_errors(1, {"type": "number", "exclusiveMinimum": 0})
+
+
+@pytest.mark.parametrize("schema, match", [
+    ({"type": "string", "pattern": "(unclosed"}, "invalid schema pattern"),
+    ({"type": "string", "pattern": 3}, "pattern .* must be a string"),
+    ({"type": "number", "minimum": "0"}, "minimum .* must be a finite number"),
+    ({"type": "number", "maximum": float("nan")}, "maximum .* must be a finite number"),
+])
+def test_bad_schema_values_raise_whatever_the_instance(schema, match):
+    for instance in ("x", 0.5, None):
+        with pytest.raises(ValueError, match=match):
+            schema_errors(instance, schema)
+
+
+def test_pattern_comes_from_the_schema_not_the_instance():
+    # a regex-looking model string is matched as text, never compiled
+    assert schema_errors("(a+)+$", {"type": "string", "pattern": r"^\(a\+\)\+\$$"}) == []
+    assert schema_errors("(unclosed", {"type": "string", "pattern": "x"}) != []
+
+
+def _model_fact(**overrides):
+    fact = {"fact_kind": "constraint", "subject": "user", "attribute": "hotel_budget",
+            "value": "up to $300 a night", "content": "User's hotel budget is up to $300 a night",
+            "confidence": 0.9, "effective_time": "2026-10-18"}
+    return {**fact, **overrides}
+
+
+@pytest.mark.parametrize("fact", [_model_fact(), _model_fact(effective_time=None),
+                                  _model_fact(confidence=0, effective_time="2026-10-18T11:15:09Z"),
+                                  _model_fact(confidence=1)])
+def test_chat_accepts_valid_answers_under_the_full_facts_schema(server, make_client, fact):
+    answer = {"facts": [fact]}
+    server.script = [(200, completion(json.dumps(answer)), 0)]
+    res = make_client().chat(MSGS, schema=facts_schema())
+    assert res.data == answer
+
+
+@pytest.mark.parametrize("fact, problem", [
+    (_model_fact(confidence=1.5), "greater than the maximum"),
+    (_model_fact(confidence=-0.1), "less than the minimum"),
+    (_model_fact(effective_time="next week"), "does not match pattern"),
+])
+def test_chat_rejects_answers_the_full_facts_schema_forbids(server, make_client, fact, problem):
+    server.script = [(200, completion(json.dumps({"facts": [fact]})), 0)]
+    with pytest.raises(ModelError, match=problem):
+        make_client().chat(MSGS, schema=facts_schema())
+    assert len(server.requests) == 1  # a schema violation is not retried
 
 
 def test_config_from_mapping():
