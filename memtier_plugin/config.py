@@ -72,6 +72,7 @@ class RetrievalConfig:
         default_factory=lambda: {"episodic": 1.0, "semantic": 1.2, "procedural": 1.4}
     )
     depth: int = field(default=50, metadata=_rng(1, 100000))
+    scoping: str = field(default="hard", metadata={"choices": ("hard", "soft")})
     include_roles: list = field(default_factory=lambda: ["user", "assistant", "tool"])
 
 

@@ -64,6 +64,16 @@ class RecallResult:
                  "signals": {k: round(v["value"], 6) for k, v in h.signals.items()}} for h in self.hits]
 
 
+def _top_order(scores: np.ndarray, depth: int) -> np.ndarray:
+    """Indices of the ``depth`` best scores, best first, ties by position (argpartition, then sort)."""
+    n = len(scores)
+    if n > 4 * depth:
+        cut = np.partition(scores, n - depth)[n - depth]
+        idx = np.flatnonzero(scores >= cut)  # keeps every tie at the cut
+        return idx[np.lexsort((idx, -scores[idx]))][:depth]
+    return np.lexsort((np.arange(n), -scores))[:depth]
+
+
 class Retriever:
     """Holds the episodic and semantic indexes of one memory root and answers queries."""
 
@@ -157,16 +167,18 @@ class Retriever:
 
     # ---- ranking ---------------------------------------------------------
     def _mask(self, idx: DocIndex, docs: np.ndarray, agents: list[str] | None, project: str | None) -> np.ndarray:
+        """Visibility of ``docs``: not [system], the agent may read it, same project, recalled role, current."""
         keep = ~idx.col("system")[docs]
         if agents is not None:
-            codes = [idx.agents.code[a] for a in agents if a in idx.agents.code]
-            keep &= np.isin(idx.col("agent")[docs], codes)
+            allowed = np.zeros(len(idx.agents.names) + 1, dtype=bool)
+            allowed[[idx.agents.code[a] for a in agents if a in idx.agents.code]] = True
+            keep &= allowed[idx.col("agent")[docs]]
         if project is not None:
-            code = idx.projects.code.get(project, -1)
-            keep &= idx.col("project")[docs] == code
-        roles = [ROLES.index(r) for r in self.config.retrieval.include_roles if r in ROLES]
+            keep &= idx.col("project")[docs] == idx.projects.code.get(project, -1)
         if idx.kind == "episodic":
-            keep &= np.isin(idx.col("role")[docs], roles)
+            roles = np.zeros(len(ROLES), dtype=bool)
+            roles[[ROLES.index(r) for r in self.config.retrieval.include_roles if r in ROLES]] = True
+            keep &= roles[idx.col("role")[docs]]
         else:
             keep &= ~idx.col("superseded")[docs]
         return keep
@@ -195,12 +207,18 @@ class Retriever:
     def rank(self, query: str, *, agents: list[str] | None, project: str | None, session_id: str = "",
              now: float | None = None, depth: int | None = None, two_stage: bool | None = None,
              weights: list[float] | None = None) -> Ranked:
-        """Score candidates with the five-signal fusion; best ``depth`` first (no packing)."""
+        """Score candidates with the five-signal fusion; best ``depth`` first (no packing).
+
+        ``retrieval.scoping: hard`` (MemTier) scores only the stage-1 sessions'
+        entries plus the current session's; ``soft`` lets every visible entry
+        compete in the same fusion, stage-1 sessions keeping their decay
+        bypass — recall-first, at the cost of scoring the whole pool.
+        """
         cfg = self.config.retrieval
         now = time.time() if now is None else now
         depth = depth or cfg.depth
         two_stage = cfg.two_stage if two_stage is None else two_stage
-        weights = self.weights if weights is None else weights
+        weights = list(self.weights if weights is None else weights)
         q = tokenize(query)
         ep = self.episodic
         mode = "all episodic entries (two-stage off)"
@@ -210,38 +228,51 @@ class Retriever:
             s_codes, fact_docs, fact_raw = self.stage1(q, project)
             mode = "two-stage" if s_codes else ("fallback: semantic tier empty" if self.semantic.n == 0
                                                  else "fallback: stage 1 found no session")
-        cands = None
+        qv = self.embedder.embed([query])[0] if (self.embedder is not None and weights[0] > 0) else None
+        f_keep = fact_raw > 0
+        facts = (fact_docs[f_keep][:depth], fact_raw[f_keep][:depth])
+        scope = None
         if s_codes:
             cur = ep.sessions.code.get(session_id)
-            scope = set(s_codes) | ({cur} if cur is not None else set())
-            cands = np.array(sorted(d for s in scope for d in ep.session_docs.get(s, [])), dtype=np.int64)
-            e_docs, e_raw = ep.bm25.score(q, cands) if len(cands) else (np.empty(0, np.int64), np.empty(0))
+            codes = set(s_codes) | ({cur} if cur is not None else set())
+            scope = np.array(sorted(d for c in codes for d in ep.session_docs.get(c, [])), dtype=np.int64)
+        if s_codes and cfg.scoping == "soft":
+            scope = None  # soft scoping: every visible entry competes; stage-1 sessions skip decay
+        first = self._score(q, qv, scope, s_codes, facts, agents, project, now, depth, weights)
+        first.mode, first.stage1_sessions = mode, [ep.sessions.names[c] for c in s_codes]
+        return first
+
+    def _score(self, q: list[str], qv, scope, s_codes, facts, agents, project, now, depth, weights,
+               exclude: np.ndarray | None = None) -> Ranked:
+        """Lexical (+ dense) candidates within ``scope`` (all when None), fused and sorted."""
+        cfg = self.config.retrieval
+        ep = self.episodic
+        if scope is not None:
+            e_docs, e_raw = ep.bm25.score(q, scope) if len(scope) and q else (np.empty(0, np.int64), np.empty(0))
         else:
             e_docs, e_raw = ep.bm25.score(q) if ep.n and q else (np.empty(0, np.int64), np.empty(0))
-        dense = self.embedder is not None and weights[0] > 0
+        dense = qv is not None
         e_cos = np.empty(0)
+        min_sim = self.config.embeddings.min_similarity
         if dense:
-            qv = self.embedder.embed([query])[0]
-            d_docs, d_cos = self._dense(ep, qv, cands, depth)
-            d_docs = d_docs[d_cos >= self.config.embeddings.min_similarity]
-            extra = np.setdiff1d(d_docs, e_docs)
-            e_docs = np.concatenate([e_docs, extra])
+            d_docs, d_cos = self._dense(ep, qv, scope, depth)
+            extra = np.setdiff1d(d_docs[d_cos >= min_sim], e_docs)
+            e_docs = np.concatenate([e_docs, extra]).astype(np.int64)
             e_raw = np.concatenate([e_raw, np.zeros(len(extra))])
             e_cos = self.vectors(ep)[e_docs] @ qv if len(e_docs) else np.empty(0)
-        from_stage1 = np.isin(ep.col("session")[e_docs], s_codes) if s_codes else np.zeros(len(e_docs), dtype=bool)
         keep = self._mask(ep, e_docs, agents, project)
-        keep &= (e_raw > 0) | (e_cos >= self.config.embeddings.min_similarity) if dense else (e_raw > 0)
-        e_docs, e_raw, from_stage1 = e_docs[keep], e_raw[keep], from_stage1[keep]
-        if dense:
-            e_cos = e_cos[keep]
-        f_keep = fact_raw > 0
-        f_docs, f_raw = fact_docs[f_keep][:depth], fact_raw[f_keep][:depth]
-
-        pairs = [(ep, int(d)) for d in e_docs] + [(self.semantic, int(d)) for d in f_docs]
+        keep &= ((e_raw > 0) | (e_cos >= min_sim)) if dense else (e_raw > 0)
+        if exclude is not None and len(exclude):
+            keep &= ~np.isin(e_docs, exclude)
+        e_docs, e_raw = e_docs[keep], e_raw[keep]
+        e_cos = e_cos[keep] if dense else e_cos
+        from_stage1 = np.isin(ep.col("session")[e_docs], s_codes) if s_codes else np.zeros(len(e_docs), bool)
+        f_docs, f_raw = facts
+        n_ep = len(e_docs)
+        names = ("sem", "bm25", "decay", "cw", "tier")
+        if n_ep + len(f_docs) == 0:
+            return Ranked([], np.empty(0), np.empty(0), {n: np.empty(0) for n in names}, dict(zip(names, weights)), "")
         raw = np.concatenate([e_raw, f_raw]).astype(np.float64)
-        if not pairs:
-            return Ranked([], np.empty(0), np.empty(0), {}, dict(zip(("sem", "bm25", "decay", "cw", "tier"), weights)),
-                          mode, [ep.sessions.names[s] for s in s_codes])
         ts = np.concatenate([ep.col("ts")[e_docs], self.semantic.col("ts")[f_docs]])
         cw = np.concatenate([ep.col("cw")[e_docs], self.semantic.col("cw")[f_docs]])
         tiers = np.concatenate([ep.col("tier")[e_docs], self.semantic.col("tier")[f_docs]])
@@ -252,12 +283,12 @@ class Retriever:
             f_cos = self.vectors(self.semantic)[f_docs] @ qv if len(f_docs) else np.empty(0)
             sem = phi_sem(np.concatenate([e_cos, f_cos]))
         else:
-            sem = np.zeros(len(pairs))
+            sem = np.zeros(len(raw))
         fused = fuse(weights, sem, bm, decay, phi_cw(cw), tier_bonus(tiers, cfg.tier_multipliers))
-        order = np.lexsort((np.arange(len(pairs)), -fused.scores))[:depth]
-        return Ranked([pairs[i] for i in order], fused.scores[order], raw[order],
-                      {k: v[order] for k, v in fused.signals.items()}, fused.weights, mode,
-                      [ep.sessions.names[s] for s in s_codes])
+        order = _top_order(fused.scores, depth)
+        pairs = [(ep, int(e_docs[i])) if i < n_ep else (self.semantic, int(f_docs[i - n_ep])) for i in order.tolist()]
+        return Ranked(pairs, fused.scores[order], raw[order],
+                      {k: v[order] for k, v in fused.signals.items()}, fused.weights, "")
 
     # ---- hits and packing ------------------------------------------------
     def content(self, idx: DocIndex, doc: int) -> str:
@@ -288,8 +319,9 @@ class Retriever:
         t0 = time.perf_counter()
         with self._lock:
             self.refresh()
-            ranked = self.rank(query, agents=agents, project=project, session_id=session_id, now=now)
             k, budget = self.config.retrieval.top_k, self.config.packing.token_budget
+            ranked = self.rank(query, agents=agents, project=project, session_id=session_id, now=now,
+                               depth=max(4 * k, 16))
             packed = pack(self.hits(ranked, max(4 * k, 16)), k, budget, self.config.packing.max_entry_chars)
         result = RecallResult(query, packed.hits, packed.left_out, packed.tokens, ranked.mode,
                               ranked.stage1_sessions, (time.perf_counter() - t0) * 1000)

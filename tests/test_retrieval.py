@@ -166,3 +166,26 @@ def test_explain_output_matches_golden(workspace):
                                  record_trace=False)
     golden = FIXTURES / "golden" / "explain_aisle_seat.txt"
     assert explain_table(result) + "\n" == golden.read_text()
+
+
+def test_soft_scoping_lets_other_sessions_compete(corpus):
+    _fact(corpus, "trips", "User never flies before 8am", ["s-old"], "sf-1")
+    hard = _retriever().recall("flights before 8am Lisbon hotel", agent_id="a", project="trips", agents=["a"],
+                               now=NOW, record_trace=False)
+    assert {h.session_id for h in hard.hits if h.tier == "episodic"} == {"s-old"}
+    soft = _retriever(**{"retrieval.scoping": "soft"}).recall(
+        "flights before 8am Lisbon hotel", agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False)
+    assert soft.mode == "two-stage"
+    sessions = {h.session_id for h in soft.hits if h.tier == "episodic"}
+    assert sessions == {"s-old", "s-new"}
+    old = next(h for h in soft.hits if h.session_id == "s-old")
+    assert old.signals["decay"]["value"] == 1.0  # stage-1 session keeps its decay bypass
+
+
+def test_top_order_matches_a_full_sort():
+    from memtier_plugin.retrieval import _top_order
+
+    rng = np.random.default_rng(3)
+    scores = np.round(rng.random(5000), 2)  # many ties
+    full = np.lexsort((np.arange(len(scores)), -scores))[:50]
+    assert _top_order(scores, 50).tolist() == full.tolist()
