@@ -73,6 +73,7 @@ class RetrievalConfig:
     )
     depth: int = field(default=50, metadata=_rng(1, 100000))
     scoping: str = field(default="hard", metadata={"choices": ("hard", "soft")})
+    reply_context: bool = True
     include_roles: list = field(default_factory=lambda: ["user", "assistant", "tool"])
 
 

@@ -84,10 +84,14 @@ class DocIndex:
     """BM25 + columns for one kind of document: episodic entries or semantic facts."""
 
     def __init__(self, kind: str, *, k1: float = 1.5, b: float = 0.75, idf: str = "lucene",
-                 annotate_dates: bool = True):
+                 annotate_dates: bool = True, reply_context: bool = False):
         self.kind = kind
         self.bm25 = BM25Index(k1=k1, b=b, idf=idf)
         self.annotate_dates = annotate_dates
+        # reply context: an entry's key also holds the tokens of the message it answers
+        # (the previous entry of its session, when that one has another role)
+        self.reply_context = reply_context
+        self._last: dict[str, tuple[str, list[str]]] = {}
         self.n = 0
         self.cols = {name: np.zeros(1024, dtype=dt) for name, dt in COLUMNS.items()}
         self.ids: list[str] = []
@@ -146,11 +150,13 @@ class DocIndex:
             ts = 0.0
         content = rec["content"]
         text = annotate(content, _day(ts)) if self.annotate_dates and ts else content
+        tokens = tokenize(text)
+        if self.reply_context and kind == "entry":
+            tokens = self._with_context(rec, tokens)
         if self._deferred is None:
-            doc = self.bm25.add(tokenize(text))
+            doc = self.bm25.add(tokens)
         else:  # bulk: doc ids are sequential, the postings are added by _flush in one vectorised step
             doc = self.n
-            tokens = tokenize(text)
             self._deferred.append(tokens)
             self._deferred_tokens += len(tokens)
         self._grow()
@@ -205,6 +211,15 @@ class DocIndex:
         if len(self.bm25) != self.n:
             raise AssertionError(f"bm25 holds {len(self.bm25)} docs, the index {self.n}")
 
+    def _with_context(self, rec: dict, tokens: list[str]) -> list[str]:
+        """Append the tokens of the session's previous entry when it came from another role."""
+        session, role = rec.get("session_id") or "", rec.get("role", "user")
+        prev = self._last.get(session)
+        self._last[session] = (role, tokens)
+        if prev is not None and prev[0] != role:
+            return tokens + prev[1]
+        return tokens
+
     def tail_file(self, path: Path) -> int:
         """Read what was appended to ``path`` since the checkpoint; returns records read."""
         key = str(path)
@@ -255,7 +270,8 @@ class DocIndex:
                 "sessions": self.sessions.names, "agents": self.agents.names, "projects": self.projects.names,
                 "files": self.files.names, "checkpoint": self.checkpoint,
                 "fact_sessions": {str(k): v for k, v in self.fact_sessions.items()},
-                "pending": self.pending, "annotate_dates": self.annotate_dates}
+                "pending": self.pending, "annotate_dates": self.annotate_dates,
+                "reply_context": self.reply_context}
         (tmp / "meta.json").write_bytes(orjson.dumps(meta))
         shutil.rmtree(directory, ignore_errors=True)
         os.replace(tmp, directory)
@@ -265,7 +281,8 @@ class DocIndex:
         meta = orjson.loads((directory / "meta.json").read_bytes())
         if meta.get("format") != FORMAT:
             raise ValueError(f"index format {meta.get('format')} is not {FORMAT}")
-        self = cls(meta["kind"], k1=k1, b=b, idf=idf, annotate_dates=meta.get("annotate_dates", True))
+        self = cls(meta["kind"], k1=k1, b=b, idf=idf, annotate_dates=meta.get("annotate_dates", True),
+                   reply_context=meta.get("reply_context", False))
         self.bm25 = BM25Index.load(directory / "bm25", mmap=True)  # postings paged in on use, never written
         if (self.bm25.k1, self.bm25.b, self.bm25.idf) != (k1, b, idf):
             raise ValueError("index was built with other BM25 parameters")
@@ -415,6 +432,7 @@ def ledger_files(root: Path, sub: str) -> list[Path]:
 
 
 def open_index(root: Path, kind: str, sub: str, *, k1: float, b: float, idf: str,
+               reply_context: bool = False,
                progress: Callable[[int, int], None] | None = None) -> tuple[DocIndex, bool]:
     """Load the saved index of ``kind`` (or build it) and read what the ledgers gained since.
 
@@ -425,11 +443,13 @@ def open_index(root: Path, kind: str, sub: str, *, k1: float, b: float, idf: str
     if (directory / "meta.json").is_file():
         try:
             index = DocIndex.load(directory, k1=k1, b=b, idf=idf)
+            if index.reply_context != reply_context:
+                raise ValueError("index was built with another retrieval.reply_context")
         except Exception as exc:  # derived data: rebuild whatever is wrong with it
             log.warning("%s: index unusable (%s); rebuilding from the ledgers", directory, exc)
             index = None
     if index is None:
-        index = DocIndex(kind, k1=k1, b=b, idf=idf)
+        index = DocIndex(kind, k1=k1, b=b, idf=idf, reply_context=reply_context)
     files = ledger_files(root, sub)
     read = 0
     index.begin_bulk()

@@ -98,7 +98,8 @@ class Retriever:
         bm = config.bm25
         t0 = time.perf_counter()
         self.episodic, changed_e = open_index(self.root, "episodic", "episodic", k1=bm.k1, b=bm.b,
-                                              idf=bm.idf, progress=progress)
+                                              idf=bm.idf, reply_context=config.retrieval.reply_context,
+                                              progress=progress)
         self.semantic, changed_s = open_index(self.root, "semantic", "semantic", k1=bm.k1, b=bm.b, idf=bm.idf)
         self.open_s = time.perf_counter() - t0
         self._unsaved = len(self.episodic.ids) if changed_e else 0

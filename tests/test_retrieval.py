@@ -189,3 +189,28 @@ def test_top_order_matches_a_full_sort():
     scores = np.round(rng.random(5000), 2)  # many ties
     full = np.lexsort((np.arange(len(scores)), -scores))[:50]
     assert _top_order(scores, 50).tolist() == full.tolist()
+
+
+@pytest.mark.parametrize("reply_context, found", [(True, True), (False, False)])
+def test_reply_context_keys_an_answer_by_its_question(workspace, reply_context, found):
+    ledger = Ledger(workspace / "memory")
+    _add(ledger, "a", "s1", "p", "Which car did you end up buying for the road trip?", role="assistant")
+    answer = _add(ledger, "a", "s1", "p", "The red one, finally!", role="user")
+    _add(ledger, "a", "s1", "p", "Unrelated note about groceries", role="user")
+    r = _retriever(**{"retrieval.reply_context": reply_context})
+    ids = [h.id for h in r.recall("car road trip", agent_id="a", project="p", agents=["a"], now=NOW,
+                                  record_trace=False).hits]
+    assert (answer["id"] in ids) is found
+    assert r.recall("groceries", agent_id="a", project="p", agents=["a"], now=NOW,
+                    record_trace=False).hits[0].content.startswith("Unrelated")  # same role: no context
+
+
+def test_changing_reply_context_rebuilds_the_index(workspace):
+    ledger = Ledger(workspace / "memory")
+    _add(ledger, "a", "s1", "p", "Which car did you buy?", role="assistant")
+    _add(ledger, "a", "s1", "p", "The red one", role="user")
+    _retriever(**{"retrieval.reply_context": False})
+    r = _retriever(**{"retrieval.reply_context": True})
+    assert r.episodic.reply_context is True
+    assert any("red" in h.content for h in r.recall("car", agent_id="a", project="p", agents=["a"], now=NOW,
+                                                   record_trace=False).hits)
