@@ -76,16 +76,33 @@ def slug(phrase: str, max_tokens: int = 3) -> str:
     return "_".join(toks[:max_tokens])
 
 
-def contextual(attr: str, sentence: str) -> str:
-    """Prefix a bare generic head ('budget') with the sentence's domain noun ('hotel')."""
+def contextual(attr: str, sentence: str, near: tuple[int, int] | None = None) -> str:
+    """Prefix a bare generic head ('budget') with the sentence's domain noun ('hotel').
+
+    With ``near`` (a character span of ``sentence``, e.g. the money amount) the
+    domain noun closest to that span wins, so in "anything you book for me:
+    ... hotels under $200 a night" the budget is the hotels', not the book's.
+    """
     if attr not in GENERIC_HEADS and attr not in {"price", "spend"}:
         return attr
-    for w in _WORD.findall(sentence.lower()):
-        s = singular(w)
-        if s in DOMAIN:
-            head = "budget" if attr in {"limit", "cap", "price", "cost", "spend", "spending"} else attr
-            return f"{s}_{head}"
+    s = nearest_domain(sentence, near) if near is not None else domain_of(sentence)
+    if s is not None:
+        head = "budget" if attr in {"limit", "cap", "price", "cost", "spend", "spending"} else attr
+        return f"{s}_{head}"
     return "budget" if attr in {"limit", "cap", "spend", "spending"} else attr
+
+
+def nearest_domain(sentence: str, span: tuple[int, int]) -> str | None:
+    """The domain noun of ``sentence`` closest to the character ``span`` (earlier one on a tie)."""
+    best: tuple[int, str] | None = None
+    for m in _WORD.finditer(sentence.lower()):
+        s = singular(m.group(0))
+        if s not in DOMAIN:
+            continue
+        gap = span[0] - m.end() if m.end() <= span[0] else max(0, m.start() - span[1])
+        if best is None or gap < best[0]:
+            best = (gap, s)
+    return best[1] if best else None
 
 
 def norm_value(value: str) -> str:
@@ -227,7 +244,16 @@ COLON_KV = re.compile(r"^(?P<k>[A-Za-z][\w '/-]{0,38}?)\s*(?::|=)\s+(?P<v>\S.{0,
 YOUR_KV = re.compile(r"\byour\s+(?P<k>[a-z][\w' -]{1,40}?)\s+(?:is|are)\s+(?P<v>[^,;]{2,80}?)" + _END, F)
 ING_VALUE = re.compile(r"\w+ing\b|going\b|not\b", F)
 PRONOUN_START = re.compile(r"(?:i|we|you|he|she|they|it|this|that)\b", F)
-KV_KEY_BAD = re.compile(r"^(?:i|we|you|he|she|it|they|note|update|edit|ps|p\.s|tip|warning|example|q|a|step \d+)$", F)
+KV_KEY_BAD = re.compile(r"^(?:i|we|you|he|she|it|they|note|update|edit|ps|p\.s|tip|warning|example|q|a|step \d+|"
+                        r"got it|noted|ok|okay|sure|understood|perfect|great|thanks|thank you|sounds good)$", F)
+# "Booked: UA 8802 ...", "Done: Lisbon Marriott ...": a report of one action (an event), not the
+# current value of a revisable attribute, so two bookings never supersede each other.
+ACTION_KEY = re.compile(
+    r"^(?:all\s+)?(?:set|done|booked|re-?booked|reserved|confirmed|ticketed|scheduled|rescheduled|"
+    r"cancell?ed|ordered|purchased|bought|paid|sent|submitted|updated|changed|saved|added|removed|"
+    r"deleted|created|registered|completed|finished|fixed|deployed|shipped|released|checked[- ]in)$",
+    F,
+)
 OWN_USE = re.compile(
     r"\bi(?:'ve| have)?\s+(?:just\s+|recently\s+|finally\s+|also\s+)?(?P<verb>have|own|bought|got|"
     r"purchased|use|used|been using|am using|'m using|drive|ride|adopted|ordered|installed|"
@@ -342,7 +368,7 @@ PROJECT_SUBJECT = re.compile(
 NOT_SUBJECT = frozenset(
     "i the we our my this that it monday tuesday wednesday thursday friday saturday sunday "
     "january february march april may june july august september october november december "
-    "today tomorrow yesterday".split()
+    "jan feb mar apr jun jul aug sep sept oct nov dec today tomorrow yesterday".split()
 )
 
 # First-person -> third-person rewrite for readable fact statements.

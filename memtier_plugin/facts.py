@@ -192,7 +192,11 @@ def _attribute_facts(clause: str, sent: str, user: bool, subj: str) -> list[Fact
     if m and (f := _kv(m["k"], m["v"], sent, _subject(sent, subj), P.third_person(clause), 0.85)):
         add(f)
     if not out and (m := P.COLON_KV.match(clause)) and not P.KV_KEY_BAD.match(m["k"].strip()):
-        if len(m["k"].split()) <= 4 and (f := _kv(m["k"], m["v"], sent, _subject(sent, subj), clause, 0.6)):
+        if P.ACTION_KEY.match(m["k"].strip()):  # "Booked: ...": an event, never a revision
+            if P.words(m["v"]):
+                add(Fact("event", _subject(sent, subj), P.slug(m["k"]) or "event", m["v"].strip().rstrip("."),
+                         clause, 0.6))
+        elif len(m["k"].split()) <= 4 and (f := _kv(m["k"], m["v"], sent, _subject(sent, subj), clause, 0.6)):
             add(f)
     if not user:
         if not out and (m := P.YOUR_KV.search(clause)):
@@ -233,7 +237,9 @@ def _constraint_facts(clause: str, sent: str) -> list[Fact]:
     content = P.third_person(clause)
     m = P.MONEY_LIMIT.search(clause) if P.MONEY_HINT.search(clause) else None
     if m and P.BUDGET_WORD.search(sent):
-        out.append(Fact("constraint", "user", P.contextual("budget", sent), m["v"].strip(), content, 0.8))
+        attr = P.contextual("budget", clause, near=m.span())  # the domain noun next to the amount
+        attr = P.contextual("budget", sent) if attr == "budget" else attr
+        out.append(Fact("constraint", "user", attr, m["v"].strip(), content, 0.8))
     if (m := P.NO_LATER.search(clause)):
         side = "latest" if "later" in m["pol"].lower() or "after" in m["pol"].lower() else "earliest"
         head = P.slug(clause[: m.start()], 2)
@@ -282,7 +288,7 @@ def _clause_facts(clause: str, sent: str, role: str, when: tuple[str | None, str
         out.append(Fact("plan", "user", P.slug(_undated(pl["v"])) or "plan", pl["v"].strip(), P.third_person(clause), 0.7))
     elif not pl and P.FUTURE.search(clause) and P.FIRST_PERSON.search(clause):
         out.append(Fact("plan", "user", P.slug(_undated(clause)) or "plan", clause, P.third_person(clause), 0.6))
-    elif dated and not pm and not any(
+    elif dated and not pm and not any(f.fact_kind == "event" for f in out) and not any(
             f.fact_kind == "attribute" and P.norm_value(f.value).startswith(P.norm_value(when[0])) for f in out):
         out.append(Fact("event", "user", P.slug(_undated(clause)) or "event", when[0] or "", P.third_person(clause), 0.7))
     if not out and P.FIRST_PERSON.search(clause) and (P.DISTINCT.search(clause) or len(P.content_tokens(clause)) >= 3):
@@ -298,7 +304,9 @@ def _is_skipped(sent: str, user: bool) -> bool:
 
 def extract_facts(text: str, *, role: str = "user", timestamp: str | None = None) -> list[Fact]:
     """Rule-based facts of one episodic entry; assistant/tool text yields only
-    decisions, progress and explicit key-values; ``[system]`` text yields nothing."""
+    decisions, progress and explicit key-values (an action report such as
+    "Booked: UA 8802 ..." is an event, never a revisable attribute); ``[system]``
+    text yields nothing."""
     if not text or role == "system" or text.lstrip().startswith("[system]"):
         return []
     day = _day(timestamp)

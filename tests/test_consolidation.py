@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import run_cli
+from conftest import FIXTURES, run_cli
 from memtier_plugin import consolidation
 from memtier_plugin.config import load_config
 from memtier_plugin.consolidation import Daemon, consolidate_once, load_checkpoints
@@ -202,6 +202,32 @@ def test_revision_supersedes_and_recall_returns_the_current_version(workspace):
     assert [json.loads(ln)["id"] for ln in cur.splitlines()] == [new["id"]]
     one = json.loads(run_cli("-w", str(workspace), "inspect", "--facts", "--id", old, "--json").stdout)
     assert one["id"] == new["id"] and [h["id"] for h in one["history"]] == [old]
+
+
+def test_the_bundled_scenario_revises_the_hotel_budget_and_no_booking(workspace):
+    """Replay workspace-fixtures/scenario as `memtier demo` does, consolidating after each session:
+    session 05's "budget is now up to $300 a night" supersedes session 01's "hotels under $200 a
+    night", and that is the only revision; the UA 8802 and AP 124 bookings both stay current."""
+    from memtier_plugin import plugin as builtin
+    from memtier_plugin.host import Host, replay_session
+
+    host = Host()
+    host.register(builtin)
+    cfg = config(workspace)
+    for path in sorted((FIXTURES / "scenario").glob("*.jsonl")):
+        replay_session(host, path, workspace)
+        consolidate_once(cfg)
+    facts = {f["id"]: f for f in fact_records(workspace)}
+    revisions = [((facts[f["supersedes"]]["subject"], facts[f["supersedes"]]["attribute"],
+                   facts[f["supersedes"]]["value"]), (f["subject"], f["attribute"], f["value"]))
+                 for f in facts.values() if f.get("supersedes")]
+    assert revisions == [(("user", "hotel_budget", "under $200 a night"),
+                          ("user", "hotel_budget", "up to $300 a night"))]
+    current = {f["id"] for f in SemanticStore(workspace / "memory").current("travel")}
+    for flight in ("UA 8802", "AP 124"):
+        (booking,) = [f for f in facts.values() if f["value"].startswith(flight)]
+        assert booking["fact_kind"] == "event" and booking["id"] in current
+    assert_consistent(workspace)
 
 
 def test_an_older_statement_arriving_late_does_not_replace_the_current_one(workspace):

@@ -158,6 +158,75 @@ def test_budget_revision_pair():
     assert revision_key(alt) == ("user", "hotel_budget")
 
 
+# The bundled scenario (workspace-fixtures/scenario): session 01 sets the hotel budget, session 05 raises it.
+SCENARIO_01 = ("Hi! I'm planning a work trip to Lisbon for the web summit. Some ground rules for anything "
+               "you book for me: I always want an aisle seat, vegetarian meals, and hotels under $200 a night.")
+SCENARIO_05 = ("Change of plans: after Lisbon I'm going to Porto for two nights, Nov 14 to Nov 16. Also, "
+               "I've changed my mind on hotels: my budget is now up to $300 a night.")
+BOOKINGS = [
+    ("Booked: UA 8802 SFO to LIS on Nov 9, 1:15pm, seat 23C (aisle), vegetarian meal, confirmation K7Q2XZ, "
+     "MileagePlus attached.", "2026-10-05T09:03:22Z", "2026-11-09"),
+    ("Booked: AP 124 on Nov 14 at 11:09am (aisle seat, CP-5521907) and Infante Sagres Nov 14 to 16 at $284 "
+     "a night (IS-30118).", "2026-10-18T11:16:22Z", "2026-11-14"),
+]
+
+
+def _budget(text, ts):
+    found = [f for f in extract_facts(text, timestamp=ts) if f.attribute.endswith("budget")]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_scenario_budget_change_lands_on_one_revision_key():
+    old = _budget(SCENARIO_01, "2026-10-05T09:00:10Z")
+    new = _budget(SCENARIO_05, "2026-10-18T11:15:09Z")
+    assert (old.value, new.value) == ("under $200 a night", "up to $300 a night")
+    assert revision_key(old) == revision_key(new) == ("user", "hotel_budget")
+    assert find_superseded(new, [old]) is old and is_duplicate(new, [old]) is None
+
+
+@pytest.mark.parametrize("text, attribute", [
+    (SCENARIO_01, "hotel_budget"),  # not "book_budget": "book" is far from the amount
+    ("For the trip I want a hotel under $150 a night.", "hotel_budget"),
+    ("Book me a flight under $500, the hotel is sorted.", "flight_budget"),
+    ("Keep it under $80 per person for the dinner.", "dinner_budget"),
+])
+def test_the_domain_noun_next_to_the_amount_names_the_budget(text, attribute):
+    assert _budget(text, TS).attribute == attribute
+
+
+@pytest.mark.parametrize("role", ["assistant", "user"])
+def test_booking_reports_are_events_that_never_supersede_each_other(role):
+    booked = []
+    for text, ts, day in BOOKINGS:
+        facts = [f for f in extract_facts(text, role=role, timestamp=ts) if f.attribute == "booked"]
+        assert len(facts) == 1, extract_facts(text, role=role, timestamp=ts)
+        f = facts[0]
+        assert f.fact_kind == "event" and f.subject == "user"  # not "nov" from "on Nov 9"
+        assert revision_key(f) is None and f.effective_time == day
+        booked.append(f)
+    first, second = booked
+    assert "UA 8802" in first.value and "AP 124" in second.value
+    assert find_superseded(second, [first]) is None and is_duplicate(second, [first]) is None
+
+
+@pytest.mark.parametrize("text", [
+    "Done: Lisbon Marriott Parque, Nov 10 to 14, $189 a night, confirmation LMP-88412.",
+    "Scheduled: atlas v1.4.2 to production on Monday Oct 26 at 09:00 UTC.",
+    "All set: TP 1947/UA 8801 on Nov 16 at 10:20am, aisle seats 14D and 31C.",
+    "Updated: hotels up to $300 a night from now on (was $200).",
+])
+def test_action_reports_are_events(text):
+    facts = extract_facts(text, role="assistant", timestamp="2026-10-18T11:15:15Z")
+    assert facts and all(f.fact_kind == "event" and revision_key(f) is None for f in facts), facts
+
+
+def test_acknowledgements_are_not_key_values():
+    facts = extract_facts("Got it: aisle seat, vegetarian meal, hotels under $200 a night.", role="assistant",
+                          timestamp=TS)
+    assert not any(f.attribute in ("got", "got_it") for f in facts), facts
+
+
 def test_find_superseded_picks_latest_and_ignores_newer():
     a = Fact("preference", "user", "seat", "window", "User prefers window seats", 0.8, "2023-01-01")
     b = Fact("preference", "user", "seat", "middle", "User prefers middle seats", 0.8, "2023-03-01")
