@@ -1,16 +1,24 @@
 """Attribution: connect tool outcomes to the memories that informed them (MemTier §3.2).
 
-At agent_end, every tool call of the run is compared with every episodic entry
-delivered in that run. The update rule (config ``attribution``):
+At agent_end, every tool call of the run (from post_tool) is compared with
+every episodic entry delivered in that run. The update rule (config
+``attribution``, documented in docs/learning.md):
 
-* overlap(e, c) = Jaccard(tokens(entry), tokens(tool name + params + result/error)),
-  or, with ``strategy: logprob`` and a model endpoint that returns log
-  probabilities, the lift in log-likelihood of the call's tokens when the entry
-  is in context (falling back to Jaccard when the endpoint gives none);
-* entries with overlap ≥ ``threshold`` share the call's credit in proportion to
-  their overlap: Δ = ±``rate`` · overlap / Σ overlap (+ success, − failure);
+* overlap(e, c) = Jaccard(tokens(entry), tokens(tool name + params + result/error))
+  — the default ``strategy: jaccard``; or, with ``strategy: logprob`` and
+  ``model.enabled``, the lift in log-likelihood per word of the call's text
+  when the entry is in the prompt, clipped to [0, 1] (an endpoint that gives
+  no log probabilities, or fails, falls back to Jaccard for that call);
+* a call succeeded when it has no error; sign s = +1 on success, −1 on failure;
+* entries with overlap ≥ ``threshold`` (and > 0) share the call's credit in
+  proportion to their overlap: Δ = s · ``rate`` · overlap / Σ overlap, so one
+  call moves the total CW of its entries by exactly ``rate``;
 * CW ← clip(CW + Δ, −1, 1), written as an appended ``cw_update`` record naming
-  the run, the tool call, the overlap and the change.
+  the run, the tool call, the overlap and the change (folded on read).
+
+Every run also leaves a ``run_end`` record in the trace ledger
+(``memory/traces/<agent>/<day>.jsonl``) with the run's success, so the
+trainer can join what was delivered with how the run ended.
 """
 
 from __future__ import annotations
@@ -20,16 +28,29 @@ from typing import Callable
 
 import orjson
 
+from . import jsonl
+from .ledger import append_lines, utc_iso
 from .tokenize import jaccard, token_set
 
 log = logging.getLogger(__name__)
 
+OverlapFn = Callable[[list[dict], dict], list[float]]
+
 
 def call_text(call: dict) -> str:
+    """The text a tool call is compared with: name, params, and its result or error."""
     params = orjson.dumps(call.get("params") or {}, default=str).decode()
-    outcome = call.get("error") or (call.get("result") if isinstance(call.get("result"), str)
-                                    else orjson.dumps(call.get("result"), default=str).decode())
+    if call.get("error"):
+        outcome = str(call["error"])
+    elif isinstance(call.get("result"), str):
+        outcome = call["result"]
+    else:
+        outcome = orjson.dumps(call.get("result"), default=str).decode()
     return f"{call.get('name', '')} {params} {outcome}"
+
+
+def succeeded(call: dict) -> bool:
+    return not call.get("error")
 
 
 def jaccard_overlaps(entries: list[dict], call: dict) -> list[float]:
@@ -38,11 +59,11 @@ def jaccard_overlaps(entries: list[dict], call: dict) -> list[float]:
 
 
 def credit(entries: list[dict], calls: list[dict], *, threshold: float, rate: float,
-           overlap_fn: Callable[[list[dict], dict], list[float]] = jaccard_overlaps) -> list[dict]:
+           overlap_fn: OverlapFn = jaccard_overlaps) -> list[dict]:
     """Pure rule: the CW changes a run's calls imply, one dict per (entry, call) credited."""
     changes = []
     for call in calls:
-        sign = 1.0 if call.get("error") is None else -1.0
+        sign = 1.0 if succeeded(call) else -1.0
         overlaps = overlap_fn(entries, call)
         chosen = [(e, o) for e, o in zip(entries, overlaps) if o >= threshold and o > 0]
         total = sum(o for _, o in chosen)
@@ -54,25 +75,43 @@ def credit(entries: list[dict], calls: list[dict], *, threshold: float, rate: fl
     return changes
 
 
-def logprob_overlaps(client) -> Callable[[list[dict], dict], list[float]]:
-    """Overlap as the normalised log-likelihood lift of the call given each entry (≥ 0)."""
+def logprob_overlaps(client) -> OverlapFn:
+    """Overlap as the per-word log-likelihood lift of the call given each entry, in [0, 1].
+
+    lift(e) = (log p(call | "Memory: e. Next tool call:") − log p(call | "Next tool call:")) / words(call).
+    Any call the endpoint cannot score (no logprobs, an error) is scored by Jaccard instead.
+    """
 
     def fn(entries: list[dict], call: dict) -> list[float]:
         target = call_text(call)
-        base = client.prompt_logprob([{"role": "user", "content": "Next tool call:"}], target)
-        if base is None:
-            return jaccard_overlaps(entries, call)
-        out = []
-        for e in entries:
-            lp = client.prompt_logprob([{"role": "user", "content": f"Memory: {e.get('content', '')}\nNext tool call:"}],
-                                       target)
-            if lp is None:
+        try:
+            base = client.prompt_logprob([{"role": "user", "content": "Next tool call:"}], target)
+            if base is None:
                 return jaccard_overlaps(entries, call)
-            n = max(1, len(target.split()))
-            out.append(max(0.0, min(1.0, (lp - base) / n)))
-        return out
+            out = []
+            for e in entries:
+                lp = client.prompt_logprob(
+                    [{"role": "user", "content": f"Memory: {e.get('content', '')}\nNext tool call:"}], target)
+                if lp is None:
+                    return jaccard_overlaps(entries, call)
+                n = max(1, len(target.split()))
+                out.append(max(0.0, min(1.0, (lp - base) / n)))
+            return out
+        except Exception as exc:  # a model failure must not cost the attribution
+            log.warning("logprob attribution failed for %s (%s); using Jaccard", call.get("name"), exc)
+            return jaccard_overlaps(entries, call)
 
     return fn
+
+
+def overlap_function(memory) -> tuple[OverlapFn, str]:
+    """The configured overlap and its name (logprob needs ``model.enabled``; else Jaccard)."""
+    if memory.config.attribution.strategy == "logprob":
+        client = getattr(memory, "model_client", None)
+        if client is not None:
+            return logprob_overlaps(client), "logprob"
+        log.info("attribution.strategy is logprob but model.enabled is false; using Jaccard")
+    return jaccard_overlaps, "jaccard"
 
 
 def attribute_run(memory, ctx, state, *, success: bool) -> list[dict]:
@@ -81,11 +120,7 @@ def attribute_run(memory, ctx, state, *, success: bool) -> list[dict]:
     if not entries or not state.tool_calls:
         return []
     cfg = memory.config.attribution
-    overlap_fn = jaccard_overlaps
-    if cfg.strategy == "logprob":
-        client = getattr(memory, "model_client", None)
-        if client is not None:
-            overlap_fn = logprob_overlaps(client)
+    overlap_fn, strategy = overlap_function(memory)
     changes = credit(entries, state.tool_calls, threshold=cfg.threshold, rate=cfg.rate, overlap_fn=overlap_fn)
     written = []
     for ch in changes:
@@ -93,8 +128,31 @@ def attribute_run(memory, ctx, state, *, success: bool) -> list[dict]:
         rec = memory.ledger.add_update(owner, {"kind": "cw_update", "entry_id": ch["entry_id"],
                                                "delta": ch["delta"], "run_id": state.run_id,
                                                "tool_call_id": ch["tool_call_id"], "tool": ch["tool"],
-                                               "overlap": ch["overlap"], "reason": ch["reason"]})
-        if memory._retriever is not None:
-            memory._retriever.episodic.ingest(rec, -1, -1)
+                                               "overlap": ch["overlap"], "strategy": strategy,
+                                               "reason": ch["reason"]})
         written.append(rec)
+    if written and memory._retriever is not None:
+        # the index reads the appended records from the ledger (exactly once: a
+        # direct ingest here as well would count every update twice)
+        memory._retriever.refresh()
     return written
+
+
+def record_run_end(memory, ctx, state, *, success: bool, timestamp: float | None = None) -> dict:
+    """Append the run's outcome to the trace ledger, beside its retrieval traces."""
+    ts = memory.clock() if timestamp is None else timestamp
+    rec = {"v": jsonl.SCHEMA_VERSION, "kind": "run_end", "timestamp": utc_iso(ts), "run_id": state.run_id,
+           "agent_id": ctx.agent_id, "session_id": ctx.session_id, "project": ctx.project,
+           "success": bool(success), "tool_calls": len(state.tool_calls),
+           "failed_calls": sum(1 for c in state.tool_calls if not succeeded(c)),
+           "delivered": [row["id"] for row in state.delivered]}
+    path = memory.config.memory_root / "traces" / ctx.agent_id / f"{rec['timestamp'][:10]}.jsonl"
+    try:
+        append_lines(path, jsonl.dumps(rec), fsync=False)
+    except OSError as exc:
+        log.warning("%s: run_end not written: %s", path, exc)
+    return rec
+
+
+__all__ = ["attribute_run", "call_text", "credit", "jaccard_overlaps", "logprob_overlaps", "overlap_function",
+           "record_run_end", "succeeded"]

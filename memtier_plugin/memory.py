@@ -61,6 +61,7 @@ class Memory:
         self.runs: dict[str, RunState] = {}
         self._lock = threading.Lock()
         self._retriever = None
+        self._model_client = None
 
     # ---- scoping ---------------------------------------------------------
     def visible_agents(self, agent_id: str) -> list[str] | None:
@@ -96,6 +97,18 @@ class Memory:
             self._retriever = Retriever(self.config, self.ledger)
         return self._retriever
 
+    @property
+    def model_client(self):
+        """The chat-model client (``llm.ModelClient``) when ``model.enabled``, else None; created on first use."""
+        if not self.config.model.enabled:
+            return None
+        with self._lock:
+            if self._model_client is None:
+                from .llm import ModelClient, ModelConfig
+
+                self._model_client = ModelClient(ModelConfig.from_section(self.config.model))
+            return self._model_client
+
     def recall(self, query: str, ctx: HookContext, now: float | None = None):
         """Ranked, packed memory for ``query`` as ``ctx.agent_id`` may see it."""
         return self.retriever.recall(query, agent_id=ctx.agent_id, project=ctx.project,
@@ -107,7 +120,13 @@ class Memory:
         state = self.run(ctx)
         state.turn += 1
         result = self.recall(event.prompt, ctx, event.timestamp)
-        state.delivered = result.trace_rows()
+        # every entry delivered at any model call of the run may inform its tool calls
+        seen = {row["id"]: i for i, row in enumerate(state.delivered)}
+        for row in result.trace_rows():
+            if row["id"] in seen:
+                state.delivered[seen[row["id"]]] = row
+            else:
+                state.delivered.append(row)
         self._write(ctx, event.prompt, "user", {"turn": state.turn, "source": "before_prompt_build"},
                     event.timestamp)
         if not result.block:
@@ -132,9 +151,12 @@ class Memory:
             if msg.get("role") == "assistant" and msg.get("content"):
                 self._write(ctx, str(msg["content"]), "assistant",
                             {"turn": state.turn, "source": "agent_end"}, event.timestamp)
-        from .attribution import attribute_run
+        from .attribution import attribute_run, record_run_end
 
-        attribute_run(self, ctx, state, success=event.success)
+        try:
+            attribute_run(self, ctx, state, success=event.success)
+        finally:
+            record_run_end(self, ctx, state, success=event.success, timestamp=event.timestamp)
         with self._lock:
             self.runs.pop(state.run_id, None)
 

@@ -88,6 +88,9 @@ def demo(state, scenario, into, plugin_dir, quiet):
     for path in sessions:
         replay_session(host, path, workspace, on_turn=on_turn)
         _after_session(state, workspace, echo)
+    learning = scen.parent / "attribution"
+    if learning.is_dir() and any(learning.glob("*.jsonl")):
+        sessions += _learning_act(host, learning, workspace, on_turn, quiet)
     result = ledger.read()
     click.echo(f"\nmemtier demo: {len(sessions)} sessions, {len(result.entries)} entries in "
                f"{len(ledger.agents())} agent ledgers under {workspace / 'memory'}")
@@ -119,3 +122,61 @@ def _after_session(state, workspace: Path, echo) -> None:
     for fact in report.new_facts:
         note = f" (supersedes {fact['supersedes']})" if fact.get("supersedes") else ""
         echo(f"  consolidation: fact {fact['id']}: {fact['content']}{note}")
+
+
+LEARNING_QUERY = "restart the payments worker"
+
+
+def _learning_act(host, folder: Path, workspace: Path, on_turn, quiet: bool) -> list[Path]:
+    """Act 2: two runbook entries compete; tool outcomes move their cognitive weights and flip their order."""
+    from ..host import read_session, replay_session
+    from ..ledger import parse_iso
+
+    sessions = sorted(folder.glob("*.jsonl"))
+    head = read_session(sessions[0])[0]
+    competing = {read_session(p)[0]["session_id"] for p in sessions[:2]}  # each states one way to do it
+    last = read_session(sessions[-1])
+    now = parse_iso(last[-1]["at"]) + 3600 if last[-1].get("at") else None
+    click.echo(click.style("\nAct 2: learning from tool outcomes", bold=True)
+               + f" ({folder}): two runbook entries disagree on how to restart the payments worker")
+    order_before = None
+    for i, path in enumerate(sessions):
+        replay_session(host, path, workspace, on_turn=None if quiet else on_turn)
+        if i == 1:
+            order_before = _recall_order(workspace, head, competing, now)
+            _show_order("recall before any outcome", order_before)
+    order_after = _recall_order(workspace, head, competing, now)
+    _show_order("recall after the failed and the successful calls", order_after)
+    ids_before = [e["id"] for e in order_before]
+    ids_after = [e["id"] for e in order_after]
+    flipped = len(ids_before) == len(ids_after) == 2 and ids_before == ids_after[::-1]
+    click.echo("  the order of the two runbook entries " + ("flipped: the cognitive weights moved it" if flipped
+                                                            else "did not change"))
+    return sessions
+
+
+def _recall_order(workspace: Path, head: dict, competing: set, now) -> list[dict]:
+    from ..config import load_config
+    from ..retrieval import Retriever
+
+    retriever = Retriever(load_config(flags={"paths.workspace": str(workspace)}))
+    result = retriever.recall(LEARNING_QUERY, agent_id=head["agent_id"], project=head.get("project"),
+                              agents=[head["agent_id"]], now=now, record_trace=False)
+    ranked = retriever.rank(LEARNING_QUERY, agents=[head["agent_id"]], project=head.get("project"), now=now)
+    entries = retriever.ledger.read([head["agent_id"]]).entries
+    keep = {e.id for e in entries.values() if e.session_id in competing and e.role == "user"}
+    out = []
+    for i, (idx, doc) in enumerate(ranked.docs):
+        rid = idx.ids[doc]
+        if rid in keep:
+            e = entries[rid]
+            out.append({"id": rid, "rank": i + 1, "score": float(ranked.scores[i]), "cw": e.cognitive_weight,
+                        "content": e.content, "delivered": rid in {h.id for h in result.hits}})
+    return out
+
+
+def _show_order(title: str, rows: list[dict]) -> None:
+    click.echo(f"  {title} for {LEARNING_QUERY!r}:")
+    for r in rows:
+        click.echo(f"    #{r['rank']:<3} score={r['score']:.3f} cw={r['cw']:+.3f} "
+                   f"{'[delivered] ' if r['delivered'] else ''}{r['content'][:80]}")
