@@ -84,7 +84,7 @@ def test_cli_json_shape_and_sane_numbers():
         assert r["rank_bm25_params"] == {"k1": 1.5, "b": 0.75, "epsilon": 0.25}
         assert r["rank_bm25_sampled"] is False and r["rank_bm25_docs"] == r["size"]
         assert r["append_found"] == r["appends"]
-        assert 10 < r["peak_rss_mb"] < 4096 and r["cold_start_s"] < 120
+        assert 10 < r["peak_rss_mb"] < 4096  # durations: positive and finite only (REQUIRED), never bounded
     assert "entries" in table(rows) and "500" in table(rows)
 
 

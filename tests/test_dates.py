@@ -1,6 +1,5 @@
 """Tests for memtier_plugin.dates: resolution table, timestamps, keys, windows."""
 
-import time
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
@@ -236,11 +235,7 @@ def test_window_score():
     assert window_score(None, [], w) == 0.0
 
 
-def test_throughput_no_dates():
-    sents = [f"the user said they like {w} coffee and the blue chair near the window"
-             for w in ("strong", "black", "iced", "sweet", "hot")] * 4000
-    t0 = time.perf_counter()
-    for s in sents:
-        find_dates(s, THU)
-    rate = len(sents) / (time.perf_counter() - t0)
-    assert rate >= 20_000, rate
+def test_sentences_without_dates_yield_none():
+    # (Speed: benchmarks/text_speed.py, not a test.)
+    for w in ("strong", "black", "iced", "sweet", "hot"):
+        assert find_dates(f"the user said they like {w} coffee and the blue chair near the window", THU) == []

@@ -1,10 +1,9 @@
-"""Secret redaction: every kind caught, exact spans, no false positives, fast."""
+"""Secret redaction: every kind caught, exact spans, no false positives."""
 
 from __future__ import annotations
 
 import random
 import string
-import time
 
 import pytest
 
@@ -231,7 +230,8 @@ def test_is_secret_key(name, expected):
     assert is_secret_key(name) is expected
 
 
-def test_speed_of_typical_strings():
+def test_typical_strings_come_back_untouched():
+    # Dates, ids, prices, URLs and paths are not secrets. (Speed: benchmarks/text_speed.py, not a test.)
     rng = random.Random(5)
     words = (
         "the user asked to book a flight to Lisbon on Tuesday, aisle seat, vegetarian meal, "
@@ -239,12 +239,7 @@ def test_speed_of_typical_strings():
         "2026-10-05T09:00:10Z see ep-20261129-3f2a9c1b key: value tokens=40 "
         "https://example.com/docs /srv/atlas/releases/current.tar.gz"
     ).split()
-    texts = [" ".join(rng.choice(words) for _ in range(40))[:200] for _ in range(10_000)]
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for t in texts:
-            redact(t)
-        best = min(best, time.perf_counter() - start)
-    # Typically ~40 ms on a laptop; the bound leaves room for slow CI machines.
-    assert best < 0.5, f"10k x 200 chars took {best * 1000:.0f} ms"
+    texts = [" ".join(rng.choice(words) for _ in range(40))[:200] for _ in range(2_000)]
+    for t in texts:
+        out, kinds = redact(t)
+        assert out is t and kinds == [], t
