@@ -34,6 +34,7 @@ COLUMNS = {"ts": np.float64, "cw": np.float32, "tier": np.int8, "session": np.in
            "project": np.int32, "role": np.int8, "system": np.bool_, "superseded": np.bool_,
            "fileno": np.int32, "offset": np.int64}
 ROLES = ["user", "assistant", "tool", "system", "fact"]
+REPLY_CONTEXT_MAX = 24  # distinct new tokens taken from the message an entry answers
 _BULK_TOKENS = 1 << 22  # bulk builds hand bm25 ~4M tokens at a time
 
 
@@ -217,7 +218,9 @@ class DocIndex:
         prev = self._last.get(session)
         self._last[session] = (role, tokens)
         if prev is not None and prev[0] != role:
-            return tokens + prev[1]
+            have = set(tokens)
+            extra = [t for t in dict.fromkeys(prev[1]) if t not in have][:REPLY_CONTEXT_MAX]
+            return tokens + extra
         return tokens
 
     def tail_file(self, path: Path) -> int:
