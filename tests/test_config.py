@@ -75,3 +75,14 @@ def test_cli_stops_with_one_line(tmp_path):
 def test_env_override_bad_value_names_key():
     with pytest.raises(ConfigError, match="retrieval.top_k"):
         load_config(environ={"MEMTIER_RETRIEVAL__TOP_K": "many"})
+
+
+def test_hybrid_preset_and_missing_extra_degrades_to_lexical(workspace, monkeypatch, caplog):
+    cfg = load_config(environ={"MEMTIER_PRESET": "hybrid", "MEMTIER_WORKSPACE": str(workspace)})
+    assert (cfg.weights.sem, cfg.retrieval.scoping, cfg.embeddings.backend) == (0.6, "soft", "minilm")
+    from memtier_plugin import embeddings
+    from memtier_plugin.retrieval import Retriever
+
+    monkeypatch.setattr(embeddings.OnnxMiniLM, "available", staticmethod(lambda: False))
+    r = Retriever(cfg)
+    assert r.embedder is None and "not installed" in caplog.text

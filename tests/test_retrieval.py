@@ -214,3 +214,14 @@ def test_changing_reply_context_rebuilds_the_index(workspace):
     assert r.episodic.reply_context is True
     assert any("red" in h.content for h in r.recall("car", agent_id="a", project="p", agents=["a"], now=NOW,
                                                    record_trace=False).hits)
+
+
+def test_a_change_seen_twice_applies_once(workspace):
+    ledger = Ledger(workspace / "memory")
+    rec = _add(ledger, "a", "s1", "p", "entry with a weight")
+    r = _retriever()
+    update = ledger.add_update("a", {"kind": "cw_update", "entry_id": rec["id"], "delta": 0.3})
+    r.episodic.ingest(update, -1, -1)  # notified in-process ...
+    r.refresh()  # ... and read again from the ledger
+    r.refresh(full=True)
+    assert float(r.episodic.cols["cw"][r.episodic.pos[rec["id"]]]) == pytest.approx(0.3)

@@ -66,8 +66,9 @@ class MemtierGroup(click.Group):
               help="Agent workspace (default ~/.openclaw/workspace; env MEMTIER_WORKSPACE).")
 @click.option("--config", "config_path", envvar="MEMTIER_CONFIG", type=click.Path(dir_okay=False),
               help="YAML config file (default <workspace>/memtier.yaml; env MEMTIER_CONFIG).")
-@click.option("--preset", type=click.Choice(["paper", "recommended"]), default=None,
-              help="Named preset: paper (k 4, 300 tokens) or recommended (k 2, 600 tokens).")
+@click.option("--preset", type=click.Choice(["paper", "recommended", "hybrid"]), default=None,
+              help="Named preset: paper (k 4, 300 tokens), recommended (k 2, 600 tokens), "
+                   "hybrid (MiniLM φsem 0.6 + soft scoping; needs the embed extra).")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.pass_context
 def cli(ctx, workspace, config_path, preset, verbose):
