@@ -3,22 +3,26 @@
 One *batch* reads what the episodic ledgers gained since the checkpoint,
 extracts facts from every eligible entry (heuristics, or the configured model
 with a JSON schema, falling back to heuristics on any model failure),
-deduplicates them against the project's current facts, links revisions, and
-commits in this order, each step durable before the next:
+deduplicates them against the project's current facts (and against what the
+same entry's other candidates became), links revisions, and commits in this
+order, each step durable before the next:
 
 1. store-cost records (``memory/costs.jsonl``, model path only),
-2. the facts (``memory/semantic/<project>.jsonl``, one fsync'd append per project),
-3. one ``promoted`` record per source entry in its agent's ledger,
-4. the checkpoint (``memory/.daemon/checkpoints.json``, tmp + fsync + os.replace).
+2. the journal (``memory/.daemon/batch.json``): every record steps 3 and 4 will write,
+3. the facts (``memory/semantic/<project>.jsonl``, one fsync'd append per project),
+4. one ``promoted`` record per source entry in its agent's ledger,
+5. the journal is removed, then the checkpoint (``memory/.daemon/checkpoints.json``) moves.
 
-Fact ids are derived from (entry id, fact index), so a batch cut short by a
-crash is simply redone: an entry whose facts are already in the store reuses
-them, an entry that already has a ``promoted`` record is skipped. Every
-``promoted`` record of an entry that is not yet checkpointed lies beyond its
-own file's checkpoint (it is appended after the batch's snapshot), so reading
-each file from its checkpoint to the end sees all of them. Batches take an
-exclusive ``flock`` on ``memory/.daemon/lock``, so ``memtier daemon --once``
-and a running daemon never interleave.
+A batch killed anywhere in 3-5 is finished by the next one from the journal:
+the fact/marker records the store lacks are appended (an append torn at any
+byte included), then the ``promoted`` records the ledgers lack. Every
+``promoted`` record of a journal's entry lies beyond its file's checkpoint
+(the journal goes before the checkpoint moves), so reading each file from its
+checkpoint sees all of them and none is written twice. Killed before 2, the
+batch is simply redone; fact ids are derived from (entry id, fact index) and an
+entry whose facts are in the store (written by an older version, say) reuses
+them. Batches take an exclusive ``flock`` on ``memory/.daemon/lock``, so
+``memtier daemon --once`` and a running daemon never interleave.
 
 :class:`Daemon` runs batches when a watchdog observer reports a change under
 ``memory/episodic/`` (debounced), and stops cleanly on SIGTERM/SIGINT.
@@ -26,9 +30,7 @@ and a running daemon never interleave.
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 import signal
 import threading
 import time
@@ -36,11 +38,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import orjson
-
 from . import jsonl
+from .checkpoints import (BatchLock, daemon_dir, drop_journal, load_checkpoints, read_journal,  # noqa: F401
+                          save_checkpoints, write_journal)
 from .config import Config
-from .facts import Fact, find_superseded, facts_from_model_output, facts_schema, is_duplicate, extract_facts
+from .facts import (Fact, extract_facts, facts_from_model_output, facts_schema, find_superseded, is_duplicate,
+                    revision_key)
 from .fact_patterns import norm_value
 from .ledger import SYSTEM_PREFIX, Ledger, append_lines, read_lines, utc_iso
 from .redact import redact
@@ -88,65 +91,6 @@ class ConsolidationReport:
         out = asdict(self)
         out["elapsed_s"] = round(self.elapsed_s, 4)
         return out
-
-
-# ---------------------------------------------------------------- checkpoints
-def daemon_dir(root: Path) -> Path:
-    return Path(root) / ".daemon"
-
-
-def load_checkpoints(root: Path) -> dict[str, int]:
-    """Byte offset per episodic file (path relative to the memory root) up to which work is done."""
-    path = daemon_dir(root) / "checkpoints.json"
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        return {}
-    except (OSError, orjson.JSONDecodeError) as exc:
-        log.warning("%s: unreadable (%s); starting from the beginning (re-processing is idempotent)", path, exc)
-        return {}
-    files = data.get("files") if isinstance(data, dict) else None
-    return {k: int(v) for k, v in (files or {}).items() if isinstance(v, int) and v >= 0}
-
-
-def save_checkpoints(root: Path, files: dict[str, int], clock=time.time) -> None:
-    """Atomically replace the checkpoint file (tmp, fsync, os.replace, fsync of the folder)."""
-    d = daemon_dir(root)
-    d.mkdir(parents=True, exist_ok=True)
-    for stale in d.glob("checkpoints.json.*.tmp"):  # left by a killed run (we hold the batch lock)
-        stale.unlink(missing_ok=True)
-    tmp = d / f"checkpoints.json.{os.getpid()}.tmp"
-    data = orjson.dumps({"v": jsonl.SCHEMA_VERSION, "updated": utc_iso(clock()), "files": dict(sorted(files.items()))},
-                        option=orjson.OPT_INDENT_2)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, d / "checkpoints.json")
-    dfd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
-class _BatchLock:
-    """Exclusive flock on memory/.daemon/lock for the duration of one batch."""
-
-    def __init__(self, root: Path):
-        self.path = daemon_dir(root) / "lock"
-
-    def __enter__(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
 
 
 # ---------------------------------------------------------------- one batch
@@ -278,16 +222,24 @@ class Consolidator:
         return Fact(f.fact_kind, f.subject, f.attribute, redact(f.value)[0], redact(f.content)[0], f.confidence, eff)
 
     def _place(self, f: Fact, fid: str, entry: dict, extractor: str, now: str,
-               pending: list[dict], report: ConsolidationReport) -> str:
-        """Dedup / revise / insert one candidate; returns the id it ends up as."""
+               pending: list[dict], report: ConsolidationReport, own: list[dict]) -> str:
+        """Dedup / revise / insert one candidate; returns the id it ends up as.
+
+        ``own`` holds the facts this entry's earlier candidates became (written or matched),
+        current or not: an entry that states one thing under two keys (``parking_budget`` and
+        ``budget``, say) must not yield two facts with one content, also when the first was
+        written as history (a late entry) and so is no longer among the current facts.
+        """
         project = entry.get("project") or ""
         pf = self.store.project(project, refresh=False)
+        key = revision_key(f)
         same = pf.same_key(f)
         supersedes, marker_by = None, None
         if same:
             for r in same:
                 if norm_value(r["value"]) == norm_value(f.value):
                     report.duplicates += 1
+                    own.append(r)
                     return r["id"]
             order = lambda r: (r.get("effective_time") or r["timestamp"][:10], r["timestamp"])  # noqa: E731
             newest = max(same, key=order)
@@ -297,26 +249,41 @@ class Consolidator:
                 olds = [to_fact(r) for r in same]
                 old = find_superseded(f, olds)
                 supersedes = same[olds.index(old)]["id"] if old is not None else newest["id"]
-        else:
-            near = pf.near(f)
-            olds = [to_fact(r) for r in near]
-            dup = is_duplicate(f, olds, self.config.consolidation.dedup_threshold)
-            if dup is not None:
-                report.duplicates += 1
-                return near[next(i for i, o in enumerate(olds) if o is dup)]["id"]
+        # Content duplicates: current facts under another key (one under the same key with another
+        # value is a revision, however alike the wording) and what this entry already became.
+        near = [r for r in pf.near(f) if key is None or revision_key(to_fact(r)) != key]
+        seen = {r["id"] for r in near}
+        near += [r for r in own if r["id"] not in seen]
+        olds = [to_fact(r) for r in near]
+        dup = is_duplicate(f, olds, self.config.consolidation.dedup_threshold)
+        if dup is not None:
+            report.duplicates += 1
+            target = near[next(i for i, o in enumerate(olds) if o is dup)]
+            own.append(target)
+            if supersedes and pf.is_current(target["id"]):
+                # a newer value for ``key`` that another current fact already states: the old
+                # version is history all the same, replaced by that fact
+                self._mark(pf, supersedes, target["id"], project, now, pending)
+                report.superseded += 1
+            return target["id"]
         rec = fact_record(f, fid=fid, project=project, origin_agent=entry["agent_id"], entry=entry,
                           supersedes=supersedes, extractor=extractor, recorded_at=now)
         pf.add(rec)
         pending.append(rec)
+        own.append(rec)
         report.new_facts.append(rec)
         if supersedes:
             report.superseded += 1
         if marker_by:
-            marker = {"v": jsonl.SCHEMA_VERSION, "kind": "superseded", "fact_id": fid, "by": marker_by,
-                      "project": project, "timestamp": now}
-            pf.add(marker)
-            pending.append(marker)
+            self._mark(pf, fid, marker_by, project, now, pending)
         return fid
+
+    @staticmethod
+    def _mark(pf, fid: str, by: str, project: str, now: str, pending: list[dict]) -> None:
+        marker = {"v": jsonl.SCHEMA_VERSION, "kind": "superseded", "fact_id": fid, "by": by,
+                  "project": project, "timestamp": now}
+        pf.add(marker)
+        pending.append(marker)
 
     # -- the batch
     def run_batch(self) -> ConsolidationReport:
@@ -325,7 +292,7 @@ class Consolidator:
         report = ConsolidationReport(batches=1)
         if not self.config.consolidation.enabled:
             return report
-        with _BatchLock(self.root):
+        with BatchLock(self.root):
             try:
                 self._batch(report)
             except Exception as exc:
@@ -342,6 +309,7 @@ class Consolidator:
         cps = load_checkpoints(self.root)
         self.store.refresh()
         self._scan(cps)
+        self._recover(report)
         work, new_cps, taken = self._select(cps, report)
         now = utc_iso(self.clock())
         pending: dict[str, list[dict]] = {}
@@ -364,25 +332,61 @@ class Consolidator:
                     "run_id": (entry.get("provenance") or {}).get("run_id") or "", "model": self.model_name,
                     "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens}))
             ids: list[str] = []
+            own: list[dict] = []
             for i, f in enumerate(facts):
                 fid = self._place(f, fact_id(entry["id"], i), entry, extractor, now,
-                                  pending.setdefault(project, []), report)
+                                  pending.setdefault(project, []), report, own)
                 if fid not in ids:
                     ids.append(fid)
             done.append((entry, ids, extractor))
         if costs:
             append_lines(self.root / "costs.jsonl", b"".join(costs))
-        for project, recs in pending.items():
-            self.store.append(project, recs)
-        for entry, ids, extractor in done:
-            self.ledger.add_update(entry["agent_id"], {
-                "kind": "promoted", "entry_id": entry["id"], "fact_ids": ids, "session_id": entry["session_id"],
-                "project": entry.get("project") or "", "extractor": extractor})
-            self.promoted.add(entry["id"])
-            report.promoted.append(entry["id"])
+        pending = {project: recs for project, recs in pending.items() if recs}
+        promoted = [(entry["agent_id"], {
+            "kind": "promoted", "entry_id": entry["id"], "fact_ids": ids, "session_id": entry["session_id"],
+            "project": entry.get("project") or "", "extractor": extractor}) for entry, ids, extractor in done]
+        if promoted:
+            write_journal(self.root, pending, promoted, self.clock)
+        self._commit(pending, promoted, report)
+        drop_journal(self.root)  # before the checkpoint: a journal's entries always lie beyond it
         save_checkpoints(self.root, new_cps, self.clock)
         for rel, n in taken.items():
             del self._queue[rel][:n]
+
+
+    def _commit(self, facts: dict[str, list[dict]], promoted: list[tuple[str, dict]],
+                report: ConsolidationReport) -> None:
+        """Append the fact/marker records, then the promoted records of entries that have none yet."""
+        for project, recs in facts.items():
+            if recs:
+                self.store.append(project, recs)
+        for agent_id, rec in promoted:
+            if rec["entry_id"] in self.promoted:
+                continue
+            self.ledger.add_update(agent_id, rec)
+            self.promoted.add(rec["entry_id"])
+            report.promoted.append(rec["entry_id"])
+
+    def _recover(self, report: ConsolidationReport) -> None:
+        """Finish the batch a crash cut short, from its journal: the records the store lacks (a kill
+        before or inside the append, which may have torn it anywhere), then the promoted records the
+        ledgers lack. Runs after ``_scan``, so ``self.promoted`` holds every promoted record beyond
+        the checkpoint, which is all of the journal's (it is dropped before the checkpoint moves)."""
+        journal = read_journal(self.root)
+        if journal is None:
+            return
+        facts, promoted = journal
+        missing: dict[str, list[dict]] = {}
+        for project, recs in facts.items():
+            pf = self.store.project(project, refresh=False)
+            missing[project] = [r for r in recs if (r.get("kind") == "fact" and r.get("id") not in pf.records)
+                                or (r.get("kind") == "superseded" and r.get("fact_id") not in pf.superseded_by)]
+        n = len(report.promoted)
+        self._commit(missing, promoted, report)
+        report.new_facts.extend(r for recs in missing.values() for r in recs if r.get("kind") == "fact")
+        report.resumed += len(report.promoted) - n
+        log.info("finished an interrupted batch: %d records appended, %d entries marked promoted",
+                 sum(map(len, missing.values())), len(report.promoted) - n)
 
 
 def consolidate_once(config: Config, *, client=None, clock: Callable[[], float] = time.time) -> ConsolidationReport:

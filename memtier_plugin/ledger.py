@@ -8,8 +8,10 @@ Durability and concurrency: every append takes an exclusive ``flock`` on the
 file, writes whole lines with one ``write`` on an ``O_APPEND`` descriptor and
 ``fsync``s before it returns, so an id is acknowledged only once it is on disk
 and lines of concurrent writers never interleave. A torn last line (a crash
-mid-write) is detected by the next writer, which starts on a clean line; the
-torn bytes stay where they are and are reported, once, by every reader.
+mid-write) is detected by the next writer, which closes it with ``TORN_END``
+and starts on a clean line; the torn bytes stay where they are, can never
+become a record (not even when only the newline was missing), and are
+reported, once, by every reader.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ log = logging.getLogger(__name__)
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 REQUIRED = ("id", "timestamp", "agent_id", "session_id", "content")
 SYSTEM_PREFIX = "[system]"
+# Closes a torn last line: RS (0x1E) is invalid anywhere in JSON, inside a string too, so a write cut
+# off just before its newline is not turned into a whole record (a ghost, or a duplicate once redone).
+TORN_END = b"\x1e\n"
 
 
 def utc_iso(ts: float | None = None) -> str:
@@ -275,7 +280,7 @@ def _record_ts(rec: dict, clock) -> float:
 
 
 def append_lines(path: Path, data: bytes, *, fsync: bool = True) -> int:
-    """Append whole lines under an exclusive lock; start on a clean line after a torn tail.
+    """Append whole lines under an exclusive lock; after a torn tail, close it (``TORN_END``) first.
 
     Returns the byte offset at which ``data`` starts in the file.
     """
@@ -288,9 +293,9 @@ def append_lines(path: Path, data: bytes, *, fsync: bool = True) -> int:
             size = os.fstat(fd).st_size
             start = size
             if size and os.pread(fd, 1, size - 1) != b"\n":
-                log.warning("%s: torn last line found; starting the next record on a new line", path)
-                data = b"\n" + data
-                start += 1
+                log.warning("%s: torn last line found; closing it, the next record starts on a new line", path)
+                data = TORN_END + data
+                start += len(TORN_END)
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)

@@ -262,6 +262,168 @@ def test_a_crash_after_the_facts_were_written_is_resumed_without_duplicates(work
     assert_consistent(workspace)
 
 
+def current_contents(ws: Path, project: str = "trips") -> list[str]:
+    return sorted(f["content"] for f in SemanticStore(ws / "memory").current(project))
+
+
+def test_an_entry_stating_one_fact_under_two_keys_stays_one_fact_also_when_it_arrives_late(workspace):
+    """Root cause of the SIGKILL test's "duplicate facts": "The parking budget is now $X a night"
+    yields two candidates with one content (parking_budget and a budget constraint). An entry
+    older than the current parking_budget (a late arrival: normal with concurrent writers, and
+    what a crash-then-redo produces) had its first candidate written as history; the second one
+    was checked only against *current* facts, missed its sibling and became a current budget
+    fact; every later statement then revised both keys, leaving two current facts saying the same."""
+    cfg = config(workspace)
+    now = time.time()
+    add(workspace, "The parking budget is now $220 a night", ts=now - 60)
+    consolidate_once(cfg)
+    late = add(workspace, "The parking budget is now $170 a night", agent="planner", session="p1", ts=now - 120)
+    report = consolidate_once(cfg)
+    assert report.promoted == [late["id"]]
+    assert [(f["attribute"], f["value"]) for f in report.new_facts] == [("parking_budget", "$170 a night")]
+    assert current_contents(workspace) == ["The parking budget is now $220 a night"]
+    add(workspace, "The parking budget is now $80 a night", ts=now)
+    consolidate_once(cfg)
+    assert current_contents(workspace) == ["The parking budget is now $80 a night"]
+    assert_consistent(workspace)
+
+
+def test_a_revision_another_current_fact_already_states_is_not_written_twice(workspace):
+    """Same key, newer value, but the content is a current fact of another key: a duplicate of that
+    fact, and the old version of the key is marked superseded by it (the revision is kept)."""
+    cfg = config(workspace)
+    old = add(workspace, "Our budget is $200 a night", ts=time.time() - 86400)
+    consolidate_once(cfg)
+    new = add(workspace, "The parking budget is now $80 a night")
+    report = consolidate_once(cfg)
+    assert [f["attribute"] for f in report.new_facts] == ["parking_budget"]
+    assert report.duplicates == 1 and report.superseded == 1
+    assert current_contents(workspace) == ["The parking budget is now $80 a night"]
+    store = SemanticStore(workspace / "memory")
+    (old_fact,) = store.project("trips").by_source[old["id"]]
+    assert store.project("trips").superseded_by[old_fact] == report.new_facts[0]["id"]
+    entries = Ledger(workspace / "memory").read().entries
+    assert entries[new["id"]].fact_ids == [report.new_facts[0]["id"]]
+    assert_consistent(workspace)
+
+
+class Killed(BaseException):
+    """SIGKILL stand-in: not an Exception, so no handler of the batch sees it."""
+
+
+def _commit_state(ws: Path) -> tuple:
+    """What a batch commits, without timestamps: fact and marker records, promoted records."""
+    facts, markers = set(), set()
+    for path in sorted((ws / "memory" / "semantic").glob("*.jsonl")):
+        for rec, _, problem in iter_records(path):
+            if problem:
+                continue
+            if rec.get("kind") == "fact":
+                facts.add((rec["id"], rec["content"], rec["supersedes"], tuple(rec["source_entry_ids"])))
+            elif rec.get("kind") == "superseded":
+                markers.add((rec["fact_id"], rec["by"]))
+    promoted = sorted((r["entry_id"], tuple(r["fact_ids"])) for r in episodic(ws) if r.get("kind") == "promoted")
+    return facts, markers, promoted
+
+
+def test_a_kill_at_any_point_of_the_commit_is_finished_exactly_once(workspace, tmp_path, monkeypatch):
+    """Deterministic kill points of one batch: before the journal, inside each fact append (torn at
+    line starts, one byte in, mid-line, one byte short, complete), after each promoted record,
+    before the journal is dropped, before the checkpoint. A fresh run then must commit exactly what
+    an uninterrupted batch commits: same facts, same markers, every entry promoted once."""
+    from memtier_plugin import checkpoints, semantic
+    from memtier_plugin.ledger import append_lines as real_append
+
+    cfg = config(workspace)
+    now = time.time()
+    add(workspace, "The parking budget is now $220 a night", ts=now - 60)
+    add(workspace, "We decided to use Postgres for the database", agent="deployer", project="atlas",
+        session="d1", role="assistant", ts=now - 50)
+    consolidate_once(cfg)
+    for i, (text, ago) in enumerate([("The parking budget is now $170 a night", 120),  # late: fact + marker
+                                     ("The museum budget is now $90 a night", 40),
+                                     ("I prefer aisle seats on flights", 30),
+                                     ("The parking budget is now $80 a night", 0)]):
+        add(workspace, text, agent=("travel", "planner")[i % 2], session=f"s{i}", ts=now - ago)
+    add(workspace, "We decided to use SQLite for the database", agent="deployer", project="atlas",
+        session="d2", role="assistant", ts=now - 10)
+    add(workspace, "Thanks, that sounds good to me", agent="planner", session="s9", ts=now - 5)
+    base = tmp_path / "base"
+    shutil.copytree(workspace / "memory", base)
+    already = len(_commit_state(workspace)[2])
+
+    def reset():
+        shutil.rmtree(workspace / "memory")
+        shutil.copytree(base, workspace / "memory")
+
+    consolidate_once(cfg)
+    want = _commit_state(workspace)
+    batch = len(want[2]) - already  # promoted records of the batch under test (the "ok" is not eligible)
+    assert len(want[0]) >= 6 and want[1] and batch == 6, "the batch writes facts in two projects and a marker"
+
+    # every append of fact records the reference batch makes
+    appends: list[bytes] = []
+    reset()
+    with monkeypatch.context() as m:
+        m.setattr(semantic, "append_lines",
+                  lambda path, data, **kw: appends.append(data) or real_append(path, data, **kw))
+        consolidate_once(cfg)
+    assert len(appends) == 2
+    kills: list[tuple[str, int, int]] = [("journal", 0, 0), ("drop", 0, 0), ("checkpoint", 0, 0)]
+    for call, data in enumerate(appends):
+        starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]
+        cuts = {len(data)}
+        for a, b in zip(starts, starts[1:]):
+            cuts |= {a, a + 1, (a + b) // 2, b - 1}
+        kills += [("facts", call, k) for k in sorted(cuts)]
+    kills += [("promoted", j, 0) for j in range(batch)]
+
+    for what, n, k in kills:
+        reset()
+        calls = {"facts": 0, "promoted": 0}
+
+        def torn_append(path, data, fsync=True, _n=n, _k=k):
+            if calls["facts"] == _n:
+                with open(path, "ab") as fh:  # the part of the write the kernel had done
+                    fh.write(data[:_k])
+                raise Killed
+            calls["facts"] += 1
+            return real_append(path, data, fsync=fsync)
+
+        real_update = Ledger.add_update
+
+        def killed_update(self, agent_id, rec, _n=n):
+            if rec.get("kind") == "promoted":
+                if calls["promoted"] == _n:
+                    raise Killed
+                calls["promoted"] += 1
+            return real_update(self, agent_id, rec)
+
+        def kill(*_a, **_kw):
+            raise Killed
+
+        with monkeypatch.context() as m:
+            if what == "facts":
+                m.setattr(semantic, "append_lines", torn_append)
+            elif what == "promoted":
+                m.setattr(Ledger, "add_update", killed_update)
+            else:
+                m.setattr(consolidation, {"journal": "write_journal", "drop": "drop_journal",
+                                          "checkpoint": "save_checkpoints"}[what], kill)
+            try:
+                consolidate_once(cfg)
+            except Killed:
+                pass
+            else:
+                raise AssertionError(f"{what} #{n} byte {k}: no kill happened")
+        consolidate_once(cfg)
+        assert _commit_state(workspace) == want, f"killed at {what} #{n} byte {k}"
+        assert_consistent(workspace)
+        assert not (workspace / "memory" / ".daemon" / checkpoints.JOURNAL).exists()
+        again = consolidate_once(cfg)
+        assert again.promoted == [] and again.new_facts == [], f"killed at {what} #{n} byte {k}"
+
+
 def test_lost_checkpoint_means_rereading_not_redoing(workspace):
     for i in range(5):
         add(workspace, f"I prefer window seats on train line {i}")

@@ -125,8 +125,22 @@ def test_append_lines_after_torn_tail(tmp_path):
     path = tmp_path / "f.jsonl"
     path.write_bytes(b'{"a":1}\n{"b":')
     start = append_lines(path, b'{"c":3}\n')
-    assert path.read_bytes() == b'{"a":1}\n{"b":\n{"c":3}\n'
+    assert path.read_bytes() == b'{"a":1}\n{"b":\x1e\n{"c":3}\n'
     assert path.read_bytes()[start:] == b'{"c":3}\n'
+
+
+def test_a_line_torn_just_before_its_newline_is_not_completed_into_a_record(tmp_path):
+    """A write killed after the last JSON byte: the next append must not turn it into a whole record."""
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b'{"a":1}\n{"b":2}')
+    append_lines(path, b'{"c":3}\n')
+    records = []
+    for raw in path.read_bytes().splitlines():
+        try:
+            records.append(json.loads(raw))
+        except ValueError:
+            records.append(None)
+    assert records == [{"a": 1}, None, {"c": 3}]
 
 
 def test_add_stdin_and_inspect_filters(workspace):
