@@ -194,3 +194,12 @@ def test_max_minutes_scores_the_questions_done():
     assert (doc["meta"]["questions"], doc["meta"]["planned"]) == (1, 3)  # always at least one question
     out = run_cli("eval", "longmemeval", str(LME_TINY), "--no-embed", "-q", "--max-minutes", "0.00001").stdout
     assert "STOPPED at --max-minutes after 1 of 3" in out
+
+
+def test_preset_reaches_memtier_and_no_embed_keeps_it_lexical():
+    """`--preset hybrid` names MiniLM; --no-embed must still run without it, and the per-question
+    Retriever is always told backend none (the CLI owns the one shared embedder and cache)."""
+    proc = run_cli("--preset", "hybrid", "eval", "longmemeval", str(LME_TINY), "--no-embed", "--json", "-q")
+    meta = json.loads(proc.stdout)["meta"]
+    assert meta["embeddings"] is False and meta["mode"].startswith("lexical")
+    assert meta["flags"] == {"preset": "hybrid", "embeddings.backend": "none"}
