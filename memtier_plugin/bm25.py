@@ -286,10 +286,15 @@ class BM25Index:
         pos = np.repeat(indptr[terms] + base_counts[terms] - block_start, counts) + np.arange(len(docs))
         keep = np.ones(indptr[-1], bool)
         keep[pos] = False
-        new_docs, new_tf = np.empty(indptr[-1], np.int32), np.empty(indptr[-1], np.uint16)
+        # one array at a time, each old one released before the next is built: the
+        # peak is old + new doc ids (not old + new of both), which bounds a 1M build
+        new_docs = np.empty(indptr[-1], np.int32)
         new_docs[keep], new_docs[pos] = self._pdocs, docs
+        self._pdocs = new_docs
+        new_tf = np.empty(indptr[-1], np.uint16)
         new_tf[keep], new_tf[pos] = self._ptf, tf
-        self._indptr, self._pdocs, self._ptf = indptr, new_docs, new_tf
+        self._ptf = new_tf
+        self._indptr = indptr
 
     # -- scoring ------------------------------------------------------------------
 

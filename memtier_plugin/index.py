@@ -34,7 +34,7 @@ COLUMNS = {"ts": np.float64, "cw": np.float32, "tier": np.int8, "session": np.in
            "project": np.int32, "role": np.int8, "system": np.bool_, "superseded": np.bool_,
            "fileno": np.int32, "offset": np.int64}
 ROLES = ["user", "assistant", "tool", "system", "fact"]
-REPLY_CONTEXT_MAX = 24  # distinct new tokens taken from the message an entry answers
+REPLY_CONTEXT_MAX = 12  # distinct new tokens taken from the message an entry answers
 _BULK_TOKENS = 1 << 22  # bulk builds hand bm25 ~4M tokens at a time
 
 
