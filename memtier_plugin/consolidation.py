@@ -1,4 +1,4 @@
-"""The consolidation daemon (MemTier §3.3): episodic entries → project-shared facts.
+"""Consolidation batches (MemTier §3.3): episodic entries → project-shared facts.
 
 One *batch* reads what the episodic ledgers gained since the checkpoint,
 extracts facts from every eligible entry (heuristics, or the configured model
@@ -24,15 +24,13 @@ entry whose facts are in the store (written by an older version, say) reuses
 them. Batches take an exclusive ``flock`` on ``memory/.daemon/lock``, so
 ``memtier daemon --once`` and a running daemon never interleave.
 
-:class:`Daemon` runs batches when a watchdog observer reports a change under
-``memory/episodic/`` (debounced), and stops cleanly on SIGTERM/SIGINT.
+The watchdog loop that runs batches is :class:`memtier_plugin.daemon.Daemon`;
+store-cost records and their summaries are :mod:`memtier_plugin.costs`.
 """
 
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,10 +40,11 @@ from . import jsonl
 from .checkpoints import (BatchLock, daemon_dir, drop_journal, load_checkpoints, read_journal,  # noqa: F401
                           save_checkpoints, write_journal)
 from .config import Config
+from .costs import append_costs, store_cost
 from .facts import (Fact, extract_facts, facts_from_model_output, facts_schema, find_superseded, is_duplicate,
                     revision_key)
 from .fact_patterns import norm_value
-from .ledger import SYSTEM_PREFIX, Ledger, append_lines, read_lines, utc_iso
+from .ledger import SYSTEM_PREFIX, Ledger, read_lines, utc_iso
 from .redact import redact
 from .semantic import SemanticStore, fact_id, fact_record, to_fact
 from .tokenize import count_tokens
@@ -53,7 +52,6 @@ from .tokenize import count_tokens
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 256          # eligible entries per batch (bounds the work a SIGTERM waits for)
-SWEEP_S = 30.0           # safety sweep when no file event arrives (lost inotify events)
 _DATED = ("event", "plan", "progress")
 EXTRACT_PROMPT = (
     "You extract durable facts from one entry of an AI agent's memory. Reply with JSON only: "
@@ -313,7 +311,7 @@ class Consolidator:
         work, new_cps, taken = self._select(cps, report)
         now = utc_iso(self.clock())
         pending: dict[str, list[dict]] = {}
-        costs: list[bytes] = []
+        costs: list[dict] = []
         done: list[tuple[dict, list[str], str]] = []
         state: dict = {}
         for entry in sorted(work, key=lambda r: r["timestamp"]):
@@ -326,11 +324,7 @@ class Consolidator:
             facts, extractor, result = self._extract(entry, report, state)
             if result is not None:
                 report.store_tokens += result.completion_tokens
-                costs.append(jsonl.dumps({
-                    "v": jsonl.SCHEMA_VERSION, "kind": "store_cost", "timestamp": now, "entry_id": entry["id"],
-                    "agent_id": entry["agent_id"], "session_id": entry["session_id"], "project": project,
-                    "run_id": (entry.get("provenance") or {}).get("run_id") or "", "model": self.model_name,
-                    "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens}))
+                costs.append(store_cost(entry, result, model=self.model_name, now=now))
             ids: list[str] = []
             own: list[dict] = []
             for i, f in enumerate(facts):
@@ -339,8 +333,7 @@ class Consolidator:
                 if fid not in ids:
                     ids.append(fid)
             done.append((entry, ids, extractor))
-        if costs:
-            append_lines(self.root / "costs.jsonl", b"".join(costs))
+        append_costs(self.root, costs)
         pending = {project: recs for project, recs in pending.items() if recs}
         promoted = [(entry["agent_id"], {
             "kind": "promoted", "entry_id": entry["id"], "fact_ids": ids, "session_id": entry["session_id"],
@@ -401,158 +394,3 @@ def consolidate_once(config: Config, *, client=None, clock: Callable[[], float] 
                 return report
     finally:
         cons.close()
-
-
-# ---------------------------------------------------------------- the daemon
-class Daemon:
-    """Foreground consolidation: a watchdog observer on memory/episodic/, debounced batches."""
-
-    def __init__(self, config: Config, *, client=None, clock: Callable[[], float] = time.time,
-                 on_report: Callable[[ConsolidationReport], None] | None = None,
-                 on_ready: Callable[[], None] | None = None):
-        self.config = config
-        self.consolidator = Consolidator(config, client=client, clock=clock)
-        self.on_report = on_report
-        self.on_ready = on_ready  # called once the observer runs and the backlog is done
-        self.ready = threading.Event()
-        self._dirty = threading.Event()
-        self._stop_flag = False
-        self._keep_total = True
-        self.total = ConsolidationReport()  # merged reports (with ``once``; else only the last batch)
-
-    def stop(self, *_args) -> None:
-        """Ask the loop to finish the current batch and exit (safe from a signal handler)."""
-        self._stop_flag = True
-
-    def _wait(self, seconds: float) -> bool:
-        """Wait for a file event in short slices (so a stop request is seen promptly)."""
-        deadline = time.monotonic() + seconds
-        while not self._stop_flag:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            if self._dirty.wait(min(0.1, left)):
-                return True
-        return False
-
-    def _sleep(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while not self._stop_flag and time.monotonic() < deadline:
-            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
-
-    def _batch(self) -> None:
-        while True:
-            self._dirty.clear()
-            report = self.consolidator.run_batch()
-            if self._keep_total:
-                self.total.merge(report)
-            else:
-                self.total = report
-            if self.on_report is not None:
-                self.on_report(report)
-            if not report.more or self._stop_flag:
-                return
-
-    def run(self, *, once: bool = False, install_signals: bool = True) -> ConsolidationReport:
-        """Run until stopped (or, with ``once``, until nothing is pending). Returns the merged report."""
-        from watchdog.events import FileSystemEventHandler
-        from watchdog.observers import Observer
-
-        previous = {}
-        if install_signals and threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                previous[sig] = signal.signal(sig, self.stop)
-        observer = None
-        self._keep_total = once
-        try:
-            if once:
-                self._batch()
-                return self.total
-            dirty = self._dirty
-
-            class Handler(FileSystemEventHandler):
-                def on_any_event(self, event):
-                    path = str(getattr(event, "dest_path", "") or event.src_path)
-                    if event.event_type != "opened" and (path.endswith(".jsonl") or event.is_directory):
-                        dirty.set()
-
-            episodic = self.consolidator.root / "episodic"
-            episodic.mkdir(parents=True, exist_ok=True)
-            observer = Observer()
-            observer.schedule(Handler(), str(episodic), recursive=True)
-            observer.start()
-            self._batch()  # whatever arrived while nobody was watching
-            log.info("watching %s", episodic)
-            self.ready.set()
-            if self.on_ready is not None:
-                self.on_ready()
-            debounce = self.config.consolidation.debounce_s
-            while not self._stop_flag:
-                if self._wait(SWEEP_S) and debounce:
-                    self._sleep(debounce)
-                if self._stop_flag:
-                    break
-                self._batch()
-            return self.total
-        finally:
-            if observer is not None:
-                observer.stop()
-                observer.join(timeout=5)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            self.consolidator.close()
-
-
-# ---------------------------------------------------------------- cost accounting
-def cost_summary(memory_root: Path | str) -> list[dict]:
-    """Store and Retrieve tokens per session (MemSidecar's cost columns), with a per-run breakdown.
-
-    Store tokens: model output tokens spent on memory maintenance (``costs.jsonl``,
-    ``completion_tokens``; 0 on the heuristic path). Retrieve tokens: memory text
-    delivered to the agent (``traces/<agent>/*.jsonl``, ``tokens``).
-    """
-    from .ledger import iter_records
-
-    root = Path(memory_root)
-    rows: dict[str, dict] = {}
-
-    def row(session: str) -> dict:
-        return rows.setdefault(session, {"session_id": session, "agents": set(), "store_tokens": 0,
-                                         "store_prompt_tokens": 0, "model_calls": 0, "retrieve_tokens": 0,
-                                         "recalls": 0, "facts": 0, "runs": {}})
-
-    def run(r: dict, run_id: str) -> dict:
-        return r["runs"].setdefault(run_id or "-", {"store_tokens": 0, "retrieve_tokens": 0})
-
-    files = [(p, "cost") for p in [root / "costs.jsonl"] if p.is_file()]
-    files += [(p, "trace") for p in sorted((root / "traces").rglob("*.jsonl"))] if (root / "traces").is_dir() else []
-    for path, what in files:
-        for rec, _lineno, problem in iter_records(path):
-            if problem:
-                continue
-            r = row(str(rec.get("session_id") or ""))
-            if rec.get("agent_id"):
-                r["agents"].add(rec["agent_id"])
-            if what == "cost" and rec.get("kind") == "store_cost":
-                n = int(rec.get("completion_tokens") or 0)
-                r["store_tokens"] += n
-                r["store_prompt_tokens"] += int(rec.get("prompt_tokens") or 0)
-                r["model_calls"] += 1
-                run(r, rec.get("run_id") or "")["store_tokens"] += n
-            elif what == "trace" and rec.get("kind", "trace") == "trace":
-                n = int(rec.get("tokens") or 0)
-                r["retrieve_tokens"] += n
-                r["recalls"] += 1
-                run(r, rec.get("run_id") or "")["retrieve_tokens"] += n
-    store = SemanticStore(root)
-    for project in store.projects():
-        for rec in store.project(project, refresh=False).records.values():
-            for s in rec.get("session_ids") or []:
-                row(s)["facts"] += 1
-                if rec.get("origin_agent"):
-                    row(s)["agents"].add(rec["origin_agent"])
-    out = []
-    for r in sorted(rows.values(), key=lambda r: r["session_id"]):
-        r["agents"] = sorted(r["agents"])
-        out.append(r)
-    return out

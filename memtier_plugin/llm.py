@@ -5,9 +5,9 @@ and hosted APIs. The API key is configured as the *name* of an environment
 variable; its value is read at request time, sent only in the
 ``Authorization: Bearer`` header and scrubbed from every error message.
 
-Model output is data: it is parsed with :func:`json.loads` (a fenced
-```json block is tolerated) and checked with :func:`validate`, a small
-JSON-schema subset implemented here. Nothing from a model is executed.
+Model output is data: it is parsed and checked against the caller's schema by
+:mod:`memtier_plugin.schema` (:func:`parse_json`, :func:`validate`, a small
+JSON-schema subset). Nothing from a model is executed.
 
 Every model-backed step in memtier has a deterministic fallback: callers catch
 :class:`~memtier_plugin.errors.ModelError` and fall back.
@@ -15,12 +15,9 @@ Every model-backed step in memtier has a deterministic fallback: callers catch
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import math
 import os
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -28,6 +25,7 @@ from typing import Any, Callable
 import httpx
 
 from memtier_plugin.errors import ConfigError, ModelError
+from memtier_plugin.schema import is_finite_number, parse_json, validate
 
 log = logging.getLogger(__name__)
 
@@ -84,151 +82,6 @@ class ChatResult:
     latency_s: float
 
 
-# --------------------------------------------------------------------------- schema
-
-_TYPES: dict[str, Callable[[Any], bool]] = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
-    or (isinstance(v, float) and v.is_integer()),
-}
-_KEYWORDS = {"type", "properties", "required", "additionalProperties", "items", "enum",
-             "maxItems", "minItems", "maxLength", "minLength", "minimum", "maximum", "pattern"}
-_ANNOTATIONS = {"title", "description", "$schema", "$id", "default", "examples"}
-
-
-def schema_errors(instance: Any, schema: dict, path: str = "$") -> list[str]:
-    """Every way ``instance`` violates ``schema``, as ``"<json path>: <problem>"`` strings.
-
-    Supported: type (one name or a list), properties, required,
-    additionalProperties (false/true), items, enum, maxItems, minItems,
-    maxLength, minLength, minimum, maximum (inclusive; a non-finite number
-    fails both) and pattern (JSON-schema semantics: an unanchored
-    :func:`re.search`). Any other keyword raises ValueError so a schema
-    never silently promises more than is checked.
-
-    Patterns come from the caller's own schema, never from model output;
-    keep them bounded (no nested quantifiers) since they run on model text.
-    """
-    unknown = set(schema) - _KEYWORDS - _ANNOTATIONS
-    if unknown:
-        raise ValueError(f"unsupported schema keyword(s) at {path}: {sorted(unknown)}")
-    for key in ("minimum", "maximum"):
-        if key in schema and not _is_num(schema[key]):
-            raise ValueError(f"schema {key} at {path} must be a finite number, got {schema[key]!r}")
-    pattern = _pattern(schema["pattern"], path) if "pattern" in schema else None
-    errs: list[str] = []
-    if "type" in schema:
-        names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        for name in names:
-            if name not in _TYPES:
-                raise ValueError(f"unsupported schema type at {path}: {name!r}")
-        if not any(_TYPES[n](instance) for n in names):
-            return [f"{path}: expected {'/'.join(names)}, got {_json_type(instance)}"]
-    if "enum" in schema and not any(_same(instance, e) for e in schema["enum"]):
-        errs.append(f"{path}: {_short(instance)} is not one of {schema['enum']}")
-    if isinstance(instance, str):
-        if "maxLength" in schema and len(instance) > schema["maxLength"]:
-            errs.append(f"{path}: longer than {schema['maxLength']} characters")
-        if "minLength" in schema and len(instance) < schema["minLength"]:
-            errs.append(f"{path}: shorter than {schema['minLength']} characters")
-        if pattern is not None and pattern.search(instance) is None:
-            errs.append(f"{path}: {_short(instance)} does not match pattern {schema['pattern']!r}")
-    if _TYPES["number"](instance):
-        if not math.isfinite(instance) and ("minimum" in schema or "maximum" in schema):
-            errs.append(f"{path}: {instance!r} is not a finite number")
-        else:
-            if "minimum" in schema and instance < schema["minimum"]:
-                errs.append(f"{path}: {instance!r} is less than the minimum {schema['minimum']!r}")
-            if "maximum" in schema and instance > schema["maximum"]:
-                errs.append(f"{path}: {instance!r} is greater than the maximum {schema['maximum']!r}")
-    if isinstance(instance, list):
-        if "maxItems" in schema and len(instance) > schema["maxItems"]:
-            errs.append(f"{path}: more than {schema['maxItems']} items")
-        if "minItems" in schema and len(instance) < schema["minItems"]:
-            errs.append(f"{path}: fewer than {schema['minItems']} items")
-        if "items" in schema:
-            for i, item in enumerate(instance):
-                errs.extend(schema_errors(item, schema["items"], f"{path}[{i}]"))
-    if isinstance(instance, dict):
-        props = schema.get("properties", {})
-        for key in schema.get("required", []):
-            if key not in instance:
-                errs.append(f"{path}: missing required property {key!r}")
-        for key, value in instance.items():
-            if key in props:
-                errs.extend(schema_errors(value, props[key], f"{path}.{key}"))
-            elif schema.get("additionalProperties", True) is False:
-                errs.append(f"{path}: unexpected property {_short(key)}")
-    return errs
-
-
-def validate(instance: Any, schema: dict) -> None:
-    """Raise ModelError naming the first problems when ``instance`` does not match ``schema``."""
-    errs = schema_errors(instance, schema)
-    if errs:
-        more = f" (+{len(errs) - 3} more)" if len(errs) > 3 else ""
-        raise ModelError("output does not match the schema: " + "; ".join(errs[:3]) + more)
-
-
-@functools.lru_cache(maxsize=64)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
-
-
-def _pattern(pattern: Any, path: str) -> re.Pattern[str]:
-    """The compiled schema ``pattern`` (cached); ValueError when it is not a valid regex string."""
-    if not isinstance(pattern, str):
-        raise ValueError(f"schema pattern at {path} must be a string, got {pattern!r}")
-    try:
-        return _compiled(pattern)
-    except re.error as exc:
-        raise ValueError(f"invalid schema pattern at {path}: {pattern!r}: {exc}") from None
-
-
-def _same(a: Any, b: Any) -> bool:
-    # enum equality without Python's True == 1 conflation
-    return type(a) is type(b) and a == b or (_TYPES["number"](a) and _TYPES["number"](b) and a == b)
-
-
-def _json_type(v: Any) -> str:
-    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
-        if _TYPES[name](v):
-            return name
-    return type(v).__name__
-
-
-def _short(v: Any, n: int = 60) -> str:
-    s = repr(v)
-    return s if len(s) <= n else s[: n - 3] + "..."
-
-
-# --------------------------------------------------------------------------- parsing
-
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-def parse_json(text: str) -> Any:
-    """Parse model output as JSON: the whole text, else the first fenced block. ValueError if neither."""
-    candidates = [text.strip()] + [m.group(1).strip() for m in _FENCE.finditer(text)]
-    for cand in candidates:
-        if not cand:
-            continue
-        try:
-            return json.loads(cand, parse_constant=_reject_constant)
-        except (ValueError, RecursionError):
-            continue
-    raise ValueError("output is not valid JSON")
-
-
 def estimate_tokens(text: str) -> int:
     """The chars/4 estimate used when an endpoint reports no usage (at least 1 for non-empty text)."""
     return max(1, len(text) // 4) if text else 0
@@ -241,11 +94,11 @@ def _parse_logprobs(choice: dict) -> list[tuple[str, float]] | None:
         return None
     if isinstance(lp.get("content"), list):
         out = [(str(t.get("token", "")), float(t["logprob"]))
-               for t in lp["content"] if isinstance(t, dict) and _is_num(t.get("logprob"))]
+               for t in lp["content"] if isinstance(t, dict) and is_finite_number(t.get("logprob"))]
         return out or None
     tokens, values = lp.get("tokens"), lp.get("token_logprobs")
     if isinstance(tokens, list) and isinstance(values, list):
-        out = [(str(t), float(v)) for t, v in zip(tokens, values) if _is_num(v)]
+        out = [(str(t), float(v)) for t, v in zip(tokens, values) if is_finite_number(v)]
         return out or None
     return None
 
@@ -258,12 +111,8 @@ def _top_alternatives(choice: dict) -> list[dict[str, float]]:
     for t in rows if isinstance(rows, list) else []:
         alts = t.get("top_logprobs") if isinstance(t, dict) else None
         out.append({str(a.get("token", "")): float(a["logprob"]) for a in alts or []
-                    if isinstance(a, dict) and _is_num(a.get("logprob"))})
+                    if isinstance(a, dict) and is_finite_number(a.get("logprob"))})
     return out
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 # --------------------------------------------------------------------------- client
@@ -308,9 +157,9 @@ class ModelClient:
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
         prompt_tokens = usage.get("prompt_tokens")
         completion_tokens = usage.get("completion_tokens")
-        if not _is_num(prompt_tokens):
+        if not is_finite_number(prompt_tokens):
             prompt_tokens = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
-        if not _is_num(completion_tokens):
+        if not is_finite_number(completion_tokens):
             completion_tokens = estimate_tokens(text)
         data = None
         if schema is not None:

@@ -136,7 +136,7 @@ class Retriever:
     # ---- dense vectors (φsem) -------------------------------------------
     def set_embedder(self, embedder, cache_path: Path | None = None) -> None:
         """Enable φsem: vectors for every document, cached on disk beside the index."""
-        from .embeddings import VectorCache
+        from .vector_cache import VectorCache
 
         self.embedder = embedder
         self._vectors = {}

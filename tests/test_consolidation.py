@@ -25,7 +25,8 @@ import pytest
 from conftest import FIXTURES, run_cli
 from memtier_plugin import consolidation
 from memtier_plugin.config import load_config
-from memtier_plugin.consolidation import Daemon, consolidate_once, load_checkpoints
+from memtier_plugin.consolidation import consolidate_once, load_checkpoints
+from memtier_plugin.daemon import Daemon
 from memtier_plugin.facts import is_duplicate, revision_key
 from memtier_plugin.ledger import Ledger, iter_records
 from memtier_plugin.memory import Memory

@@ -11,6 +11,7 @@ import pytest
 
 from memtier_plugin import embeddings as E
 from memtier_plugin.errors import ConfigError, MemtierError
+from memtier_plugin.vector_cache import VectorCache
 
 TEXTS = [
     "I booked an aisle seat on the flight",
@@ -125,7 +126,7 @@ def test_phi_sem_ranks_by_cosine():
 
 def test_cache_round_trip_and_only_missing_embedded(tmp_path):
     emb = CountingEmbedder()
-    cache = E.VectorCache(tmp_path / "vec", emb)
+    cache = VectorCache(tmp_path / "vec", emb)
     first = cache.get_many(["a b", "c d", "a b"])
     assert emb.embedded == ["a b", "c d"]  # duplicates embedded once
     assert np.array_equal(first, E.HashingEmbedder(64).embed(["a b", "c d", "a b"]))
@@ -134,7 +135,7 @@ def test_cache_round_trip_and_only_missing_embedded(tmp_path):
     assert np.array_equal(second[0], first[1]) and np.array_equal(second[2], first[0])
 
     emb2 = CountingEmbedder()
-    reopened = E.VectorCache(tmp_path / "vec", emb2)
+    reopened = VectorCache(tmp_path / "vec", emb2)
     assert len(reopened) == 3
     again = reopened.get_many(["e f", "a b", "c d"])
     assert emb2.calls == []  # nothing re-embedded after a restart
@@ -144,9 +145,9 @@ def test_cache_round_trip_and_only_missing_embedded(tmp_path):
 
 
 def test_cache_keys_on_embedder_name(tmp_path):
-    a = E.VectorCache(tmp_path, CountingEmbedder(dim=64))
+    a = VectorCache(tmp_path, CountingEmbedder(dim=64))
     b_emb = CountingEmbedder(dim=32)
-    b = E.VectorCache(tmp_path, b_emb)
+    b = VectorCache(tmp_path, b_emb)
     a.get_many(["same text"])
     assert b.get_many(["same text"]).shape == (1, 32) and b_emb.embedded == ["same text"]
     assert a.key("x") != b.key("x")
@@ -154,20 +155,20 @@ def test_cache_keys_on_embedder_name(tmp_path):
 
 def test_cache_files_deleted_are_recomputed(tmp_path):
     emb = CountingEmbedder()
-    E.VectorCache(tmp_path, emb).get_many(["one", "two"])
+    VectorCache(tmp_path, emb).get_many(["one", "two"])
     for p in tmp_path.iterdir():
         p.unlink()
     emb2 = CountingEmbedder()
-    v = E.VectorCache(tmp_path, emb2).get_many(["two", "one"])
+    v = VectorCache(tmp_path, emb2).get_many(["two", "one"])
     assert sorted(emb2.embedded) == ["one", "two"] and v.shape == (2, 64)
     # and a live cache whose files vanish keeps working and rewrites them consistently
-    live = E.VectorCache(tmp_path, emb2)
+    live = VectorCache(tmp_path, emb2)
     live.get_many(["one"])
     for p in tmp_path.iterdir():
         p.unlink()
     live.get_many(["three"])
     emb3 = CountingEmbedder()
-    assert np.array_equal(E.VectorCache(tmp_path, emb3).get("three"), E.HashingEmbedder(64).embed(["three"])[0])
+    assert np.array_equal(VectorCache(tmp_path, emb3).get("three"), E.HashingEmbedder(64).embed(["three"])[0])
     assert emb3.calls == []
 
 
@@ -178,7 +179,7 @@ def test_cache_files_deleted_are_recomputed(tmp_path):
 )
 def test_cache_tolerates_truncated_tail(tmp_path, cut_keys, cut_vecs, lost):
     emb = CountingEmbedder()
-    cache = E.VectorCache(tmp_path, emb)
+    cache = VectorCache(tmp_path, emb)
     cache.get_many(["p", "q"])
     cache.get_many(["r", "s"])
     full = cache.get_many(["p", "q", "r", "s"])
@@ -188,32 +189,32 @@ def test_cache_tolerates_truncated_tail(tmp_path, cut_keys, cut_vecs, lost):
             f.truncate(size - cut)
 
     emb2 = CountingEmbedder()
-    torn = E.VectorCache(tmp_path, emb2)
+    torn = VectorCache(tmp_path, emb2)
     got = torn.get_many(["p", "q", "r", "s"])
     assert np.array_equal(got, full)  # the lost tail is recomputed, the rest reused
     assert emb2.embedded == lost
 
     emb3 = CountingEmbedder()  # after the repair-append the files are aligned again
-    assert np.array_equal(E.VectorCache(tmp_path, emb3).get_many(["p", "q", "r", "s", "t"])[:4], full)
+    assert np.array_equal(VectorCache(tmp_path, emb3).get_many(["p", "q", "r", "s", "t"])[:4], full)
     assert emb3.embedded == ["t"]
     assert cache.keys_path.stat().st_size // 8 == cache.vecs_path.stat().st_size // (4 * 64) == 5
 
 
 def test_cache_two_writers_interleaved(tmp_path):
-    a, b = E.VectorCache(tmp_path, CountingEmbedder()), E.VectorCache(tmp_path, CountingEmbedder())
+    a, b = VectorCache(tmp_path, CountingEmbedder()), VectorCache(tmp_path, CountingEmbedder())
     a.get_many(["one", "two"])
     b.get_many(["three"])
     a.get_many(["four"])
     b.get_many(["two", "five"])  # b re-embeds "two": a duplicate row is harmless
     emb = CountingEmbedder()
-    union = E.VectorCache(tmp_path, emb)
+    union = VectorCache(tmp_path, emb)
     got = union.get_many(["one", "two", "three", "four", "five"])
     assert emb.calls == [] and np.array_equal(got, E.HashingEmbedder(64).embed(["one", "two", "three", "four", "five"]))
 
 
 def test_cache_grows_in_many_small_calls(tmp_path):
     emb = CountingEmbedder(dim=8)
-    cache = E.VectorCache(tmp_path, emb)
+    cache = VectorCache(tmp_path, emb)
     texts = [f"text {i}" for i in range(300)]
     for i in range(0, 300, 7):
         cache.get_many(texts[i : i + 7])
@@ -223,13 +224,13 @@ def test_cache_grows_in_many_small_calls(tmp_path):
 
 def test_cache_ignores_non_finite_garbage_tail(tmp_path):
     emb = CountingEmbedder()
-    cache = E.VectorCache(tmp_path, emb)
+    cache = VectorCache(tmp_path, emb)
     cache.get_many(["p", "q"])
     with open(cache.vecs_path, "r+b") as f:  # corrupt the last row
         f.seek(64 * 4)
         f.write(np.full(64, np.nan, dtype="<f4").tobytes())
     emb2 = CountingEmbedder()
-    v = E.VectorCache(tmp_path, emb2).get_many(["p", "q"])
+    v = VectorCache(tmp_path, emb2).get_many(["p", "q"])
     assert emb2.embedded == ["q"] and np.isfinite(v).all()
 
 
@@ -239,7 +240,7 @@ def test_cache_rejects_wrong_shape(tmp_path):
             return np.zeros((len(texts), 3), np.float32)
 
     with pytest.raises(MemtierError):
-        E.VectorCache(tmp_path, Broken(dim=8)).get_many(["x"])
+        VectorCache(tmp_path, Broken(dim=8)).get_many(["x"])
 
 
 # ----------------------------------------------------------------- MiniLM (optional extra)
@@ -300,7 +301,7 @@ def test_minilm_is_semantic(minilm):
 @pytest.mark.embed
 @pytest.mark.skipif(_MISSING is not None, reason=f"MiniLM unavailable: {_MISSING}")
 def test_minilm_with_cache(tmp_path, minilm):
-    cache = E.VectorCache(tmp_path, minilm)
+    cache = VectorCache(tmp_path, minilm)
     v = cache.get_many(["flight seat preference: aisle"])
     assert cache.vecs_path.name.startswith("all-MiniLM-L6-v2-int8-384")
-    assert np.allclose(E.VectorCache(tmp_path, minilm).get_many(["flight seat preference: aisle"]), v)
+    assert np.allclose(VectorCache(tmp_path, minilm).get_many(["flight seat preference: aisle"]), v)

@@ -17,10 +17,8 @@ from memtier_plugin.llm import (
     ModelClient,
     ModelConfig,
     UNSCORED_TOKEN_LOGPROB,
-    parse_json,
-    schema_errors,
-    validate,
 )
+from memtier_plugin.schema import parse_json, schema_errors, validate
 
 SECRET = "sk-test-9f8e7d6c5b4a-do-not-leak"
 KEY_ENV = "MEMTIER_TEST_LLM_KEY"

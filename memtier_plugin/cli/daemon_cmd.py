@@ -44,7 +44,7 @@ def daemon(state, once, as_json):
     links revisions, and appends them to <memory>/semantic/. SIGTERM or
     SIGINT finishes the current batch, saves the checkpoint and exits 0.
     """
-    from ..consolidation import Daemon
+    from ..daemon import Daemon
 
     cfg = state.config
     if not cfg.consolidation.enabled:

@@ -178,7 +178,7 @@ def _inspect_facts(state, agents, projects, fact_id, history, as_json) -> None:
 
 
 def _inspect_costs(state, sessions, as_json) -> None:
-    from ..consolidation import cost_summary
+    from ..costs import cost_summary
 
     rows = [r for r in cost_summary(state.config.memory_root) if not sessions or r["session_id"] in sessions]
     if as_json:
