@@ -34,7 +34,7 @@ STOP_WORDS: frozenset[str] = frozenset(
 
 
 def stem(word: str) -> str:
-    """A light English suffix stripper: plurals, -ing, -ed (seats → seat, booked → book).
+    """A light English suffix stripper: plurals, -ing, -ed, silent e (seats → seat, named → nam).
 
     Deliberately conservative (no Porter step 2–5): it merges the inflections a
     memory query and a memory entry most often disagree on, and nothing else.
@@ -48,12 +48,16 @@ def stem(word: str) -> str:
         word = word[:-2]
     elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
         word = word[:-1]
+    if word.endswith("eed"):
+        return word[:-1]  # agreed → agree, not agr
     for suffix in ("ing", "ed"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             word = word[: -len(suffix)]
             if word[-1] == word[-2] and word[-1] not in "lsz":
                 word = word[:-1]  # stopped → stopp → stop
             break
+    if len(word) > 3 and word.endswith("e") and not word.endswith("ee"):
+        word = word[:-1]  # name, names, named → nam (Porter step 5a): the silent e never decides a match
     return word
 
 

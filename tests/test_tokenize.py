@@ -11,6 +11,8 @@ def test_stop_words_dropped_and_case_folded():
     ("seats", "seat"), ("flights", "flight"), ("booked", "book"), ("booking", "book"), ("stopped", "stop"),
     ("studies", "study"), ("classes", "class"), ("address", "address"), ("bus", "bus"), ("analysis", "analysis"),
     ("red", "red"), ("sing", "sing"), ("300", "300"), ("called", "call"), ("prefers", "prefer"),
+    ("named", "nam"), ("names", "nam"), ("name", "nam"), ("liked", "lik"), ("likes", "lik"),
+    ("moved", "mov"), ("created", "creat"), ("creates", "creat"), ("free", "free"), ("use", "use"), ("agreed", "agree"), ("agree", "agree"),
 ])
 def test_light_stemmer(word, expected):
     assert stem(word) == expected
@@ -21,7 +23,7 @@ def test_query_and_entry_inflections_meet():
 
 
 def test_stop_false_keeps_stop_words():
-    assert tokenize("The user is here", stop=False) == ["the", "user", "is", "here"]
+    assert tokenize("The user is here", stop=False, stemming=False) == ["the", "user", "is", "here"]
 
 
 def test_digits_kept_and_punctuation_splits():
@@ -31,7 +33,7 @@ def test_digits_kept_and_punctuation_splits():
 
 def test_unicode_words_kept():
     assert tokenize("Café in Zürich, then 東京") == ["café", "zürich", "東京"]  # no suffix to strip
-    assert tokenize("STRASSE Straße") == ["strasse", "strasse"]  # casefold, not just lower
+    assert tokenize("STRASSE Straße", stemming=False) == ["strasse", "strasse"]  # casefold, not just lower
 
 
 def test_underscores_and_apostrophes_split():
@@ -60,7 +62,7 @@ def test_count_tokens():
 def test_token_set_and_jaccard():
     a = token_set("User prefers aisle seats")
     b = token_set("the user prefers window seats")
-    assert a == {"user", "prefer", "aisle", "seat"}
+    assert a == {"user", "prefer", "aisl", "seat"}
     assert jaccard(a, b) == 3 / 5
     assert jaccard(a, a) == 1.0
     assert jaccard(a, {"unrelated"}) == 0.0

@@ -1,9 +1,10 @@
 """`memtier eval`: memtier vs plain BM25 on LongMemEval / LoCoMo with the official metrics.
 
 Data is never bundled: pass the file (``../shared/data`` beside the project,
-or wherever ``$MEMTIER_DATA`` points). Embeddings (φsem, MiniLM) are on by
-default when the ``embed`` extra is importable, with ``weights.sem`` 0.35 —
-the evaluation's hybrid setting; ``--no-embed`` runs BM25-side signals only.
+or wherever ``$MEMTIER_DATA`` points). memtier runs with the ``hybrid`` preset
+unless ``--preset`` names another: MiniLM φsem (weight 0.6) and soft scoping
+when the ``embed`` extra is importable; ``--no-embed`` (or no extra) keeps the
+preset's soft scoping and runs the lexical signals only.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import click
 
 from ..errors import EvalDataError
 
-HYBRID_SEM_WEIGHT = 0.35  # the evaluation's documented hybrid setting (docs/evaluation.md)
+DEFAULT_PRESET = "hybrid"  # MiniLM φsem 0.6 + soft scoping; lexical + soft when embeddings are off
+HYBRID_SEM_WEIGHT = 0.35  # φsem weight when a preset without embeddings is asked for with --embed
 DATA_FILES = {"longmemeval": "longmemeval_s_dev.json.gz", "locomo": "locomo_dev.json"}
 
 
@@ -77,16 +79,17 @@ def _embedder(embed: bool | None, backend: str):
 def _options(embed, cache, sets, preset, workdir: Path):
     """(runner.Options, description of the memtier side, the effective config).
 
-    The embedder comes from the effective config when it names one (``--preset
-    hybrid``, ``--set embeddings.backend=...``); otherwise, when embeddings are on,
-    MiniLM with ``weights.sem`` 0.35. Either way one embedder and one vector cache
+    The preset is ``hybrid`` unless ``--preset`` names another. The embedder comes
+    from the effective config when it names one (``hybrid``, ``--set
+    embeddings.backend=...``); otherwise, when embeddings are on, MiniLM with
+    ``weights.sem`` 0.35. Either way one embedder and one vector cache
     serve every question (the per-question Retriever is told ``backend: none`` so
     it does not open its own). Without ``--cache`` the cache lives in ``workdir``."""
     from ..config import load_config
 
     from ..evaluation.runner import Options
 
-    flags = {"preset": preset} if preset else {}
+    flags = {"preset": preset or DEFAULT_PRESET}
     flags.update(_parse_sets(sets))
     ws = {"paths.workspace": str(workdir)}
     backend = load_config(flags={**ws, **flags}).embeddings.backend  # ConfigError names a bad --set now
@@ -148,7 +151,8 @@ def _common(f):
         click.option("--json-out", type=click.Path(dir_okay=False), default=None,
                      help="Also write the JSON object to this file."),
         click.option("--embed/--no-embed", default=None,
-                     help="φsem with MiniLM (weights.sem 0.35). Default: on when the embed extra is installed."),
+                     help="φsem with MiniLM (the preset's weights.sem; 0.35 for a preset without one). "
+                          "Default: on when the embed extra is installed."),
         click.option("--cache", type=click.Path(file_okay=False), default=None,
                      help="Vector cache directory kept between runs (default: a temporary one)."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",

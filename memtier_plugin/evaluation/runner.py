@@ -141,9 +141,16 @@ class LongMemEvalRanker:
         ranked_s, ranked_t, tokens = rank_workspace(open_retriever(root, self.opts), q.question, _ts(q.question_date), "longmemeval",
                                                     self.opts, turn_of)
         shutil.rmtree(ws, ignore_errors=True)
+        # sessions no candidate came from follow, newest first, so @30/@50 compare with BM25's full ranking
+        seen = set(ranked_s)
+        ranked_s += [sid for sid, start, _ in sorted(sessions, key=lambda x: -x[1]) if sid not in seen]
         self.tokens[q.question_id] = tokens
         self.seconds[q.question_id] = time.perf_counter() - t0
         return ranked_s, ranked_t
+
+
+    def close(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class LoCoMoRanker:
