@@ -100,3 +100,34 @@ def test_check_targets_only_judges_measured_sizes():
     assert len(verdicts) == 4  # the 1M targets are not judged without a 1M row
     assert [ok for d, ok in verdicts.items() if d.startswith("speedup")] == [False]
     assert all(ok for d, ok in verdicts.items() if not d.startswith("speedup"))
+
+
+CONSOLIDATION_KEYS = ("appends", "promote_visible_p50_ms", "promote_visible_p95_ms", "misses", "debounce_s")
+
+
+def test_cli_consolidation_json_shape_and_no_misses(tmp_path):
+    """The real daemon in a subprocess promotes every appended fact into recall; no timing assertions."""
+    out = tmp_path / "cons.json"
+    proc = run_cli("bench", "consolidation", "--appends", "3", "--json", "--json-out", str(out),
+                   "--workdir", str(tmp_path))
+    row = json.loads(proc.stdout)
+    assert row == json.loads(out.read_text())
+    assert all(key in row for key in CONSOLIDATION_KEYS)
+    assert row["appends"] == 3 and row["misses"] == 0
+    assert row["daemon_exit_code"] == 0 and row["daemon_clean_exit"] is True
+    for key in ("promote_visible_p50_ms", "promote_visible_p95_ms", "promote_visible_max_ms"):
+        assert isinstance(row[key], (int, float)) and math.isfinite(row[key]) and row[key] > 0, key
+    assert row["promote_visible_p50_ms"] <= row["promote_visible_p95_ms"] <= row["promote_visible_max_ms"]
+    assert isinstance(row["debounce_s"], (int, float)) and isinstance(row["target_met"], bool)
+    assert list(tmp_path.iterdir()) == [out]  # the temporary workspace is removed
+
+
+def test_consolidation_statements_give_a_fact_naming_the_word():
+    import random
+
+    from memtier_plugin.bench_consolidation import statement, unique_words
+    from memtier_plugin.facts import extract_facts
+
+    words = unique_words(50, random.Random(0))
+    assert len(set(words)) == 50
+    assert all(any(w in f.content for f in extract_facts(statement(i, w))) for i, w in enumerate(words))

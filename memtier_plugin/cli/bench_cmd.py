@@ -90,6 +90,54 @@ def retrieval(sizes, as_json, queries, seed, no_rank_bm25, workdir, keep, quiet,
         raise SystemExit(1)
 
 
+@bench.command("consolidation")
+@click.option("--appends", type=click.IntRange(1, 10_000), default=30, show_default=True,
+              help="Entries appended (one new fact each), timed one at a time.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json-out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON object to this file.")
+@click.option("--seed", type=int, default=None, help="Seed of the made-up fact words (default: random).")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Where to create the temporary workspace (default: the system temp dir).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+def consolidation(appends, as_json, json_out, seed, workdir, quiet):
+    """Append → promoted fact visible in recall, through the real daemon in a subprocess
+    (issue 6 target: ≤ 1 s at p50). Exits 1 when the daemon does not exit 0 on SIGTERM."""
+    from ..bench_consolidation import Terminated, bench_consolidation
+
+    try:
+        row = bench_consolidation(appends, seed=seed, workdir=workdir, progress=not quiet and not as_json)
+    except RuntimeError as exc:
+        click.echo(f"memtier bench consolidation: {exc}", err=True)
+        raise SystemExit(1) from None
+    except Terminated:
+        click.echo("memtier bench consolidation: terminated; daemon stopped, workspace removed", err=True)
+        raise SystemExit(143) from None
+    doc = json.dumps({k: _round(v) for k, v in row.items()}, indent=1)
+    if json_out:
+        Path(json_out).write_text(doc + "\n")
+    if as_json:
+        click.echo(doc)
+    else:
+        def ms(v):
+            return "–" if v is None else f"{v:.0f} ms"
+
+        click.echo(f"appends {row['appends']}: append → promoted fact visible in recall "
+                   f"p50 {ms(row['promote_visible_p50_ms'])}, p95 {ms(row['promote_visible_p95_ms'])}, "
+                   f"max {ms(row['promote_visible_max_ms'])}, misses {row['misses']} "
+                   f"(deadline {row['deadline_s']:.0f} s)")
+        click.echo(f"daemon: consolidation.debounce_s {row['debounce_s']}, ready after "
+                   f"{row['daemon_ready_s']:.2f} s, exit code on SIGTERM {row['daemon_exit_code']}; "
+                   f"recall polled every {row['poll_interval_ms']:.0f} ms, daemon idle "
+                   f"{row['idle_before_append_s']} s before each append")
+        click.echo(f"issue 6 target: p50 ≤ {row['target_p50_ms']:.0f} ms: "
+                   f"{'met' if row['target_met'] else 'MISSED'}")
+    if not row["daemon_clean_exit"]:
+        click.echo(f"memtier bench consolidation: the daemon exited {row['daemon_exit_code']} on SIGTERM "
+                   "(None: killed after 30 s)", err=True)
+        raise SystemExit(1)
+
+
 def _round(v):
     if isinstance(v, float):
         return round(v, 4)
