@@ -23,6 +23,15 @@ log = logging.getLogger(__name__)
 SWEEP_S = 30.0           # safety sweep when no file event arrives (lost inotify events)
 
 
+QUIET_EVENTS = frozenset({"opened", "closed_no_write"})
+
+
+def is_change(event) -> bool:
+    """A file-system event that may mean new ledger lines; reads (every recall, every batch) are not."""
+    path = str(getattr(event, "dest_path", "") or event.src_path)
+    return event.event_type not in QUIET_EVENTS and (path.endswith(".jsonl") or event.is_directory)
+
+
 class Daemon:
     """Foreground consolidation: a watchdog observer on memory/episodic/, debounced batches."""
 
@@ -91,8 +100,7 @@ class Daemon:
 
             class Handler(FileSystemEventHandler):
                 def on_any_event(self, event):
-                    path = str(getattr(event, "dest_path", "") or event.src_path)
-                    if event.event_type != "opened" and (path.endswith(".jsonl") or event.is_directory):
+                    if is_change(event):
                         dirty.set()
 
             episodic = self.consolidator.root / "episodic"

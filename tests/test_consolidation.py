@@ -749,3 +749,17 @@ def test_sigkill_twenty_times_while_four_agents_append(workspace, tmp_path):
     stats = assert_consistent(workspace)
     assert mid_batch >= 2, "too few kills landed inside a batch to mean anything"
     assert stats["entries"] == 440 and stats["eligible"] > 250 and stats["facts"] > 50
+
+
+def test_reads_of_a_ledger_do_not_wake_the_daemon():
+    from watchdog.events import (DirCreatedEvent, FileClosedEvent, FileClosedNoWriteEvent, FileCreatedEvent,
+                                 FileModifiedEvent, FileOpenedEvent)
+
+    from memtier_plugin.daemon import is_change
+
+    ledger = "/ws/memory/episodic/a/2026-10-05.jsonl"
+    assert not is_change(FileOpenedEvent(ledger))
+    assert not is_change(FileClosedNoWriteEvent(ledger))  # a recall or a batch reading the file
+    assert is_change(FileModifiedEvent(ledger)) and is_change(FileClosedEvent(ledger))
+    assert is_change(FileCreatedEvent(ledger)) and is_change(DirCreatedEvent("/ws/memory/episodic/b"))
+    assert not is_change(FileModifiedEvent("/ws/memory/episodic/a/notes.txt"))
