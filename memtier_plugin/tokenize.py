@@ -34,7 +34,7 @@ STOP_WORDS: frozenset[str] = frozenset(
 
 
 def stem(word: str) -> str:
-    """A light English suffix stripper: plurals, -ing, -ed, silent e (seats → seat, named → nam).
+    """A light English suffix stripper: plurals, -ing, -ed (seats → seat, named → name).
 
     Deliberately conservative (no Porter step 2–5): it merges the inflections a
     memory query and a memory entry most often disagree on, and nothing else.
@@ -55,10 +55,19 @@ def stem(word: str) -> str:
             word = word[: -len(suffix)]
             if word[-1] == word[-2] and word[-1] not in "lsz":
                 word = word[:-1]  # stopped → stopp → stop
+            elif word.endswith(("at", "bl", "iz")) or _short_cvc(word):
+                word += "e"  # named → name, created → create (Porter step 1b)
             break
-    if len(word) > 3 and word.endswith("e") and not word.endswith("ee"):
-        word = word[:-1]  # name, names, named → nam (Porter step 5a): the silent e never decides a match
     return word
+
+
+_VOWELS = frozenset("aeiou")
+
+
+def _short_cvc(word: str) -> bool:
+    """A three-letter consonant-vowel-consonant stem (nam, lik, mov) that lost a silent e."""
+    return (len(word) == 3 and word[0] not in _VOWELS and word[1] in _VOWELS
+            and word[2] not in _VOWELS and word[2] not in "wxy")
 
 
 _STEMS: dict[str, str] = {}

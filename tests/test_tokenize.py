@@ -11,8 +11,9 @@ def test_stop_words_dropped_and_case_folded():
     ("seats", "seat"), ("flights", "flight"), ("booked", "book"), ("booking", "book"), ("stopped", "stop"),
     ("studies", "study"), ("classes", "class"), ("address", "address"), ("bus", "bus"), ("analysis", "analysis"),
     ("red", "red"), ("sing", "sing"), ("300", "300"), ("called", "call"), ("prefers", "prefer"),
-    ("named", "nam"), ("names", "nam"), ("name", "nam"), ("liked", "lik"), ("likes", "lik"),
-    ("moved", "mov"), ("created", "creat"), ("creates", "creat"), ("free", "free"), ("use", "use"), ("agreed", "agree"), ("agree", "agree"),
+    ("named", "name"), ("names", "name"), ("name", "name"), ("liked", "like"), ("likes", "like"),
+    ("moved", "move"), ("created", "create"), ("creates", "create"), ("free", "free"), ("use", "use"),
+    ("agreed", "agree"), ("agree", "agree"), ("hopping", "hop"), ("booked", "book"),
 ])
 def test_light_stemmer(word, expected):
     assert stem(word) == expected
@@ -62,7 +63,7 @@ def test_count_tokens():
 def test_token_set_and_jaccard():
     a = token_set("User prefers aisle seats")
     b = token_set("the user prefers window seats")
-    assert a == {"user", "prefer", "aisl", "seat"}
+    assert a == {"user", "prefer", "aisle", "seat"}
     assert jaccard(a, b) == 3 / 5
     assert jaccard(a, a) == 1.0
     assert jaccard(a, {"unrelated"}) == 0.0
