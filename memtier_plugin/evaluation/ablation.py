@@ -70,12 +70,7 @@ class SweepRanker(runner.LongMemEvalRanker):
         ws = self.workdir / q.question_id
         shutil.rmtree(ws, ignore_errors=True)
         root = ws / "memory"
-        sessions = []
-        for s in q.sessions:
-            turns = [(f"{s.session_id}_{n}", t.get("role", "user"), t.get("content", ""))
-                     for n, t in enumerate(s.turns, 1)]
-            sessions.append((s.session_id, runner._ts(s.date), turns))
-        turn_of = runner.write_sessions(root, sessions, "longmemeval", self.opts)
+        turn_of = runner.write_sessions(root, runner.question_sessions(q), "longmemeval", self.opts)
         retriever = runner.open_retriever(root, self.opts)
         captured: list[Any] = []
         rank = retriever.rank

@@ -118,6 +118,13 @@ def rank_workspace(retriever: Retriever, query: str, now: float, project: str, o
     return sessions, turns, packed.tokens
 
 
+def question_sessions(q) -> list[tuple[str, float, list[tuple[str, str, str]]]]:
+    """A LongMemEval question's haystack as (session id, start ts, [(turn id, role, text)])."""
+    return [(s.session_id, _ts(s.date),
+             [(f"{s.session_id}_{n}", t.get("role", "user"), t.get("content", "")) for n, t in enumerate(s.turns, 1)])
+            for s in q.sessions]
+
+
 class LongMemEvalRanker:
     """``rank_fn`` for :func:`..longmemeval.evaluate_longmemeval`."""
 
@@ -132,14 +139,10 @@ class LongMemEvalRanker:
         ws = self.workdir / q.question_id
         shutil.rmtree(ws, ignore_errors=True)
         root = ws / "memory"
-        sessions = []
-        for s in q.sessions:
-            turns = [(f"{s.session_id}_{n}", t.get("role", "user"), t.get("content", ""))
-                     for n, t in enumerate(s.turns, 1)]
-            sessions.append((s.session_id, _ts(s.date), turns))
+        sessions = question_sessions(q)
         turn_of = write_sessions(root, sessions, "longmemeval", self.opts)
-        ranked_s, ranked_t, tokens = rank_workspace(open_retriever(root, self.opts), q.question, _ts(q.question_date), "longmemeval",
-                                                    self.opts, turn_of)
+        ranked_s, ranked_t, tokens = rank_workspace(open_retriever(root, self.opts), q.question,
+                                                    _ts(q.question_date), "longmemeval", self.opts, turn_of)
         shutil.rmtree(ws, ignore_errors=True)
         # sessions no candidate came from follow, newest first, so @30/@50 compare with BM25's full ranking
         seen = set(ranked_s)
