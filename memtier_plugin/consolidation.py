@@ -37,14 +37,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import jsonl
-from .checkpoints import (BatchLock, daemon_dir, drop_journal, load_checkpoints, read_journal,  # noqa: F401
+from .checkpoints import (BatchLock, drop_journal, load_checkpoints, read_journal,  # noqa: F401 (tests patch these here)
                           save_checkpoints, write_journal)
 from .config import Config
 from .costs import append_costs, store_cost
 from .facts import (Fact, extract_facts, facts_from_model_output, facts_schema, find_superseded, is_duplicate,
                     revision_key)
 from .fact_patterns import norm_value
-from .ledger import SYSTEM_PREFIX, Ledger, read_lines, utc_iso
+from .ledger import SYSTEM_PREFIX, Ledger, tail_records, utc_iso
 from .redact import redact
 from .semantic import SemanticStore, fact_id, fact_record, to_fact
 from .tokenize import count_tokens
@@ -143,14 +143,9 @@ class Consolidator:
             if size < pos:
                 log.warning("%s: file shrank below its checkpoint; reading it again", path)
                 pos, queue, cps[rel] = 0, [], 0
-            for _lineno, end, raw, _problem in read_lines(path, pos, final=False):
+            for _line_at, end, rec in tail_records(path, pos):
                 pos = end
-                if not raw.strip():
-                    continue
-                try:
-                    rec = jsonl.loads(raw)
-                except ValueError:
-                    log.warning("%s: skipped an unreadable line ending at byte %d", path, end)
+                if rec is None:
                     continue
                 kind = rec.get("kind", "entry")
                 if kind == "promoted" and isinstance(rec.get("entry_id"), str):

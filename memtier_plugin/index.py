@@ -24,7 +24,7 @@ import orjson
 from . import jsonl
 from .bm25 import BM25Index
 from .dates import annotate
-from .ledger import SYSTEM_PREFIX, clip_cw, parse_iso
+from .ledger import SYSTEM_PREFIX, clip_cw, parse_iso, tail_records
 from .tokenize import tokenize
 
 log = logging.getLogger(__name__)
@@ -241,23 +241,10 @@ class DocIndex:
             return 0
         code = self.files.get(key)
         offset, count = start, 0
-        with open(path, "rb") as fh:
-            fh.seek(start)
-            data = fh.read(size - start)
-        for raw in data.splitlines(keepends=True):
-            if not raw.endswith(b"\n"):
-                break
-            line_at = offset
-            offset += len(raw)
-            if not raw.strip():
-                continue
-            try:
-                rec = jsonl.loads(raw)
-            except ValueError:
-                log.warning("%s: skipped an unreadable line at byte %d", path, line_at)
-                continue
-            self.ingest(rec, code, line_at)
-            count += 1
+        for line_at, offset, rec in tail_records(path, start):
+            if rec is not None:
+                self.ingest(rec, code, line_at)
+                count += 1
         self.checkpoint[key] = offset
         return count
 

@@ -256,6 +256,24 @@ class Ledger:
         return ReadResult(entries, problems)
 
 
+def tail_records(path: Path, start: int = 0) -> Iterator[tuple[int, int, dict | None]]:
+    """Complete lines appended from byte ``start``: (line start, line end, record).
+
+    The record is None for a blank or unreadable line (logged), so a tail
+    reader still advances past it; an unfinished last line is left for later.
+    """
+    line_at = start
+    for _lineno, end, raw, _problem in read_lines(path, start, final=False):
+        rec = None
+        if raw.strip():
+            try:
+                rec = jsonl.loads(raw)
+            except ValueError:
+                log.warning("%s: skipped an unreadable line at byte %d", path, line_at)
+        yield line_at, end, rec
+        line_at = end
+
+
 def iter_records(path: Path, start: int = 0, *, final: bool = True) -> Iterator[tuple[dict, int, str | None]]:
     """Parsed records of one ledger file: (record, lineno, problem)."""
     for lineno, _end, raw, problem in read_lines(path, start, final=final):

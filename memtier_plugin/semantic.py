@@ -25,7 +25,7 @@ from typing import Iterable, Iterator
 
 from . import jsonl
 from .facts import Fact, revision_key
-from .ledger import append_lines, read_lines
+from .ledger import append_lines, tail_records
 from .tokenize import token_set
 
 log = logging.getLogger(__name__)
@@ -180,16 +180,10 @@ class SemanticStore:
                 start = 0
             if size == start:
                 continue
-            for lineno, end, raw, _problem in read_lines(path, start, final=False):
+            for _line_at, end, rec in tail_records(path, start):
                 self._offsets[key] = end
-                if not raw or not raw.strip():
-                    continue
-                try:
-                    rec = jsonl.loads(raw)
-                except ValueError:
-                    log.warning("%s: skipped an unreadable line ending at byte %d", path, end)
-                    continue
-                self._fold(rec)
+                if rec is not None:
+                    self._fold(rec)
 
     def _fold(self, rec: dict) -> None:
         project = rec.get("project")

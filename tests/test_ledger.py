@@ -164,3 +164,14 @@ def test_secrets_never_reach_the_ledger(tmp_path):
                provenance={"params": {"password": "hunter2-very-secret"}})
     text = b"".join(p.read_bytes() for p in tmp_path.rglob("*.jsonl")).decode()
     assert secret not in text and "hunter2-very-secret" not in text and "[REDACTED:" in text
+
+
+def test_tail_records_gives_offsets_and_skips_bad_lines(tmp_path):
+    from memtier_plugin.ledger import tail_records
+
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b'{"a":1}\n\nnot json\n{"b":2}\n{"c":')
+    rows = list(tail_records(path))
+    assert [(s, e) for s, e, _ in rows] == [(0, 8), (8, 9), (9, 18), (18, 26)]
+    assert [r for _, _, r in rows] == [{"a": 1}, None, None, {"b": 2}]  # the unfinished line waits
+    assert [r for _, _, r in tail_records(path, 18)] == [{"b": 2}]
