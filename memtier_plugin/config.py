@@ -127,6 +127,15 @@ class EmbeddingsConfig:
 
 
 @dataclass
+class RerankConfig:
+    backend: str = field(default="none", metadata={"choices": ("none", "cross-encoder")})
+    top_n: int = field(default=30, metadata=_rng(1, 1000))
+    weight: float = field(default=0.5, metadata=_rng(0, 1))
+    threads: int = field(default=1, metadata=_rng(1, 64))
+    model_dir: str = ""
+
+
+@dataclass
 class Config:
     preset: str = field(default="paper", metadata={"choices": ("paper", "recommended", "hybrid")})
     weights: WeightsConfig = field(default_factory=WeightsConfig)
@@ -139,6 +148,7 @@ class Config:
     attribution: AttributionConfig = field(default_factory=AttributionConfig)
     model: ModelSection = field(default_factory=ModelSection)
     embeddings: EmbeddingsConfig = field(default_factory=EmbeddingsConfig)
+    rerank: RerankConfig = field(default_factory=RerankConfig)
     source: str = field(default="<defaults>", metadata={"internal": True})
 
     @property
@@ -154,9 +164,9 @@ class Config:
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"retrieval.top_k": 4, "packing.token_budget": 300},
     "recommended": {"retrieval.top_k": 2, "packing.token_budget": 600},
-    # recall-first hybrid: MiniLM φsem and soft scoping (docs/evaluation.md has its numbers)
+    # recall-first hybrid: MiniLM φsem, soft scoping, cross-encoder re-ranking (docs/evaluation.md has its numbers)
     "hybrid": {"retrieval.top_k": 4, "packing.token_budget": 300, "retrieval.scoping": "soft",
-               "weights.sem": 0.6, "embeddings.backend": "minilm"},
+               "weights.sem": 0.6, "embeddings.backend": "minilm", "rerank.backend": "cross-encoder"},
 }
 
 

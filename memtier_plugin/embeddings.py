@@ -70,6 +70,46 @@ def _l2_normalise(m: np.ndarray) -> np.ndarray:
     return (m / np.where(norms == 0.0, 1.0, norms)).astype(np.float32, copy=False)
 
 
+# --------------------------------------------------------------------------- onnxruntime
+
+
+def tokenizer_class(error: type[Exception], hint: str):
+    """``tokenizers.Tokenizer`` once onnxruntime and tokenizers are both importable, else ``error``."""
+    try:
+        import onnxruntime  # noqa: F401  (imported here so a missing runtime is named before any work)
+        from tokenizers import Tokenizer
+    except ImportError as e:
+        raise error(f"{e.name or 'onnxruntime/tokenizers'} is not installed: {hint}") from None
+    return Tokenizer
+
+
+def onnx_session(model_bytes: bytes, threads: int):
+    """A CPU onnxruntime session with ``threads`` intra-op threads, sequential, quiet."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = int(threads)
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.log_severity_level = 3
+    return ort.InferenceSession(model_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def length_batches(lengths: list[int], max_batch_tokens: int, batch_size: int | None = None):
+    """Indices grouped into batches of similar length: ascending, each batch's padded size
+    (members × its longest) within ``max_batch_tokens`` and at most ``batch_size`` members."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    start = 0
+    while start < len(order):
+        # Ascending lengths: a batch's padded size is its last member's length.
+        stop = start + 1
+        while (stop < len(order) and (batch_size is None or stop - start < batch_size)
+               and (stop - start + 1) * lengths[order[stop]] <= max_batch_tokens):
+            stop += 1
+        yield order[start:stop]
+        start = stop
+
+
 # --------------------------------------------------------------------------- MiniLM
 
 
@@ -158,12 +198,7 @@ class OnnxMiniLM(Embedder):
         return self
 
     def _load(self) -> None:
-        try:
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
-        except ImportError as e:
-            missing = e.name or "onnxruntime/tokenizers"
-            raise EmbeddingUnavailable(f"{missing} is not installed: {INSTALL_HINT}") from None
+        Tokenizer = tokenizer_class(EmbeddingUnavailable, INSTALL_HINT)
         model = self.model_path or _find_model_file()
         if not model.is_file():
             raise EmbeddingUnavailable(f"model file {model} not found: {INSTALL_HINT}")
@@ -185,13 +220,8 @@ class OnnxMiniLM(Embedder):
         tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
         tok.no_padding()  # the stored file pads to a fixed 128; we pad per batch
         tok.enable_truncation(max_length=self.max_length)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self.intra_op_num_threads
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.log_severity_level = 3
         try:
-            sess = ort.InferenceSession(model_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
+            sess = onnx_session(model_bytes, self.intra_op_num_threads)
         except Exception as e:  # onnxruntime raises its own exception types
             raise EmbeddingUnavailable(f"cannot load {model}: {e}") from e
         self._input_names = {i.name for i in sess.get_inputs()}
@@ -206,20 +236,8 @@ class OnnxMiniLM(Embedder):
         if self._session is None:
             self.load()
         enc = [e.ids for e in self._tokenizer.encode_batch(texts)]
-        order = sorted(range(len(enc)), key=lambda i: len(enc[i]))
-        start = 0
-        while start < len(order):
-            # Ascending lengths: a batch's padded size is its last member's length.
-            stop = start + 1
-            while (
-                stop < len(order)
-                and stop - start < self.batch_size
-                and (stop - start + 1) * len(enc[order[stop]]) <= self.max_batch_tokens
-            ):
-                stop += 1
-            idx = order[start:stop]
+        for idx in length_batches([len(ids) for ids in enc], self.max_batch_tokens, self.batch_size):
             out[idx] = self._embed_batch([enc[i] for i in idx])
-            start = stop
         return out
 
     def _embed_batch(self, batch: list[list[int]]) -> np.ndarray:

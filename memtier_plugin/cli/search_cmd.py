@@ -37,7 +37,7 @@ def search(state, query, agent, project, session, explain, top_k, budget, no_two
             "tokens": result.tokens, "elapsed_ms": round(result.elapsed_ms, 3), "left_out": result.left_out,
             "hits": [{"id": h.id, "score": h.score, "tier": h.tier, "session_id": h.session_id,
                       "agent_id": h.agent_id, "timestamp": h.timestamp, "content": h.content,
-                      "raw_bm25": h.raw_bm25, "signals": h.signals} for h in result.hits],
+                      "raw_bm25": h.raw_bm25, "signals": h.signals, "rerank": h.rerank} for h in result.hits],
             "block": result.block}).decode())
         return
     if not result.hits:
@@ -51,17 +51,23 @@ def search(state, query, agent, project, session, explain, top_k, budget, no_two
 
 def explain_table(result) -> str:
     """The signal breakdown of each delivered hit as a fixed-width table."""
+    reranked = any(h.rerank is not None for h in result.hits)
     lines = [f"query: {result.query}", f"mode: {result.mode}"
              + (f" (sessions: {', '.join(result.stage1_sessions)})" if result.stage1_sessions else ""),
-             f"{'rank':<4} {'id':<26} {'score':>6}  {'sem':>11} {'bm25':>11} {'decay':>11} {'cw':>11} {'tier':>11}  content"]
+             f"{'rank':<4} {'id':<26} {'score':>6}  {'sem':>11} {'bm25':>11} {'decay':>11} {'cw':>11} {'tier':>11}"
+             + (f" {'rerank':>6}" if reranked else "") + "  content"]
     for rank, h in enumerate(result.hits, 1):
         cells = " ".join(f"{h.signals[s]['value']:.2f}×{h.signals[s]['weight']:.2f}".rjust(11)
                          for s in ("sem", "bm25", "decay", "cw", "tier"))
+        if reranked:
+            cells += " " + ("-" if h.rerank is None else f"{h.rerank:.2f}").rjust(6)
         text = " ".join(h.content.split())
         lines.append(f"{rank:<4} {h.id:<26} {h.score:>6.3f}  {cells}  {text[:60]}")
     for why in result.left_out:
         lines.append(f"     left out: {why}")
-    lines.append("cells are value×weight; tier value is μ−1; score = Σ value×weight")
+    lines.append("cells are value×weight; tier value is μ−1; score = Σ value×weight"
+                 + ("; rerank: the cross-encoder re-ordered the head (its scaled value; docs/retrieval.md)"
+                    if reranked else ""))
     return "\n".join(lines)
 
 

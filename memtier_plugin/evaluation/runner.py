@@ -36,6 +36,7 @@ class Options:
     facts: bool = True
     embedder: Any = None
     vector_cache: Path | None = None  # shared across questions: haystacks repeat sessions
+    reranker: Any = None  # one cross-encoder for every question (rerank.top_n / weight from the config)
     depth: int = 1000
 
 
@@ -88,6 +89,8 @@ def open_retriever(root: Path, opts: Options) -> Retriever:
     retriever = Retriever(make_config(root.parent, opts))
     if opts.embedder is not None:
         retriever.set_embedder(opts.embedder, opts.vector_cache)
+    if opts.reranker is not None:
+        retriever.set_reranker(opts.reranker)
     return retriever
 
 

