@@ -129,7 +129,7 @@ class EmbeddingsConfig:
 @dataclass
 class RerankConfig:
     backend: str = field(default="none", metadata={"choices": ("none", "cross-encoder")})
-    top_n: int = field(default=30, metadata=_rng(1, 1000))
+    top_n: int = field(default=50, metadata=_rng(1, 1000))
     weight: float = field(default=0.5, metadata=_rng(0, 1))
     threads: int = field(default=1, metadata=_rng(1, 64))
     model_dir: str = ""

@@ -178,29 +178,33 @@ class Retriever:
         self.set_reranker(ce)
 
     def _rerank(self, query: str, ranked: Ranked) -> Ranked:
-        """Re-order the head of ``ranked`` (see :mod:`.rerank`); any failure keeps the fused order."""
-        from .rerank import rerank_head
+        """Re-order the best ``rerank.top_n`` episodic entries among their places (see :mod:`.rerank`).
 
-        n = min(self.config.rerank.top_n, len(ranked.docs))
-        if n < 2:
+        Facts keep their places; each moved entry takes its new place's score. Any
+        failure of the model keeps the fused order (warned once).
+        """
+        from .rerank import rerank_order
+
+        slots = np.array([i for i, (idx, _) in enumerate(ranked.docs) if idx.kind == "episodic"]
+                         [: self.config.rerank.top_n], dtype=np.int64)
+        if len(slots) < 2:
             return ranked
         try:
-            texts = [self.content(idx, doc) for idx, doc in ranked.docs[:n]]
+            texts = [self.content(*ranked.docs[i]) for i in slots.tolist()]
             logits = np.asarray(self.reranker.score(query, texts), dtype=np.float64)
-            if logits.shape != (n,) or not np.all(np.isfinite(logits)):
-                raise ValueError(f"reranker returned {logits.shape} values for {n} candidates")
+            if logits.shape != (len(slots),) or not np.all(np.isfinite(logits)):
+                raise ValueError(f"reranker returned {logits.shape} values for {len(slots)} candidates")
         except Exception as exc:  # a memory failure never breaks the turn
             if not self._rerank_failed:
                 log.warning("re-ranking failed, fused order kept: %s", exc)
                 self._rerank_failed = True
             return ranked
-        order, head_scores, ce = rerank_head(ranked.scores[:n], logits, self.config.rerank.weight)
-        perm = np.concatenate([order, np.arange(n, len(ranked.docs))])
+        order, ce = rerank_order(logits, self.config.rerank.weight)
+        perm = np.arange(len(ranked.docs))
+        perm[slots] = slots[order]
         rr = np.full(len(ranked.docs), np.nan)
-        rr[:n] = ce
-        scores = ranked.scores.copy()
-        scores[:n] = head_scores
-        return Ranked([ranked.docs[i] for i in perm.tolist()], scores, ranked.raw_bm25[perm],
+        rr[slots] = ce
+        return Ranked([ranked.docs[i] for i in perm.tolist()], ranked.scores, ranked.raw_bm25[perm],
                       {k: v[perm] for k, v in ranked.signals.items()}, ranked.weights, ranked.mode,
                       ranked.stage1_sessions, rr)
 
@@ -301,7 +305,7 @@ class Retriever:
         if s_codes and cfg.scoping == "soft":
             scope = None  # soft scoping: every visible entry competes; stage-1 sessions skip decay
         rerank = self.reranker is not None and self.config.rerank.weight > 0
-        pool = max(depth, self.config.rerank.top_n) if rerank else depth
+        pool = max(depth, 4 * self.config.rerank.top_n) if rerank else depth  # facts may fill much of it
         first = self._score(q, qv, scope, s_codes, facts, agents, project, now, pool, weights)
         first.mode, first.stage1_sessions = mode, [ep.sessions.names[c] for c in s_codes]
         if rerank:

@@ -12,7 +12,7 @@ from memtier_plugin.config import load_config
 from memtier_plugin.errors import ModelError
 from memtier_plugin.ledger import Ledger
 from memtier_plugin.model_setup import RERANKER, extract_reranker
-from memtier_plugin.rerank import MODEL_NAME, CrossEncoder, minmax, model_folder, rerank_head
+from memtier_plugin.rerank import MODEL_NAME, CrossEncoder, minmax, model_folder, rerank_order
 from memtier_plugin.retrieval import Retriever
 
 NOW = 1_790_000_000.0
@@ -21,33 +21,30 @@ NOW = 1_790_000_000.0
 # ---------------------------------------------------------------- the head arithmetic
 
 
-def test_weight_zero_keeps_the_fused_order_and_scores():
-    fused = np.array([0.9, 0.7, 0.5, 0.2])
-    order, scores, ce = rerank_head(fused, np.array([-5.0, 3.0, 8.0, 0.0]), 0.0)
+def test_weight_zero_keeps_the_fused_order():
+    order, ce = rerank_order(np.array([-5.0, 3.0, 8.0, 0.0]), 0.0)
     assert order.tolist() == [0, 1, 2, 3]
-    assert np.allclose(scores, fused)
     assert np.allclose(ce, minmax([-5.0, 3.0, 8.0, 0.0]))
 
 
-def test_weight_one_orders_by_the_cross_encoder_within_the_heads_score_range():
-    fused = np.array([0.9, 0.7, 0.5, 0.2])
-    order, scores, ce = rerank_head(fused, np.array([-5.0, 3.0, 8.0, 0.0]), 1.0)
+def test_weight_one_orders_by_the_cross_encoder():
+    order, ce = rerank_order(np.array([-5.0, 3.0, 8.0, 0.0]), 1.0)
     assert order.tolist() == [2, 1, 3, 0]
-    assert scores[0] == pytest.approx(0.9) and scores[-1] == pytest.approx(0.2)
-    assert np.all(np.diff(scores) <= 0)  # still best first
-    assert ce.tolist() == sorted(ce.tolist(), reverse=True)
+    assert ce.tolist() == sorted(ce.tolist(), reverse=True) and ce[0] == 1.0 and ce[-1] == 0.0
 
 
-def test_a_blend_moves_a_strong_cross_encoder_match_up_but_not_a_weak_one():
-    fused = np.array([1.0, 0.95, 0.9, 0.1])
-    logits = np.array([0.0, 0.0, 5.0, 5.0])  # two equally good for the cross-encoder
-    order, _, _ = rerank_head(fused, logits, 0.5)
-    assert order[0] == 2  # strong in both
-    assert order.tolist().index(3) > order.tolist().index(0) or order[0] != 3
+def test_ranks_not_scales_are_fused():
+    # the cross-encoder likes the fusion's last best and its first second
+    logits = np.array([2.0, -1.0, -3.0, 4.0, -2.0, -4.0])
+    order, _ = rerank_order(logits, 0.5)
+    assert order.tolist()[:2] == [0, 3]  # up from fourth to second, not above one both rank high
+    assert order.tolist().index(5) == 5  # last in both stays last
+    order2, _ = rerank_order(1000 * logits, 0.5)
+    assert order2.tolist() == order.tolist()  # a thousandfold logit scale changes nothing
 
 
 def test_equal_logits_keep_the_fused_order():
-    order, _, _ = rerank_head(np.array([0.8, 0.6, 0.4]), np.array([1.0, 1.0, 1.0]), 0.7)
+    order, _ = rerank_order(np.array([1.0, 1.0, 1.0]), 0.7)
     assert order.tolist() == [0, 1, 2]
 
 
@@ -119,6 +116,29 @@ def test_only_the_top_n_are_sent_and_the_tail_keeps_its_order(trips):
     assert plain.docs[3:] == fused.docs[3:]
     assert set(plain.docs[:3]) == set(fused.docs[:3])
     assert np.isnan(plain.rerank[3:]).all() and not np.isnan(plain.rerank[:3]).any()
+
+
+def test_facts_keep_their_places_and_are_not_sent(trips):
+    from memtier_plugin import jsonl
+    from memtier_plugin.ledger import append_lines, utc_iso
+
+    root = trips / "memory"
+    fact = {"kind": "fact", "id": "sf-hotel", "timestamp": utc_iso(NOW - 60), "project": "p", "origin_agent": "a",
+            "content": "hotel hotel preference: Lisbon", "session_ids": ["s1"], "source_entry_ids": [],
+            "supersedes": None}
+    append_lines(root / "semantic" / "p.jsonl", jsonl.dumps(fact))
+    r = Retriever(load_config(flags={"rerank.top_n": 6, "rerank.weight": 1.0, "retrieval.scoping": "soft"}))
+    fused = r.rank("hotel", agents=["a"], project="p", now=NOW, depth=10)
+    at = [i for i, (idx, _) in enumerate(fused.docs) if idx.kind == "semantic"]
+    assert at, "the fact is a candidate"
+    scorer = KeywordScorer("cold")
+    r.set_reranker(scorer)
+    ranked = r.rank("hotel", agents=["a"], project="p", now=NOW, depth=10)
+    assert [i for i, (idx, _) in enumerate(ranked.docs) if idx.kind == "semantic"] == at
+    assert all("preference" not in t for t in scorer.calls[0][1])
+    first_entry = next(d for d in ranked.docs if d[0].kind == "episodic")
+    assert r.content(*first_entry) == "the hotel breakfast was cold"
+    assert np.all(np.diff(ranked.scores) <= 0)  # a moved entry takes its new place's score
 
 
 def test_a_failing_reranker_keeps_the_fused_order_and_warns_once(trips, caplog):

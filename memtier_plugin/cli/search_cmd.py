@@ -66,8 +66,8 @@ def explain_table(result) -> str:
     for why in result.left_out:
         lines.append(f"     left out: {why}")
     lines.append("cells are value×weight; tier value is μ−1; score = Σ value×weight"
-                 + ("; rerank: the cross-encoder re-ordered the head (its scaled value; docs/retrieval.md)"
-                    if reranked else ""))
+                 + ("\nrerank: the cross-encoder's scaled value; it re-ordered the episodic head, and a moved "
+                    "entry takes its new place's score, so there score ≠ Σ (docs/retrieval.md)" if reranked else ""))
     return "\n".join(lines)
 
 
