@@ -162,7 +162,7 @@ class Retriever:
 
     # ---- cross-encoder re-ranking ----------------------------------------
     def set_reranker(self, reranker) -> None:
-        """Re-order the best ``rerank.top_n`` candidates with ``reranker.score(query, texts)``."""
+        """Re-order the best ``rerank.top_n`` episodic entries with ``reranker.score(query, texts)`` (None: off)."""
         self.reranker = reranker
         self._rerank_failed = False
 
