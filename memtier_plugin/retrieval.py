@@ -168,9 +168,9 @@ class Retriever:
 
     def _enable_reranker(self) -> None:
         """Turn re-ranking on; when the model is not there, say so once and keep the fused order."""
-        from .rerank import SETUP_HINT, CrossEncoder, model_folder
+        from .rerank import SETUP_HINT, CrossEncoder
 
-        ce = CrossEncoder(model_folder(self.config.rerank.model_dir), intra_op_num_threads=self.config.rerank.threads)
+        ce = CrossEncoder.from_config(self.config.rerank)
         if not ce.available():
             log.warning("rerank.backend cross-encoder: model or runtime missing in %s (%s); "
                         "keeping the fused order", ce.folder, SETUP_HINT)

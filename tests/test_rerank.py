@@ -210,8 +210,12 @@ def test_a_tampered_model_file_is_refused(tmp_path):
     (folder / "tokenizer.json").write_bytes(b"{}")
     pytest.importorskip("onnxruntime")
     pytest.importorskip("tokenizers")
+    ce = CrossEncoder(folder)
     with pytest.raises(RerankerUnavailable, match="sha256"):
-        CrossEncoder(folder).load()
+        ce.load()
+    (folder / "model.onnx").unlink()  # a retry would now say "not found": it must not read again
+    with pytest.raises(RerankerUnavailable, match="sha256"):
+        ce.score("q", ["t"])
 
 
 # ---------------------------------------------------------------- the real model

@@ -76,13 +76,13 @@ def _embedder(embed: bool | None, backend: str):
     return emb, f"hybrid: {emb.name} φsem + BM25 fusion"
 
 
-def _reranker(rerank: bool | None, backend: str, model_dir: str, threads: int = 1):
+def _reranker(rerank: bool | None, rerank_config):
     """The cross-encoder or None; ``rerank=None`` means "when the config names it and it is fetched"."""
-    from ..rerank import SETUP_HINT, CrossEncoder, model_folder
+    from ..rerank import SETUP_HINT, CrossEncoder
 
-    if rerank is False or (rerank is None and backend == "none"):
+    if rerank is False or (rerank is None and rerank_config.backend == "none"):
         return None
-    ce = CrossEncoder(model_folder(model_dir), intra_op_num_threads=threads)
+    ce = CrossEncoder.from_config(rerank_config)
     if rerank is None and not ce.available():
         click.echo(f"memtier eval: reranker not found in {ce.folder} ({SETUP_HINT}); running without re-ranking",
                    err=True)
@@ -117,7 +117,7 @@ def _options(embed, cache, sets, preset, workdir: Path, rerank: bool | None = No
     if emb is not None:
         mode += f" (weights.sem {cfg.weights.sem}"
         mode += f", scoping {cfg.retrieval.scoping})" if hasattr(cfg.retrieval, "scoping") else ")"
-    ce = _reranker(rerank, cfg.rerank.backend, cfg.rerank.model_dir, cfg.rerank.threads)
+    ce = _reranker(rerank, cfg.rerank)
     if cfg.rerank.backend != "none" or ce is not None:
         flags["rerank.backend"] = "none"  # the per-question retrievers share this one
     if ce is not None:
@@ -125,6 +125,15 @@ def _options(embed, cache, sets, preset, workdir: Path, rerank: bool | None = No
     cache_dir = Path(cache) if cache else workdir / "vectors"
     return Options(flags=flags, embedder=emb, vector_cache=cache_dir if emb is not None else None,
                    reranker=ce), mode, cfg
+
+
+def _system_meta(opts, mode: str, cfg=None) -> dict:
+    """What the memtier side ran with, for every report's ``meta``."""
+    meta = {"mode": mode, "embeddings": opts.embedder is not None, "rerank": opts.reranker is not None,
+            "flags": opts.flags}
+    if cfg is not None:
+        meta.update(top_k=cfg.retrieval.top_k, token_budget=cfg.packing.token_budget)
+    return meta
 
 
 class Progress:
@@ -250,9 +259,7 @@ def longmemeval_cmd(state, path, limit, max_minutes, as_json, json_out, embed, r
         "meta": {
             "benchmark": "longmemeval", "path": str(p), "questions": len(questions), "planned": planned,
             "strict_n": mem["strict"]["n"], "noabs_n": mem["noabs"]["n"],
-            "mode": mode, "embeddings": opts.embedder is not None,
-            "rerank": opts.reranker is not None, "flags": opts.flags,
-            "top_k": cfg.retrieval.top_k, "token_budget": cfg.packing.token_budget,
+            **_system_meta(opts, mode, cfg),
             "tokens": stats(ranker.tokens.values()), "seconds": stats(ranker.seconds.values()),
             "bm25_seconds": stats(bm25_seconds.values()), "wall_seconds": round(wall, 1),
             "memtier": lme_extras(mem), "bm25": lme_extras(base),
@@ -312,9 +319,7 @@ def locomo_cmd(state, path, limit, as_json, json_out, embed, rerank, cache, sets
         "meta": {
             "benchmark": "locomo", "path": str(p), "conversations": len(convs),
             "questions": mem["overall"]["n"], "excluded": mem["excluded"],
-            "mode": mode, "embeddings": opts.embedder is not None,
-            "rerank": opts.reranker is not None, "flags": opts.flags,
-            "top_k": cfg.retrieval.top_k, "token_budget": cfg.packing.token_budget,
+            **_system_meta(opts, mode, cfg),
             "tokens": stats(ranker.tokens), "seconds": stats(per_q),
             "memtier_seconds": round(t1 - t0, 1), "bm25_seconds": round(t2 - t1, 2), "wall_seconds": round(t2 - t0, 1),
             "memtier": locomo_extras(mem), "bm25": locomo_extras(base),
@@ -361,7 +366,6 @@ def ablations_longmemeval(state, path, limit, as_json, json_out, embed, rerank, 
     doc = {**result, "meta": {
         "benchmark": "longmemeval", "path": str(p), "questions": len(questions),
         "strict_n": sum(lme.included(q, "strict") for q in questions),
-        "mode": mode, "embeddings": opts.embedder is not None,
-        "rerank": opts.reranker is not None, "flags": opts.flags, "wall_seconds": round(wall, 1),
+        **_system_meta(opts, mode), "wall_seconds": round(wall, 1),
     }}
     _emit(doc, as_json, json_out, ablation_table)
