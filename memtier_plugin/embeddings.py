@@ -366,10 +366,6 @@ class HashingEmbedder(Embedder):
             feats += [f"{a} {b}" for a, b in zip(words, words[1:])]
         return feats
 
-    def embed_query(self, query: str) -> np.ndarray:
-        """One query's vector (with :attr:`query_prefix`); documents go through :meth:`embed`."""
-        return self.embed([self.query_prefix + query])[0]
-
     def embed(self, texts: list[str]) -> np.ndarray:
         texts = list(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

@@ -431,3 +431,17 @@ def test_setup_embedder_keeps_a_verified_folder_and_refetches_a_changed_file(tmp
         assert E.OnnxBGE(dest / E.BGE_NAME).load().embed(["ok"]).shape == (1, 384)
     else:
         assert proc.stderr.strip().count("\n") == 0  # one line, no traceback
+
+
+def test_a_backend_without_embed_query_embeds_the_query_as_is(workspace):
+    from memtier_plugin.config import load_config
+    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.retrieval import Retriever
+
+    Ledger(workspace / "memory").add(agent_id="a", session_id="s", project="p", content="aisle seat on the flight",
+                                     role="user", timestamp=1_790_000_000.0)
+    r = Retriever(load_config(flags={"embeddings.backend": "hashing", "weights.sem": 1.0}))
+    assert not hasattr(r.embedder, "embed_query")
+    res = r.recall("flight seat", agent_id="a", project="p", agents=["a"], now=1_790_000_100.0, record_trace=False)
+    assert res.hits and res.hits[0].content == "aisle seat on the flight"
+    assert res.hits[0].signals["sem"]["value"] > 0  # φsem came from the hashing vectors
