@@ -69,6 +69,13 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
+def onnx_runtime_present() -> bool:
+    """True when onnxruntime and tokenizers (the ``embed`` extra) can be imported."""
+    import importlib.util
+
+    return importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("tokenizers") is not None
+
+
 def _l2_normalise(m: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     return (m / np.where(norms == 0.0, 1.0, norms)).astype(np.float32, copy=False)
@@ -160,6 +167,8 @@ class OnnxMiniLM(Embedder):
     pooling = "mean"
     #: prepended to a query (not to documents) by :meth:`embed_query`
     query_prefix = ""
+    #: what a missing or changed model file tells the user to run
+    setup_hint = INSTALL_HINT
 
     def __init__(
         self,
@@ -188,9 +197,7 @@ class OnnxMiniLM(Embedder):
     @staticmethod
     def available() -> bool:
         """True when onnxruntime, tokenizers and the model file can all be found."""
-        import importlib.util
-
-        if importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("tokenizers") is None:
+        if not onnx_runtime_present():
             return False
         try:
             _find_model_file()
@@ -208,8 +215,9 @@ class OnnxMiniLM(Embedder):
     def _load(self) -> None:
         Tokenizer = tokenizer_class(EmbeddingUnavailable, INSTALL_HINT)
         model = self.model_path or _find_model_file()
-        if not model.is_file():
-            raise EmbeddingUnavailable(f"model file {model} not found: {INSTALL_HINT}")
+        for p in (model, self.tokenizer_path):
+            if p is not None and not p.is_file():
+                raise EmbeddingUnavailable(f"{p} not found: {self.setup_hint}")
         if self.tokenizer_path:
             tok_bytes = self.tokenizer_path.read_bytes()
         else:
@@ -220,11 +228,13 @@ class OnnxMiniLM(Embedder):
                 msg = "memtier_plugin/data/minilm/tokenizer.json is missing; reinstall memtier-plugin"
                 raise EmbeddingUnavailable(msg) from None
         model_bytes = model.read_bytes()
+        model_pin, tok_pin = self._pins()
         if self.verify:
-            if not self.tokenizer_path and _sha256(tok_bytes) != TOKENIZER_SHA256:
-                raise EmbeddingUnavailable("bundled tokenizer.json fails its sha256 check; reinstall memtier-plugin")
-            if not self.model_path and _sha256(model_bytes) != MODEL_SHA256:
-                raise EmbeddingUnavailable(f"{model} fails its sha256 check: reinstall with {INSTALL_HINT}")
+            if tok_pin is not None and _sha256(tok_bytes) != tok_pin:
+                where = self.tokenizer_path or "bundled tokenizer.json"
+                raise EmbeddingUnavailable(f"{where} fails its sha256 check; {self.setup_hint}")
+            if model_pin is not None and _sha256(model_bytes) != model_pin:
+                raise EmbeddingUnavailable(f"{model} fails its sha256 check: {self.setup_hint}")
         tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
         tok.no_padding()  # the stored file pads to a fixed 128; we pad per batch
         tok.enable_truncation(max_length=self.max_length)
@@ -235,6 +245,10 @@ class OnnxMiniLM(Embedder):
         self._input_names = {i.name for i in sess.get_inputs()}
         self._tokenizer, self._session = tok, sess
         log.debug("loaded %s from %s (%d threads)", self.name, model, self.intra_op_num_threads)
+
+    def _pins(self) -> tuple[str | None, str | None]:
+        """Pinned SHA-256 of (model, tokenizer); None for a file the user pointed at (not checked)."""
+        return (None if self.model_path else MODEL_SHA256, None if self.tokenizer_path else TOKENIZER_SHA256)
 
     def embed_query(self, query: str) -> np.ndarray:
         """One query's vector (with :attr:`query_prefix`); documents go through :meth:`embed`."""
@@ -299,6 +313,7 @@ class OnnxBGE(OnnxMiniLM):
 
     pooling = "cls"
     query_prefix = "Represent this sentence for searching relevant passages: "
+    setup_hint = BGE_SETUP_HINT
 
     def __init__(self, folder: str | Path | None = None, **opts: Any) -> None:
         self.folder = Path(folder) if folder else bge_folder()
@@ -307,24 +322,10 @@ class OnnxBGE(OnnxMiniLM):
 
     def available(self) -> bool:  # type: ignore[override]
         """True when onnxruntime, tokenizers and both model files are present (not yet verified)."""
-        import importlib.util
+        return onnx_runtime_present() and all((self.folder / n).is_file() for n in BGE_PINNED)
 
-        if importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("tokenizers") is None:
-            return False
-        return all((self.folder / n).is_file() for n in BGE_PINNED)
-
-    def _load(self) -> None:
-        for name, expected in BGE_PINNED.items():
-            p = self.folder / name
-            if not p.is_file():
-                raise EmbeddingUnavailable(f"{p} not found: {BGE_SETUP_HINT}")
-            if self.verify and _sha256(p.read_bytes()) != expected:
-                raise EmbeddingUnavailable(f"{p} fails its sha256 check; fetch it again: {BGE_SETUP_HINT}")
-        verify, self.verify = self.verify, False  # checked above; the base class only knows MiniLM's pins
-        try:
-            super()._load()
-        finally:
-            self.verify = verify
+    def _pins(self) -> tuple[str | None, str | None]:
+        return BGE_PINNED["model.onnx"], BGE_PINNED["tokenizer.json"]
 
 
 # --------------------------------------------------------------------------- hashing

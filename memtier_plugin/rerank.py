@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from .embeddings import length_batches, onnx_session, tokenizer_class
+from .embeddings import length_batches, onnx_runtime_present, onnx_session, tokenizer_class
 from .errors import MemtierError
 
 log = logging.getLogger(__name__)
@@ -110,11 +110,7 @@ class CrossEncoder:
 
     def available(self) -> bool:
         """True when onnxruntime, tokenizers and both model files are present (not yet verified)."""
-        import importlib.util
-
-        if importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("tokenizers") is None:
-            return False
-        return (self.folder / MODEL_FILE).is_file() and (self.folder / TOKENIZER_FILE).is_file()
+        return onnx_runtime_present() and all((self.folder / n).is_file() for n in PINNED)
 
     def load(self) -> CrossEncoder:
         """Tokenizer and ONNX session, once; a failure is remembered and raised again without re-reading."""
