@@ -28,8 +28,7 @@ from typing import Callable
 
 import orjson
 
-from . import jsonl
-from .ledger import append_lines, utc_iso
+from . import traces
 from .tokenize import jaccard, token_set
 
 log = logging.getLogger(__name__)
@@ -141,16 +140,11 @@ def attribute_run(memory, ctx, state, *, success: bool) -> list[dict]:
 def record_run_end(memory, ctx, state, *, success: bool, timestamp: float | None = None) -> dict:
     """Append the run's outcome to the trace ledger, beside its retrieval traces."""
     ts = memory.clock() if timestamp is None else timestamp
-    rec = {"v": jsonl.SCHEMA_VERSION, "kind": "run_end", "timestamp": utc_iso(ts), "run_id": state.run_id,
-           "agent_id": ctx.agent_id, "session_id": ctx.session_id, "project": ctx.project,
-           "success": bool(success), "tool_calls": len(state.tool_calls),
-           "failed_calls": sum(1 for c in state.tool_calls if not succeeded(c)),
-           "delivered": [row["id"] for row in state.delivered]}
-    path = memory.config.memory_root / "traces" / ctx.agent_id / f"{rec['timestamp'][:10]}.jsonl"
-    try:
-        append_lines(path, jsonl.dumps(rec), fsync=False)
-    except OSError as exc:
-        log.warning("%s: run_end not written: %s", path, exc)
+    rec = traces.run_end_record(ts=ts, run_id=state.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id,
+                                project=ctx.project, success=success, tool_calls=len(state.tool_calls),
+                                failed_calls=sum(1 for c in state.tool_calls if not succeeded(c)),
+                                delivered=[row["id"] for row in state.delivered])
+    traces.append(memory.config.memory_root, ctx.agent_id, rec, ts)
     return rec
 
 

@@ -17,6 +17,10 @@ class LedgerError(MemtierError):
     """A ledger could not be read or written."""
 
 
+class InvalidIdError(LedgerError, ValueError):
+    """An id from a host or a record is not a plain name, so it can never become a path."""
+
+
 class CorruptLineError(LedgerError):
     """One ledger line is not a valid record (reported, then skipped)."""
 

@@ -21,13 +21,44 @@ import pluggy
 
 from . import hookspecs, jsonl
 from .errors import MemtierError
-from .events import (AgentEndEvent, HookContext, PromptAddition, PromptEvent, SessionEndEvent,
+from .events import (AgentEndEvent, CompactionEvent, HookContext, PromptAddition, PromptEvent, SessionEndEvent,
                      ToolCallEvent, ToolDecision, ToolResultEvent, combine_prompt_additions,
                      combine_tool_decisions)
 from .ledger import parse_iso
 
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "memtier"
+
+
+def review_decision(hook_owner: str, tool_name: str, exc: BaseException) -> ToolDecision:
+    """What a pre_tool check that could not run answers: not a silent allow (DESIGN.md, the host contract)."""
+    return ToolDecision(supplement=f"[memtier] the {hook_owner} check of {tool_name!r} could not run "
+                                   f"({type(exc).__name__}); review this call before relying on it")
+
+
+def _guarded(impl, plugin_name: str, hook: str):
+    """``impl``'s function wrapped so one plugin's exception never aborts the others' answers.
+
+    A raising implementation is logged with its traceback and answers None,
+    except pre_tool, which answers :func:`review_decision` (never a silent allow).
+    """
+    func = impl.function
+
+    def call(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except Exception as exc:
+            log.exception("plugin %s failed in %s; the other plugins' answers stand", plugin_name, hook)
+            if hook == "pre_tool":
+                event = kwargs.get("event") if "event" in kwargs else (args[0] if args else None)
+                return review_decision(f"plugin {plugin_name}", getattr(event, "tool_name", "?"), exc)
+            return None
+
+    call.__wrapped__ = func  # type: ignore[attr-defined]
+    return call
+
+
+_HOOK_NAMES = ("before_prompt_build", "pre_tool", "post_tool", "agent_end", "before_compaction", "session_end")
 
 
 class Host:
@@ -42,11 +73,41 @@ class Host:
 
     # ---- loading -------------------------------------------------------
     def register(self, plugin: Any, name: str | None = None) -> str | None:
+        """Register ``plugin`` with every hook implementation guarded (see :func:`_guarded`).
+
+        A plugin already loaded under the same name, or whose hook functions are
+        already registered under another name (memtier's drop-in file beside the
+        installed package), is refused with a warning: loading it twice would
+        write every entry and every cognitive-weight update twice.
+        """
         name = name or getattr(plugin, "PLUGIN_NAME", None) or getattr(plugin, "__name__", None)
         if name and self.pm.has_plugin(name):
-            log.info("plugin %s already loaded; skipping duplicate", name)
+            log.warning("plugin %s is already loaded; not loading it twice", name)
             return None
-        return self.pm.register(plugin, name=name)
+        dup = self._already_registered(plugin)
+        if dup:
+            log.warning("plugin %s implements the same hook functions as the loaded plugin %s; "
+                        "not loading it twice", name, dup)
+            return None
+        registered = self.pm.register(plugin, name=name)
+        if registered:
+            for caller in self.pm.get_hookcallers(plugin) or []:
+                for impl in caller.get_hookimpls():
+                    if impl.plugin is plugin and not (impl.hookwrapper or impl.wrapper):
+                        impl.function = _guarded(impl, registered, caller.name)
+        return registered
+
+    def _already_registered(self, plugin: Any) -> str | None:
+        """The name of a loaded plugin sharing a hook function with ``plugin``, if any."""
+        funcs = {id(getattr(plugin, spec, None)) for spec in _HOOK_NAMES if callable(getattr(plugin, spec, None))}
+        if not funcs:
+            return None
+        for caller_name in _HOOK_NAMES:
+            caller = getattr(self.pm.hook, caller_name, None)
+            for impl in caller.get_hookimpls() if caller else []:
+                if id(getattr(impl.function, "__wrapped__", impl.function)) in funcs:
+                    return self.pm.get_name(impl.plugin)
+        return None
 
     def load_plugin_dir(self, directory: Path | str) -> list[str]:
         """Import every ``*.py`` file of a plugin directory (sorted) and register it."""
@@ -71,12 +132,23 @@ class Host:
         return loaded
 
     def load_entrypoints(self) -> int:
+        """Register the plugins of the ``memtier`` entry-point group (``MEMTIER_PLUGINS`` limits them)."""
+        from importlib.metadata import entry_points
+
         allow = os.environ.get("MEMTIER_PLUGINS")
-        if allow is None:
-            return self.pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        wanted = None if allow is None else {n.strip() for n in allow.split(",") if n.strip()}
         count = 0
-        for name in [n.strip() for n in allow.split(",") if n.strip()]:
-            count += self.pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if (wanted is not None and ep.name not in wanted) or self.pm.has_plugin(ep.name) \
+                    or self.pm.is_blocked(ep.name):
+                continue
+            try:
+                plugin = ep.load()
+            except Exception as exc:  # a broken third-party package must not stop the host
+                log.error("entry point %s: cannot load plugin: %s", ep.name, exc, exc_info=True)
+                continue
+            if self.register(plugin, ep.name):
+                count += 1
         return count
 
     def plugins(self) -> list[tuple[str, list[str]]]:
@@ -89,23 +161,36 @@ class Host:
 
     # ---- calling -------------------------------------------------------
     def _call(self, hook: str, **kwargs) -> list:
+        """Every implementation's answer (each guarded at registration, so one failure costs one answer)."""
         try:
             return getattr(self.pm.hook, hook)(**kwargs)
-        except Exception:  # the host keeps the turn alive whatever a plugin does
-            log.exception("hook %s failed in a plugin; continuing without it", hook)
+        except Exception as exc:  # a hook wrapper or pluggy itself: the host keeps the turn alive
+            log.exception("hook %s failed; continuing without its answers", hook)
+            if hook == "pre_tool":
+                return [review_decision("host", getattr(kwargs.get("event"), "tool_name", "?"), exc)]
             return []
 
     def before_prompt_build(self, event: PromptEvent, ctx: HookContext) -> PromptAddition:
-        return combine_prompt_additions(self._call("before_prompt_build", event=event, ctx=ctx))
+        answers = self._call("before_prompt_build", event=event, ctx=ctx)
+        return combine_prompt_additions(a for a in answers if isinstance(a, PromptAddition))
 
     def pre_tool(self, event: ToolCallEvent, ctx: HookContext) -> ToolDecision:
-        return combine_tool_decisions(self._call("pre_tool", event=event, ctx=ctx))
+        answers = []
+        for a in self._call("pre_tool", event=event, ctx=ctx):
+            if isinstance(a, ToolDecision):
+                answers.append(a)
+            elif a is not None:  # an answer the contract does not know is not an allow
+                answers.append(review_decision("plugin", event.tool_name, TypeError(type(a).__name__)))
+        return combine_tool_decisions(answers)
 
     def post_tool(self, event: ToolResultEvent, ctx: HookContext) -> None:
         self._call("post_tool", event=event, ctx=ctx)
 
     def agent_end(self, event: AgentEndEvent, ctx: HookContext) -> None:
         self._call("agent_end", event=event, ctx=ctx)
+
+    def before_compaction(self, event: CompactionEvent, ctx: HookContext) -> None:
+        self._call("before_compaction", event=event, ctx=ctx)
 
     def session_end(self, event: SessionEndEvent, ctx: HookContext) -> None:
         self._call("session_end", event=event, ctx=ctx)

@@ -11,8 +11,11 @@ the ledger line for the few hits that are packed.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
 import os
+import re
 import shutil
 from functools import lru_cache
 from pathlib import Path
@@ -21,14 +24,57 @@ from typing import Callable, Iterable
 import numpy as np
 import orjson
 
-from . import jsonl
+from . import jsonl, records
 from .bm25 import BM25Index
 from .dates import annotate
-from .ledger import SYSTEM_PREFIX, clip_cw, parse_iso, tail_records
+from .errors import CorruptLineError
+from .ledger import SYSTEM_PREFIX, parse_iso, tail_records
 from .tokenize import tokenize
 
 log = logging.getLogger(__name__)
-FORMAT = 1
+FORMAT = 2  # 2: file marks (hand-edit detection); saved as generations behind CURRENT
+_MARK_BYTES = 1024  # hashed at a file's head and just before its checkpoint
+_GEN_RE = re.compile(r"g-[0-9a-f]{16}")
+
+
+class StaleLedger(Exception):
+    """A ledger file read into the index was shrunk, replaced, rewritten or removed (a hand edit)."""
+
+    def __init__(self, path: str, why: str):
+        self.path, self.why = path, why
+        super().__init__(f"{path}: {why}")
+
+
+def index_problem(rec: dict) -> str | None:
+    """Why a ledger record cannot go into the index (entries and changes: :mod:`records`; facts: their keys)."""
+    kind = rec.get("kind", "entry")
+    if kind == "fact":
+        for key in ("id", "content"):
+            if not isinstance(rec.get(key), str):
+                return f"fact field {key!r} is not a string"
+        for key in ("project", "origin_agent", "session_id", "supersedes"):
+            if rec.get(key) is not None and not isinstance(rec[key], str):
+                return f"fact field {key!r} is not a string"
+        ids = rec.get("session_ids")
+        if ids is not None and not (isinstance(ids, list) and all(isinstance(x, str) for x in ids)):
+            return "fact field 'session_ids' is not a list of strings"
+        cw = rec.get("cognitive_weight")
+        if cw is not None and not (isinstance(cw, (int, float)) and not isinstance(cw, bool) and -1 <= cw <= 1):
+            return "fact field 'cognitive_weight' is not a number in [-1, 1]"
+        return None
+    if kind == "superseded":
+        return None if isinstance(rec.get("fact_id"), str) else "superseded record has no string 'fact_id'"
+    return records.problem(rec)
+
+
+def _mark(path: str, offset: int, st: os.stat_result) -> list:
+    """What a later reader checks to know the first ``offset`` bytes of ``path`` are unchanged."""
+    with open(path, "rb") as fh:
+        head = fh.read(min(offset, _MARK_BYTES))
+        fh.seek(max(0, offset - _MARK_BYTES))
+        tail = fh.read(offset - max(0, offset - _MARK_BYTES))
+    digest = hashlib.blake2b(head + b"\0" + tail, digest_size=8).hexdigest()
+    return [offset, st.st_ino, st.st_mtime_ns, digest]
 TIER_CODE = {"episodic": 0, "semantic": 1, "procedural": 2}
 COLUMNS = {"ts": np.float64, "cw": np.float32, "tier": np.int8, "session": np.int32, "agent": np.int32,
            "project": np.int32, "role": np.int8, "system": np.bool_, "superseded": np.bool_,
@@ -100,6 +146,7 @@ class DocIndex:
         self.sessions, self.agents, self.projects = Codes(), Codes(), Codes()
         self.files = Codes()
         self.checkpoint: dict[str, int] = {}
+        self.marks: dict[str, list] = {}  # file -> [offset, inode, mtime_ns, head+tail digest] (see _mark)
         self.session_docs = SessionDocs()
         self.fact_sessions: dict[int, list[int]] = {}  # fact doc -> session codes of its sources
         self.pending: dict[str, list[dict]] = {}  # updates seen before their entry
@@ -122,7 +169,7 @@ class DocIndex:
 
     # ---- ingest ----------------------------------------------------------
     def ingest(self, rec: dict, file_code: int, offset: int) -> int | None:
-        """Add one ledger record (entry, fact or change). Returns the new doc, if any."""
+        """Add one valid ledger record (entry, fact or change; see :func:`index_problem`). Returns the new doc, if any."""
         kind = rec.get("kind", "entry")
         if kind in ("entry", "fact"):
             rid = rec.get("id")
@@ -146,7 +193,7 @@ class DocIndex:
     def _apply(self, doc: int, rec: dict) -> None:
         kind = rec.get("kind")
         if kind == "cw_update":
-            self.cols["cw"][doc] = clip_cw(float(self.cols["cw"][doc]) + float(rec.get("delta", 0.0)))
+            self.cols["cw"][doc] = records.fold_cw(float(self.cols["cw"][doc]), rec)
         elif kind == "superseded":
             self.cols["superseded"][doc] = True
 
@@ -229,23 +276,64 @@ class DocIndex:
             return tokens + extra
         return tokens
 
+    def changed_since_read(self, path: str, st: os.stat_result) -> str | None:
+        """Why ``path`` no longer holds what was read of it (shrunk, replaced, rewritten), or None."""
+        mark = self.marks.get(path)
+        if mark is None:
+            return None if self.checkpoint.get(path, 0) <= st.st_size else "shrunk since it was indexed"
+        offset, ino, mtime, digest = mark
+        if st.st_size < offset:
+            return "shrunk since it was indexed"
+        if st.st_ino != ino:
+            return "replaced since it was indexed"
+        if st.st_mtime_ns != mtime and _mark(path, offset, st)[3] != digest:
+            return "rewritten since it was indexed"
+        return None
+
+    def needs_read(self, path: str, st: os.stat_result) -> bool:
+        """Whether ``path`` changed since it was read (raises :class:`StaleLedger` on a rewrite)."""
+        why = self.changed_since_read(path, st)
+        if why:
+            raise StaleLedger(path, why)
+        mark = self.marks.get(path)
+        return st.st_size > self.checkpoint.get(path, 0) or (mark is not None and st.st_mtime_ns != mark[2])
+
     def tail_file(self, path: Path) -> int:
-        """Read what was appended to ``path`` since the checkpoint; returns records read."""
+        """Read what was appended to ``path`` since the checkpoint; returns records read.
+
+        Raises :class:`StaleLedger` when what was read before is no longer there
+        (a hand edit): the caller rebuilds the index from the ledgers. A record that
+        cannot be used (see :func:`index_problem`) is skipped and reported once.
+        """
         key = str(path)
         start = self.checkpoint.get(key, 0)
         try:
-            size = path.stat().st_size
+            st = os.stat(key)
         except FileNotFoundError:
+            if key in self.checkpoint:
+                raise StaleLedger(key, "removed since it was indexed") from None
             return 0
-        if size <= start:
+        if not self.needs_read(key, st):
             return 0
         code = self.files.get(key)
         offset, count = start, 0
         for line_at, offset, rec in tail_records(path, start):
-            if rec is not None:
-                self.ingest(rec, code, line_at)
-                count += 1
+            if rec is None:
+                continue
+            problem = index_problem(rec)
+            if problem is None:
+                try:
+                    self.ingest(rec, code, line_at)
+                    count += 1
+                    continue
+                except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+                    problem = f"unusable record ({type(exc).__name__}: {exc})"
+            report_problem(key, line_at, problem)
         self.checkpoint[key] = offset
+        try:
+            self.marks[key] = _mark(key, offset, os.stat(key))
+        except OSError:
+            self.marks.pop(key, None)
         return count
 
     def read_record(self, doc: int) -> dict:
@@ -256,21 +344,18 @@ class DocIndex:
             return jsonl.loads(fh.readline())
 
     # ---- persistence -----------------------------------------------------
-    def save(self, directory: Path) -> None:
-        tmp = directory.with_name(directory.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        self.bm25.save(tmp / "bm25")
-        np.savez(tmp / "columns.npz", **{k: self.col(k) for k in COLUMNS})
+    def write(self, directory: Path) -> None:
+        """Write this index into a new folder ``directory`` (see :func:`save_index` for publishing it)."""
+        directory.mkdir(parents=True)
+        self.bm25.save(directory / "bm25")
+        np.savez(directory / "columns.npz", **{k: self.col(k) for k in COLUMNS})
         meta = {"format": FORMAT, "kind": self.kind, "n": self.n, "ids": self.ids,
                 "sessions": self.sessions.names, "agents": self.agents.names, "projects": self.projects.names,
-                "files": self.files.names, "checkpoint": self.checkpoint,
+                "files": self.files.names, "checkpoint": self.checkpoint, "marks": self.marks,
                 "fact_sessions": {str(k): v for k, v in self.fact_sessions.items()},
                 "pending": self.pending, "annotate_dates": self.annotate_dates,
                 "reply_context": self.reply_context}
-        (tmp / "meta.json").write_bytes(orjson.dumps(meta))
-        shutil.rmtree(directory, ignore_errors=True)
-        os.replace(tmp, directory)
+        (directory / "meta.json").write_bytes(orjson.dumps(meta))
 
     @classmethod
     def load(cls, directory: Path, *, k1: float, b: float, idf: str) -> "DocIndex":
@@ -293,10 +378,85 @@ class DocIndex:
         self.sessions, self.agents = Codes(meta["sessions"]), Codes(meta["agents"])
         self.projects, self.files = Codes(meta["projects"]), Codes(meta["files"])
         self.checkpoint = meta["checkpoint"]
+        self.marks = meta["marks"]
         self.fact_sessions = {int(k): v for k, v in meta["fact_sessions"].items()}
         self.pending = meta["pending"]
         self.session_docs = SessionDocs(self.col("session"))
         return self
+
+
+_reported: set[tuple[str, int]] = set()
+
+
+def report_problem(path: str, byte_at: int, problem: str) -> None:
+    """Log a skipped record once per process, as ``file:line: problem``."""
+    if (path, byte_at) in _reported:
+        return
+    _reported.add((path, byte_at))
+    try:
+        with open(path, "rb") as fh:
+            lineno = fh.read(byte_at).count(b"\n") + 1
+    except OSError:
+        lineno = 0
+    log.warning("%s", CorruptLineError(path, lineno, f"skipped: {problem}"))
+
+
+# ---- persistence: generations behind CURRENT ---------------------------------
+def current_generation(directory: Path) -> Path | None:
+    """The saved generation ``directory/CURRENT`` names, if any."""
+    try:
+        name = (directory / "CURRENT").read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return directory / name if _GEN_RE.fullmatch(name) else None
+
+
+def save_index(index: DocIndex, directory: Path) -> bool:
+    """Publish ``index`` as ``directory``'s current generation; False when not saved.
+
+    Each save writes a new folder ``g-<random>`` and then atomically replaces the
+    ``CURRENT`` pointer, so a reader never sees a half-written index and two
+    processes never share a temporary name. One process saves at a time (a
+    non-blocking ``flock``: a busy lock means someone else is saving what the
+    ledgers hold, so this process keeps its index in memory). Older generations
+    are removed, so text removed from a ledger by hand does not outlive the
+    next save. A read-only workspace raises OSError (the caller keeps the index in memory).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        gen = directory / f"g-{os.urandom(8).hex()}"
+        try:
+            index.write(gen)
+            tmp = directory / f".CURRENT.{os.getpid()}.{os.urandom(4).hex()}"
+            tmp.write_text(gen.name, encoding="ascii")
+            os.replace(tmp, directory / "CURRENT")
+        except BaseException:
+            shutil.rmtree(gen, ignore_errors=True)
+            raise
+        for child in directory.iterdir():
+            if child != gen and (_GEN_RE.fullmatch(child.name) or child.name in ("bm25", "meta.json", "columns.npz")):
+                shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def load_saved(directory: Path, *, k1: float, b: float, idf: str) -> DocIndex | None:
+    """The current saved generation of ``directory``, or None (none saved, or removed under us twice)."""
+    for _attempt in range(2):
+        gen = current_generation(directory)
+        if gen is None:
+            return None
+        try:
+            return DocIndex.load(gen, k1=k1, b=b, idf=idf)
+        except FileNotFoundError:
+            continue  # a newer save removed it while we read: follow CURRENT again
+    return None
 
 
 @lru_cache(maxsize=4096)
@@ -340,6 +500,7 @@ class LedgerWatch:
         self._all: list[str] = []
         self._hot: list[str] = []
         self._cursor = 0
+        self.removed: list[str] = []  # files seen before and gone now (checked against the index by poll)
 
     def _list(self, directory: str) -> list[str]:
         """(Re)list ``directory`` and, recursively, its new or changed subdirectories; returns new files."""
@@ -353,6 +514,7 @@ class LedgerWatch:
         old = set(self.files.get(directory, ()))
         files = sorted(e.path for e in entries if e.name.endswith(".jsonl") and e.is_file())
         self.files[directory] = files
+        self.removed.extend(sorted(old - set(files)))
         new = [f for f in files if f not in old]
         subdirs = {e.path for e in entries if e.is_dir()}
         for gone in [d for d in self.dirs if os.path.dirname(d) == directory and d not in subdirs]:
@@ -366,7 +528,7 @@ class LedgerWatch:
         prefix = directory + os.sep
         for d in [d for d in self.dirs if d == directory or d.startswith(prefix)]:
             self.dirs.pop(d, None)
-            self.files.pop(d, None)
+            self.removed.extend(self.files.pop(d, None) or ())
 
     def _rebuild(self) -> None:
         self._all = sorted(f for files in self.files.values() for f in files)
@@ -402,13 +564,19 @@ class LedgerWatch:
                 if start + k > n:
                     touched.update(self._all[: start + k - n])
                 self._cursor = (start + k) % n
+        removed, self.removed = self.removed, []
+        for path in removed:
+            if path in index.checkpoint:
+                raise StaleLedger(path, "removed since it was indexed")
         read = 0
         for path in sorted(touched):
             try:
-                size = os.stat(path).st_size
+                st = os.stat(path)
             except FileNotFoundError:
+                if path in index.checkpoint:
+                    raise StaleLedger(path, "removed since it was indexed") from None
                 continue
-            if size > index.checkpoint.get(path, 0):
+            if index.needs_read(path, st):
                 read += index.tail_file(Path(path))
         return read
 
@@ -428,32 +596,46 @@ def ledger_files(root: Path, sub: str) -> list[Path]:
 
 
 def open_index(root: Path, kind: str, sub: str, *, k1: float, b: float, idf: str,
-               reply_context: bool = False,
+               reply_context: bool = False, fresh: bool = False,
                progress: Callable[[int, int], None] | None = None) -> tuple[DocIndex, bool]:
     """Load the saved index of ``kind`` (or build it) and read what the ledgers gained since.
 
-    Returns (index, changed) — changed is True when anything was read from the ledgers.
+    Returns (index, changed) — changed is True when anything was read from the
+    ledgers (or the saved index was dropped). A saved index that no longer matches
+    the ledgers (a file shrunk, replaced, rewritten or removed by hand) is
+    rebuilt from them; ``fresh=True`` always rebuilds.
     """
     directory = root / ".index" / kind
     index = None
-    if (directory / "meta.json").is_file():
+    if not fresh:
         try:
-            index = DocIndex.load(directory, k1=k1, b=b, idf=idf)
-            if index.reply_context != reply_context:
+            index = load_saved(directory, k1=k1, b=b, idf=idf)
+            if index is not None and index.reply_context != reply_context:
                 raise ValueError("index was built with another retrieval.reply_context")
         except Exception as exc:  # derived data: rebuild whatever is wrong with it
             log.warning("%s: index unusable (%s); rebuilding from the ledgers", directory, exc)
             index = None
-    if index is None:
-        index = DocIndex(kind, k1=k1, b=b, idf=idf, reply_context=reply_context)
     files = ledger_files(root, sub)
-    read = 0
-    index.begin_bulk()
-    try:
-        for i, path in enumerate(files):
-            read += index.tail_file(path)
-            if progress:
-                progress(i + 1, len(files))
-    finally:
-        index.end_bulk()
-    return index, read > 0
+    if index is not None:
+        present = {str(p) for p in files}
+        gone = [f for f in index.checkpoint if f not in present]
+        if gone:
+            log.warning("%s: removed since it was indexed; rebuilding the %s index", gone[0], kind)
+            index = None
+    for _attempt in range(2):
+        rebuilt = index is None
+        if index is None:
+            index = DocIndex(kind, k1=k1, b=b, idf=idf, reply_context=reply_context)
+        read = 0
+        index.begin_bulk()
+        try:
+            for i, path in enumerate(files):
+                read += index.tail_file(path)
+                if progress:
+                    progress(i + 1, len(files))
+            index.end_bulk()
+            return index, read > 0 or rebuilt
+        except StaleLedger as exc:
+            log.warning("%s; rebuilding the %s index from the ledgers", exc, kind)
+            index = None
+    raise StaleLedger(str(root / sub), "kept changing while the index was rebuilt")

@@ -27,14 +27,19 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from . import jsonl
-from .errors import CorruptLineError, LedgerError
+from .errors import CorruptLineError
+from .paths import ID_RE, agent_day_file, checked_id, day_of
+from .records import clip_cw, entry_problem, fold_cw, update_problem
 from .redact import redact, redact_obj
 from .tokenize import count_tokens
 
 log = logging.getLogger(__name__)
 
-AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-REQUIRED = ("id", "timestamp", "agent_id", "session_id", "content")
+AGENT_ID_RE = ID_RE
+#: Longest content kept in one entry (characters); a longer text is cut, with a marker, before redaction.
+MAX_CONTENT_CHARS = 32_000
+#: Longest id-like string kept (session_id, project, run_id, tool_call_id).
+MAX_ID_CHARS = 256
 SYSTEM_PREFIX = "[system]"
 # Closes a torn last line: RS (0x1E) is invalid anywhere in JSON, inside a string too, so a write cut
 # off just before its newline is not turned into a whole record (a ghost, or a duplicate once redone).
@@ -56,9 +61,8 @@ def parse_iso(value: str) -> float:
 
 
 def check_agent_id(agent_id: str) -> str:
-    if not isinstance(agent_id, str) or not AGENT_ID_RE.match(agent_id):
-        raise LedgerError(f"agent id {agent_id!r}: expected letters, digits, '.', '_' or '-' (max 128)")
-    return agent_id
+    """``agent_id`` when it is a plain name (see :func:`paths.checked_id`), else InvalidIdError."""
+    return checked_id(agent_id)
 
 
 def new_id(prefix: str, ts: float) -> str:
@@ -101,32 +105,42 @@ class Entry:
 
 
 def entry_from_record(rec: dict, path: str = "", line: int = 0) -> Entry:
-    missing = [k for k in REQUIRED if not isinstance(rec.get(k), str)]
-    if missing:
-        raise ValueError(f"entry record missing field {missing[0]!r}")
+    """The :class:`Entry` of a valid entry record; ValueError naming the problem otherwise."""
+    problem = entry_problem(rec)
+    if problem:
+        raise ValueError(problem)
     return Entry(
         id=rec["id"], timestamp=rec["timestamp"], agent_id=rec["agent_id"],
-        session_id=rec["session_id"], project=str(rec.get("project") or ""),
-        content=rec["content"], role=str(rec.get("role") or "user"),
-        tokens=int(rec.get("tokens") or 0), promoted=bool(rec.get("promoted", False)),
+        session_id=rec["session_id"], project=rec.get("project") or "",
+        content=rec["content"], role=rec.get("role") or "user",
+        tokens=rec.get("tokens") or 0, promoted=bool(rec.get("promoted", False)),
         cognitive_weight=float(rec.get("cognitive_weight") or 0.0),
         provenance=rec.get("provenance") or {}, ts=parse_iso(rec["timestamp"]), path=path, line=line,
     )
 
 
-def clip_cw(value: float) -> float:
-    return max(-1.0, min(1.0, value))
-
-
 def apply_update(entry: Entry, rec: dict) -> None:
-    """Fold one change record into its entry (order matters: replay in ledger order)."""
+    """Fold one valid change record into its entry (order matters: replay in ledger order)."""
     kind = rec.get("kind")
     if kind == "cw_update":
-        entry.cognitive_weight = clip_cw(entry.cognitive_weight + float(rec.get("delta", 0.0)))
+        entry.cognitive_weight = fold_cw(entry.cognitive_weight, rec)
     elif kind == "promoted":
         entry.promoted = True
         entry.fact_ids.extend(rec.get("fact_ids") or [])
     entry.history.append(rec)
+
+
+def clip_text(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with a visible marker (before redaction: linear time)."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - 30] + f" …[cut {len(text) - limit + 30} chars]"
+
+
+def clean_id(value, limit: int = MAX_ID_CHARS) -> str:
+    """An id-like string a host sent (session, project, run, tool call): text, bounded, redacted."""
+    text = jsonl.clean_text(value if isinstance(value, str) else ("" if value is None else str(value)))
+    return redact(clip_text(text, limit))[0]
 
 
 @dataclass
@@ -146,7 +160,7 @@ def read_lines(path: Path, start: int = 0, *, final: bool = True) -> Iterator[tu
         fh.seek(start)
         data = fh.read()
     offset, lineno = start, 0
-    for raw in data.splitlines(keepends=True):
+    for raw in _split_lf(data):
         lineno += 1
         if not raw.endswith(b"\n"):
             if final:
@@ -154,6 +168,22 @@ def read_lines(path: Path, start: int = 0, *, final: bool = True) -> Iterator[tu
             return
         offset += len(raw)
         yield lineno, offset, raw, None
+
+
+def _split_lf(data: bytes) -> Iterator[bytes]:
+    """Lines of ``data`` split on ``\\n`` only, each with its newline (the last may lack it).
+
+    ``bytes.splitlines`` also splits on a lone CR, which would make a line holding
+    one look torn and hide every later line of the file.
+    """
+    start, n = 0, len(data)
+    while start < n:
+        end = data.find(b"\n", start)
+        if end < 0:
+            yield data[start:]
+            return
+        yield data[start:end + 1]
+        start = end + 1
 
 
 class Ledger:
@@ -167,22 +197,23 @@ class Ledger:
 
     # ---- writing -------------------------------------------------------
     def path_for(self, agent_id: str, ts: float) -> Path:
-        day = datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d")
-        return self.episodic / check_agent_id(agent_id) / f"{day}.jsonl"
+        return agent_day_file(self.root, "episodic", agent_id, day_of(ts))
 
     def make_entry(self, *, agent_id: str, session_id: str, project: str, content: str,
                    role: str = "user", provenance: dict | None = None,
                    timestamp: float | None = None) -> dict:
         """Build a redacted entry record (not yet written)."""
         ts = self.clock() if timestamp is None else timestamp
-        clean, kinds = redact(content)
-        prov, more = redact_obj(dict(provenance or {}))
+        agent_id = check_agent_id(agent_id)
+        text = content if isinstance(content, str) else str(content)
+        clean, kinds = redact(clip_text(jsonl.clean_text(text), MAX_CONTENT_CHARS))
+        prov, more = redact_obj(jsonl.clean_obj(dict(provenance or {})))
         kinds = kinds + more
         if kinds:
             prov["redacted"] = sorted(set(kinds))
         return {
             "v": jsonl.SCHEMA_VERSION, "kind": "entry", "id": new_id("ep", ts), "timestamp": utc_iso(ts),
-            "agent_id": check_agent_id(agent_id), "session_id": str(session_id), "project": str(project or ""),
+            "agent_id": agent_id, "session_id": clean_id(session_id), "project": clean_id(project),
             "role": role, "content": clean, "tokens": count_tokens(clean), "promoted": False,
             "cognitive_weight": 0.0, "provenance": prov,
         }
@@ -221,7 +252,7 @@ class Ledger:
     def agents(self) -> list[str]:
         if not self.episodic.is_dir():
             return []
-        return sorted(p.name for p in self.episodic.iterdir() if p.is_dir() and AGENT_ID_RE.match(p.name))
+        return sorted(p.name for p in self.episodic.iterdir() if p.is_dir() and AGENT_ID_RE.fullmatch(p.name))
 
     def files(self, agents: Iterable[str] | None = None) -> list[Path]:
         names = self.agents() if agents is None else [a for a in agents if a in set(self.agents())]
@@ -246,7 +277,14 @@ class Ledger:
                     except (ValueError, TypeError) as exc:
                         problems.append(CorruptLineError(path, lineno, str(exc)))
                 else:
-                    pending.append(rec)
+                    problem = update_problem(rec) if rec.get("kind") in ("cw_update", "promoted") else None
+                    if problem:
+                        problems.append(CorruptLineError(path, lineno, problem))
+                    elif rec.get("kind") in ("cw_update", "promoted"):
+                        pending.append(rec)
+                    else:
+                        problems.append(CorruptLineError(path, lineno,
+                                                         f"unknown record kind {str(rec.get('kind'))[:30]!r}"))
         for rec in pending:
             target = entries.get(rec.get("entry_id", ""))
             if target is not None:
@@ -314,12 +352,20 @@ def append_lines(path: Path, data: bytes, *, fsync: bool = True) -> int:
                 log.warning("%s: torn last line found; closing it, the next record starts on a new line", path)
                 data = TORN_END + data
                 start += len(TORN_END)
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            if fsync:
-                os.fsync(fd)
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+                if fsync:
+                    os.fsync(fd)
+            except OSError:
+                # ENOSPC, EIO, ...: leave no partial line behind (we hold the lock; nobody appended)
+                try:
+                    os.ftruncate(fd, size)
+                except OSError:
+                    log.error("%s: could not truncate a failed append back to %d bytes", path, size)
+                raise
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:

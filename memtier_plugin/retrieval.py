@@ -19,12 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import jsonl
+from . import traces
 from .config import Config
-from .index import ROLES, DocIndex, LedgerWatch, open_index
-from .ledger import Ledger, append_lines, utc_iso
+from .index import ROLES, DocIndex, LedgerWatch, StaleLedger, open_index, save_index
+from .ledger import Ledger
 from .packing import Hit, Packed, pack
-from .redact import redact
 from .signals import DAY, decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, phi_sem, tier_bonus
 from .tokenize import tokenize
 
@@ -61,7 +60,7 @@ class RecallResult:
         return Packed(self.hits, self.left_out, self.tokens).block
 
     def trace_rows(self) -> list[dict]:
-        return [{"id": h.id, "content": h.content, "score": round(h.score, 6), "tier": h.tier,
+        return [{"id": h.id, "agent_id": h.agent_id, "content": h.content, "score": round(h.score, 6), "tier": h.tier,
                  "signals": {k: round(v["value"], 6) for k, v in h.signals.items()},
                  **({} if h.rerank is None else {"rerank": round(h.rerank, 6)})} for h in self.hits]
 
@@ -120,10 +119,31 @@ class Retriever:
         """Read whatever other processes appended to the ledgers since we last looked.
 
         Cheap on every recall (see :class:`LedgerWatch`); ``full=True`` checks every file.
+        A ledger edited by hand (shrunk, replaced, rewritten, removed) makes that
+        index be rebuilt from the ledgers, so nothing removed is ever recalled.
         """
         with self._lock:
-            for index, sub in ((self.episodic, "episodic"), (self.semantic, "semantic")):
-                self._unsaved += self._watch[sub].poll(index, full=full)
+            for kind in ("episodic", "semantic"):
+                try:
+                    self._unsaved += self._watch[kind].poll(getattr(self, kind), full=full)
+                except StaleLedger as exc:
+                    log.warning("%s; rebuilding the %s index from the ledgers", exc, kind)
+                    self._rebuild(kind)
+
+    def _open(self, kind: str, *, fresh: bool = False, progress=None) -> bool:
+        bm = self.config.bm25
+        index, changed = open_index(self.root, kind, kind, k1=bm.k1, b=bm.b, idf=bm.idf,
+                                    reply_context=self.config.retrieval.reply_context if kind == "episodic" else False,
+                                    fresh=fresh, progress=progress)
+        setattr(self, kind, index)
+        self._vectors.pop(kind, None)  # vectors are per doc number
+        return changed
+
+    def _rebuild(self, kind: str) -> None:
+        self._open(kind, fresh=True)
+        self._watch[kind] = LedgerWatch(self.root / kind)
+        self._watch[kind].poll(getattr(self, kind), full=True)
+        self.save()
 
     def notify_append(self, rec: dict, path: Path, offset: int) -> None:
         """Make a record this process just wrote at ``path``:``offset`` searchable at once."""
@@ -132,12 +152,24 @@ class Retriever:
             if index.ingest(rec, index.files.get(str(path)), offset) is not None:
                 self._unsaved += 1
 
-    def save(self) -> None:
+    def save(self) -> bool:
+        """Save both indexes (see :func:`index.save_index`); False when they stay in memory only.
+
+        The index is a cache: a read-only workspace, a full disk or another process
+        saving at the same moment costs only the save, never the recall.
+        """
         with self._lock:
-            (self.root / ".index").mkdir(parents=True, exist_ok=True)
-            self.episodic.save(self.root / ".index" / "episodic")
-            self.semantic.save(self.root / ".index" / "semantic")
-            self._unsaved = 0
+            try:
+                saved = all([save_index(self.episodic, self.root / ".index" / "episodic"),
+                             save_index(self.semantic, self.root / ".index" / "semantic")])
+            except OSError as exc:
+                if not self._save_failed:
+                    log.warning("%s: index kept in memory only (cannot save: %s)", self.root / ".index", exc)
+                self._save_failed = True
+                return False
+            if saved:
+                self._unsaved = 0
+            return saved
 
     # ---- dense vectors (φsem) -------------------------------------------
     def set_embedder(self, embedder, cache_path: Path | None = None) -> None:
@@ -420,13 +452,7 @@ class Retriever:
 
     def _trace(self, result: RecallResult, agent_id: str, session_id: str, run_id: str, now) -> None:
         ts = time.time() if now is None else now
-        rec = {"v": jsonl.SCHEMA_VERSION, "kind": "trace", "timestamp": utc_iso(ts), "run_id": run_id,
-               "agent_id": agent_id, "session_id": session_id, "query": redact(result.query)[0],
-               "mode": result.mode, "stage1_sessions": result.stage1_sessions,
-               "delivered": [{k: v for k, v in row.items() if k != "content"} for row in result.trace_rows()],
-               "left_out": result.left_out, "tokens": result.tokens, "elapsed_ms": round(result.elapsed_ms, 3)}
-        path = self.root / "traces" / agent_id / f"{rec['timestamp'][:10]}.jsonl"
-        try:
-            append_lines(path, jsonl.dumps(rec), fsync=False)
-        except OSError as exc:
-            log.warning("%s: trace not written: %s", path, exc)
+        traces.append(self.root, agent_id, traces.recall_record(
+            ts=ts, run_id=run_id, agent_id=agent_id, session_id=session_id, query=result.query, mode=result.mode,
+            stage1_sessions=result.stage1_sessions, delivered=result.trace_rows(), left_out=result.left_out,
+            tokens=result.tokens, elapsed_ms=result.elapsed_ms), ts)

@@ -8,7 +8,7 @@ from collections import Counter
 from conftest import run_cli
 from memtier_plugin import bench
 from memtier_plugin.cli.bench_cmd import table
-from memtier_plugin.index import DocIndex
+from memtier_plugin.index import DocIndex, current_generation
 from memtier_plugin.jsonl import loads
 from memtier_plugin.ledger import Ledger, parse_iso
 
@@ -64,8 +64,9 @@ def test_measure_finds_planted_entries_in_process(tmp_path):
     assert out["recall_hit_rate"] > 0  # queries drawn from an entry's words find that entry
     assert sum(out["recall_modes"].values()) == 15
     assert 0 <= out["append_fsync_ms"] <= out["append_write_ms"] <= out["append_search_ms"]
-    assert (ws / "memory" / ".index" / "episodic" / "meta.json").is_file()
-    idx = DocIndex.load(ws / "memory" / ".index" / "episodic", k1=1.5, b=0.75, idf="lucene")
+    gen = current_generation(ws / "memory" / ".index" / "episodic")
+    assert gen is not None and (gen / "meta.json").is_file()
+    idx = DocIndex.load(gen, k1=1.5, b=0.75, idf="lucene")
     assert idx.n == 300 + bench.APPENDS
     cold = bench.cold(ws)
     assert cold["cold_hits"] > 0 and cold["cold_open_s"] > 0
