@@ -56,11 +56,13 @@ def _json_line(value: Any, limit: int) -> str:
 
 
 def bounded_value(value: Any, limit: int = MAX_TOOL_TEXT) -> Any:
-    """A tool's params or result as memory keeps it: redacted; when its JSON is longer than
-    ``limit``, that JSON cut to ``limit`` first (so redaction stays linear in ``limit``)."""
+    """A tool's params or result as memory keeps it: redacted; text, or JSON longer than
+    ``limit``, cut to ``limit`` first (so redaction stays linear in ``limit``)."""
     if value is None or isinstance(value, (bool, int, float)):
         return value
-    text = _json_line(value, limit + 1)
+    if isinstance(value, str):
+        return redact(clip_text(clean_text(value), limit))[0]
+    text = _json_line(value, 1 << 62)
     if len(text) <= limit:
         return redact_obj(clean_obj(value))[0]
     return redact(clip_text(text, limit))[0]

@@ -101,12 +101,10 @@ class Retriever:
             self._enable_embeddings(config.embeddings.backend)
         if config.rerank.backend != "none":
             self._enable_reranker()
-        bm = config.bm25
+        self._save_failed = False
         t0 = time.perf_counter()
-        self.episodic, changed_e = open_index(self.root, "episodic", "episodic", k1=bm.k1, b=bm.b,
-                                              idf=bm.idf, reply_context=config.retrieval.reply_context,
-                                              progress=progress)
-        self.semantic, changed_s = open_index(self.root, "semantic", "semantic", k1=bm.k1, b=bm.b, idf=bm.idf)
+        changed_e = self._open("episodic", progress=progress)
+        changed_s = self._open("semantic")
         self.open_s = time.perf_counter() - t0
         self._unsaved = len(self.episodic.ids) if changed_e else 0
         self._watch = {sub: LedgerWatch(self.root / sub) for sub in ("episodic", "semantic")}
