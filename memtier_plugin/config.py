@@ -118,6 +118,8 @@ class ModelSection:
     api_key_env: str = ""
     timeout_s: float = field(default=30.0, metadata=_rng(0.1, 3600))
     max_retries: int = field(default=2, metadata=_rng(0, 20))
+    circuit_breaker_s: float = field(default=60.0, metadata=_rng(0, 86400))
+    hook_deadline_s: float = field(default=5.0, metadata=_rng(0.1, 3600))
 
 
 @dataclass

@@ -11,6 +11,15 @@ JSON-schema subset). Nothing from a model is executed.
 
 Every model-backed step in memtier has a deterministic fallback: callers catch
 :class:`~memtier_plugin.errors.ModelError` and fall back.
+
+Liveness: a hung or dead endpoint must not stall the hooks or every daemon
+batch. Each client has a :class:`CircuitBreaker`: after a call fails because
+the endpoint did not answer (connect error, timeout), calls fail at once with
+:class:`CircuitOpen` for ``circuit_breaker_s``; then one single-attempt probe
+is let through (half-open), and its outcome closes or re-opens the breaker.
+Callers with a time budget (a hook) pass ``deadline=`` (a ``time.monotonic()``
+value): each request's timeout is clamped to what is left, no retry or backoff
+runs past it, and a call started after it fails at once.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -47,6 +57,7 @@ class ModelConfig:
     temperature: float = 0.0
     max_tokens: int = 512
     json_mode: bool = True
+    circuit_breaker_s: float = 60.0  # how long an unreachable endpoint is not called again; 0 = never skip
 
     @classmethod
     def from_mapping(cls, mapping: dict, *, where: str = "model") -> "ModelConfig":
@@ -115,17 +126,96 @@ def _top_alternatives(choice: dict) -> list[dict[str, float]]:
     return out
 
 
+# --------------------------------------------------------------------------- circuit breaker
+
+
+class CircuitOpen(ModelError):
+    """The endpoint failed to answer a moment ago; not called again until the cool-down ends."""
+
+
+class CircuitBreaker:
+    """Remembers that an endpoint did not answer, so its callers fail fast instead of waiting again.
+
+    Closed: calls go through. Open (after :meth:`failed`): :meth:`acquire`
+    raises :class:`CircuitOpen` until ``cooldown_s`` has passed on ``clock``.
+    Half-open: the first caller after the cool-down gets the probe (acquire
+    returns True; the client then makes one attempt, no retries) while the
+    others still fail fast; the probe's :meth:`succeeded` closes the breaker,
+    :meth:`failed` opens it for another cool-down, :meth:`release` (no verdict)
+    lets the next caller probe. Thread-safe; ``cooldown_s <= 0`` never opens.
+    """
+
+    def __init__(self, cooldown_s: float, *, clock: Callable[[], float] = time.monotonic):
+        self.cooldown_s = float(cooldown_s)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._opened_at: float | None = None
+        self._probing = False
+        self._reason = ""
+        self._last_answer: float | None = None
+
+    @property
+    def state(self) -> str:
+        with self._lock:
+            if self._opened_at is None:
+                return "closed"
+            return "half-open" if self._clock() >= self._opened_at + self.cooldown_s else "open"
+
+    def acquire(self, name: str = "endpoint") -> bool:
+        """May the caller call now? True means "you are the half-open probe"; raises CircuitOpen when not."""
+        with self._lock:
+            if self._opened_at is None:
+                return False
+            now = self._clock()
+            left = self._opened_at + self.cooldown_s - now
+            if left > 0 or self._probing:
+                wait = f"next try in {left:.0f}s" if left > 0 else "another call is probing it"
+                raise CircuitOpen(_one_line(f"{name}: not called: it did not answer {now - self._opened_at:.0f}s "
+                                            f"ago ({self._reason}); {wait}"))
+            self._probing = True
+            return True
+
+    def succeeded(self) -> None:
+        """The endpoint answered (any HTTP status): close."""
+        with self._lock:
+            self._opened_at, self._probing, self._last_answer = None, False, self._clock()
+
+    def failed(self, reason: str) -> None:
+        """The endpoint did not answer: open for a cool-down from now."""
+        with self._lock:
+            self._probing = False
+            if self.cooldown_s > 0:
+                self._opened_at, self._reason = self._clock(), _one_line(reason, 120)
+
+    def release(self) -> None:
+        """A probe ended without reaching the endpoint (e.g. no time left): the next caller may probe."""
+        with self._lock:
+            self._probing = False
+
+    def answered_recently(self) -> bool:
+        """Whether the endpoint answered within the last cool-down (so a cut-short request proves nothing)."""
+        with self._lock:
+            return self._last_answer is not None and self._clock() - self._last_answer < self.cooldown_s
+
+
 # --------------------------------------------------------------------------- client
 
 
 class ModelClient:
-    """Chat client with bounded retries. One ``httpx.Client`` is reused; close it or use ``with``."""
+    """Chat client with bounded retries and a circuit breaker. One ``httpx.Client`` is reused; close it or use ``with``.
+
+    The breaker (``breaker``, else one of the client's own with
+    ``config.circuit_breaker_s``) is shared by every caller of this client, in
+    every thread: one hung endpoint costs one timeout per cool-down, not one
+    per call.
+    """
 
     def __init__(self, config: ModelConfig, *, transport: httpx.BaseTransport | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, breaker: CircuitBreaker | None = None):
         self.config = config
         self._sleep = sleep
         self._http = httpx.Client(transport=transport, timeout=config.timeout_s)
+        self.breaker = breaker if breaker is not None else CircuitBreaker(config.circuit_breaker_s)
 
     def __enter__(self) -> "ModelClient":
         return self
@@ -142,8 +232,11 @@ class ModelClient:
     # -- public calls
 
     def chat(self, messages: list[dict], *, schema: dict | None = None,
-             logprobs: bool = False) -> ChatResult:
-        """One chat completion. With ``schema``, the output must be JSON matching it (``.data``)."""
+             logprobs: bool = False, deadline: float | None = None) -> ChatResult:
+        """One chat completion. With ``schema``, the output must be JSON matching it (``.data``).
+
+        ``deadline`` (a ``time.monotonic()`` value) bounds the whole call, retries included.
+        """
         cfg = self.config
         body: dict[str, Any] = {"model": cfg.model, "messages": messages,
                                 "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
@@ -152,7 +245,7 @@ class ModelClient:
         if logprobs:
             body["logprobs"] = True
             body["top_logprobs"] = 1  # llama-cpp-python returns none when this is 0/absent
-        reply, latency = self._post(body)
+        reply, latency = self._post(body, deadline)
         choice, text = self._first_choice(reply)
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
         prompt_tokens = usage.get("prompt_tokens")
@@ -178,7 +271,7 @@ class ModelClient:
                           latency_s=latency)
 
     def prompt_logprob(self, prefix_messages: list[dict], continuation: str,
-                       *, top_logprobs: int = 5) -> float | None:
+                       *, top_logprobs: int = 5, deadline: float | None = None) -> float | None:
         """Approximate log p(continuation | prefix_messages), or None if the endpoint gives no logprobs.
 
         Chat endpoints cannot score a given text (there is no ``echo``), so we
@@ -192,12 +285,13 @@ class ModelClient:
         The result is exact when the model would produce the continuation,
         and a monotone, comparable score otherwise - what ablation-style
         attribution (with vs. without a memory in the prefix) needs.
+        ``deadline`` bounds the call as in :meth:`chat`.
         """
         cfg = self.config
         body = {"model": cfg.model, "messages": prefix_messages, "temperature": 0.0,
                 "max_tokens": estimate_tokens(continuation) + 8,
                 "logprobs": True, "top_logprobs": max(1, top_logprobs)}
-        reply, _ = self._post(body)
+        reply, _ = self._post(body, deadline)
         choice, _text = self._first_choice(reply)
         tokens = _parse_logprobs(choice)
         if not tokens:
@@ -241,22 +335,58 @@ class ModelClient:
         key = os.environ.get(env) if env else None
         return text.replace(key, "***") if key else text
 
-    def _post(self, body: dict) -> tuple[dict, float]:
-        cfg, url = self.config, self.config.chat_url
+    def _post(self, body: dict, deadline: float | None = None) -> tuple[dict, float]:
+        """POST with retries, under the breaker and within ``deadline``; the reply object and its latency."""
+        url = self.config.chat_url
         headers = self._headers()
-        attempts = max(0, cfg.max_retries) + 1
-        last, last_retry_after = "", None
+        probe = self.breaker.acquire(url)
+        try:
+            reply, latency = self._attempts(body, headers, deadline, probe)
+        except _Unanswered as exc:
+            if exc.trips:
+                self.breaker.failed(str(exc))
+            elif probe:
+                self.breaker.release()
+            raise ModelError(self._scrub(str(exc))) from None
+        except _Answered as exc:
+            self.breaker.succeeded()
+            raise ModelError(self._scrub(str(exc))) from None
+        except BaseException:
+            if probe:
+                self.breaker.release()
+            raise
+        self.breaker.succeeded()
+        return reply, latency
+
+    def _attempts(self, body: dict, headers: dict, deadline: float | None,
+                  probe: bool) -> tuple[dict, float]:
+        """The retry loop. Raises _Answered (the endpoint replied, uselessly) or _Unanswered (it did not)."""
+        cfg, url = self.config, self.config.chat_url
+        attempts = 1 if probe else max(0, cfg.max_retries) + 1
+        last, last_retry_after, unanswered, trips, made = "", None, False, False, 0
         for attempt in range(attempts):
             if attempt:
-                self._sleep(self._delay(attempt, last_retry_after))
+                delay = self._delay(attempt, last_retry_after)
+                if deadline is not None and time.monotonic() + delay >= deadline:
+                    break
+                self._sleep(delay)
+            timeout = cfg.timeout_s
+            if deadline is not None:
+                timeout = min(timeout, deadline - time.monotonic())
+                if timeout <= 0:
+                    break
             last_retry_after = None
+            made += 1
             started = time.monotonic()
             try:
-                resp = self._http.post(url, json=body, headers=headers)
+                resp = self._http.post(url, json=body, headers=headers, timeout=timeout)
             except httpx.TimeoutException:
-                last = f"timed out after {cfg.timeout_s:g}s"
+                last, unanswered = f"timed out after {timeout:.3g}s", True
+                # a request cut short by the deadline says the endpoint is down only if it has not
+                # answered lately; otherwise it is merely slower than this caller's budget
+                trips = trips or timeout >= cfg.timeout_s or not self.breaker.answered_recently()
             except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-                last = f"{type(exc).__name__}: {exc}"
+                last, unanswered, trips = f"{type(exc).__name__}: {exc}", True, True
             except httpx.HTTPError as exc:  # bad URL, unsupported protocol: not retryable
                 raise ModelError(self._scrub(_one_line(f"{url}: {type(exc).__name__}: {exc}"))) from None
             else:
@@ -265,20 +395,26 @@ class ModelClient:
                     try:
                         reply = resp.json()
                     except ValueError:
-                        raise ModelError(self._scrub(_one_line(
-                            f"{url}: response is not JSON: {resp.text[:80]}"))) from None
+                        raise _Answered(_one_line(f"{url}: response is not JSON: {resp.text[:80]}")) from None
                     if not isinstance(reply, dict):
-                        raise ModelError(f"{url}: response is not a JSON object")
+                        raise _Answered(f"{url}: response is not a JSON object")
                     log.debug("model call %s ok in %.2fs (attempt %d)", url, latency, attempt + 1)
                     return reply, latency
-                last = f"HTTP {resp.status_code}: {resp.text[:160]}"
+                last, unanswered, trips = f"HTTP {resp.status_code}: {resp.text[:160]}", False, False
                 if resp.status_code != 429 and resp.status_code < 500:
-                    raise ModelError(self._scrub(_one_line(f"{url}: {last}")))
+                    raise _Answered(_one_line(f"{url}: {last}"))
                 last_retry_after = _retry_after(resp)
             log.warning("model call %s failed (attempt %d/%d): %s",
                         url, attempt + 1, attempts, self._scrub(_one_line(last, 160)))
-        raise ModelError(self._scrub(_one_line(
-            f"{url}: failed after {attempts} attempt{'s' if attempts > 1 else ''}: {last}")))
+        if not made:
+            raise _Unanswered(f"{url}: not called: the caller's deadline has passed", trips=False)
+        what = f"failed after {made} attempt{'s' if made > 1 else ''}"
+        if made < attempts:
+            what += " (the caller's deadline left no time for more)"
+        msg = _one_line(f"{url}: {what}: {last}")
+        if unanswered:
+            raise _Unanswered(msg, trips=trips)
+        raise _Answered(msg)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         delay = self.config.backoff_s * 2 ** (attempt - 1)
@@ -293,6 +429,18 @@ class ModelClient:
         if not isinstance(text, str):
             raise ModelError(f"{self.config.chat_url}: message content is not text")
         return choice, text
+
+
+class _Answered(Exception):
+    """The endpoint replied, but not with a usable answer (the breaker counts it as alive)."""
+
+
+class _Unanswered(Exception):
+    """The endpoint did not reply; ``trips`` says whether that should open the breaker."""
+
+    def __init__(self, message: str, *, trips: bool):
+        super().__init__(message)
+        self.trips = trips
 
 
 def _retry_after(resp: httpx.Response) -> float | None:

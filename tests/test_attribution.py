@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from memtier_plugin.config import load_config
 from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, ToolResultEvent
 from memtier_plugin.host import Host, replay_session
 from memtier_plugin.ledger import Ledger, iter_records, parse_iso
-from memtier_plugin.memory import Memory
+from memtier_plugin.memory import Memory, memory_for
 from memtier_plugin.retrieval import Retriever
 
 FLIP = sorted((FIXTURES / "attribution").glob("*.jsonl"))
@@ -175,6 +177,8 @@ class LogprobServer(ThreadingHTTPServer):
         self.with_logprobs = True
         self.continuation = ""
         self.requests: list[dict] = []
+        self.answer_first: int | None = None  # answer only this many requests; the later ones hang
+        self.release = threading.Event()  # ends the hung requests (teardown)
 
     @property
     def url(self):
@@ -186,6 +190,9 @@ class _Handler(BaseHTTPRequestHandler):
         srv = self.server
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
         srv.requests.append(body)
+        if srv.answer_first is not None and len(srv.requests) > srv.answer_first:
+            srv.release.wait(30)
+            return
         prompt = " ".join(m["content"] for m in body["messages"])
         words = srv.continuation.split(" ")
         if srv.favour and srv.favour in prompt:  # the model would write the call: cheap tokens
@@ -217,6 +224,7 @@ def server():
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     yield srv
+    srv.release.set()
     srv.shutdown()
     srv.server_close()
 
@@ -264,6 +272,7 @@ def test_logprob_without_logprobs_falls_back_to_jaccard(tmp_path, server):
     mem.on_agent_end(AgentEndEvent(messages=[], success=True), ids["ctx"])
     ups = _updates(mem)
     assert [u["entry_id"] for u in ups] == [ids["lex"]] and ups[0]["delta"] > 0
+    assert ups[0]["strategy"] == "jaccard"  # what produced it, not what was configured
 
 
 def test_logprob_endpoint_down_falls_back_to_jaccard(tmp_path):
@@ -271,7 +280,104 @@ def test_logprob_endpoint_down_falls_back_to_jaccard(tmp_path):
     mem, ids = _one_run(ws, {"model.enabled": True, "model.base_url": "http://127.0.0.1:9/v1",
                              "model.max_retries": 0, "model.timeout_s": 1.0, "attribution.strategy": "logprob"})
     mem.on_agent_end(AgentEndEvent(messages=[], success=True), ids["ctx"])
-    assert [u["entry_id"] for u in _updates(mem)] == [ids["lex"]]
+    assert [(u["entry_id"], u["strategy"]) for u in _updates(mem)] == [(ids["lex"], "jaccard")]
+
+
+# ---- liveness: a hung endpoint costs one hook deadline, not timeout x retries x calls -----------
+class HungEndpoint:
+    """A loopback socket that accepts every connection and never answers (a wedged model server)."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+
+    def close(self):
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+@pytest.fixture
+def hung():
+    endpoint = HungEndpoint()
+    yield endpoint
+    endpoint.close()
+
+
+DEADLINE_S = 1.0
+
+
+def _host_run(host: Host, ws: Path, run_id: str, calls: int) -> None:
+    ctx = HookContext(agent_id="dev", session_id="s1", project="p", workspace_dir=str(ws), run_id=run_id)
+    host.before_prompt_build(PromptEvent(prompt="deploy staging remember the migration flag blue pool"), ctx)
+    for i in range(calls):
+        host.post_tool(ToolResultEvent("deploy", {"env": "staging", "pool": "blue"}, f"{run_id}-c{i}", "ok", None),
+                       ctx)
+    host.agent_end(AgentEndEvent(messages=[], success=True), ctx)
+
+
+def test_hung_endpoint_costs_agent_end_one_deadline_and_labels_jaccard(tmp_path, hung):
+    """Defect 13: per call, timeout_s (30) x 3 attempts + backoff, ~92 s, before any update was written."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "memtier.yaml").write_text(
+        f"model: {{enabled: true, base_url: '{hung.url}', hook_deadline_s: {DEADLINE_S}}}\n"
+        "attribution: {strategy: logprob}\n")
+    mem = memory_for(HookContext(agent_id="dev", workspace_dir=str(ws)))
+    assert mem.config.model.timeout_s == 30 and mem.config.model.max_retries == 2  # the shipped defaults
+    for text in (LEXICAL, HELPFUL):
+        mem.ledger.add(agent_id="dev", session_id="s0", project="p", content=text)
+    host = Host()
+    host.register(plugin)
+    started = time.monotonic()
+    _host_run(host, ws, "r1", calls=3)
+    took = time.monotonic() - started
+    assert took < 3 * DEADLINE_S, f"agent_end took {took:.1f}s with a {DEADLINE_S}s hook deadline"
+    ups = _updates(mem)
+    assert {u["tool_call_id"] for u in ups} == {"r1-c0", "r1-c1", "r1-c2"}
+    assert {u["strategy"] for u in ups} == {"jaccard"}
+    assert len(hung.held) == 1  # one request; the breaker kept the other calls off the endpoint
+    # the next run, within the cool-down, does not call the endpoint at all
+    _host_run(host, ws, "r2", calls=2)
+    assert {u["strategy"] for u in _updates(mem) if u["run_id"] == "r2"} == {"jaccard"}
+    assert len(hung.held) == 1 and mem.model_client.breaker.state == "open"
+
+
+def test_each_update_names_the_strategy_that_produced_it(tmp_path, server):
+    """A working endpoint that wedges mid-run: the first call is scored by logprobs, the rest by Jaccard."""
+    ws = tmp_path / "ws"
+    mem, ids = _one_run(ws, {"model.enabled": True, "model.base_url": server.url,
+                             "attribution.strategy": "logprob", "model.hook_deadline_s": 2.0})
+    ctx = ids["ctx"]
+    for i in (2, 3):
+        mem.on_post_tool(ToolResultEvent("deploy", {"env": "staging", "pool": "blue"}, f"call-{i}", "ok", None),
+                         ctx)
+    server.continuation, server.favour = ids["text"], HELPFUL
+    server.answer_first = 3  # the first call's three requests (base + one per entry), then silence
+    started = time.monotonic()
+    mem.on_agent_end(AgentEndEvent(messages=[], success=True), ctx)
+    took = time.monotonic() - started
+    assert took < 3 * 2.0, f"agent_end took {took:.1f}s with a 2s hook deadline"
+    by_call = {}
+    for u in _updates(mem):
+        by_call.setdefault(u["tool_call_id"], set()).add(u["strategy"])
+    assert by_call == {"call-1": {"logprob"}, "call-2": {"jaccard"}, "call-3": {"jaccard"}}
+    assert len(server.requests) == 4  # the fourth hung until the deadline; the third call made none
+    # it answered a moment ago, so running out of the hook's budget is not taken for an outage
+    assert mem.model_client.breaker.state == "closed"
 
 
 def test_model_client_only_when_enabled(tmp_path):

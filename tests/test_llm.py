@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
@@ -14,6 +15,8 @@ from memtier_plugin.errors import ConfigError, ModelError
 from memtier_plugin.facts import facts_schema
 from memtier_plugin.llm import (
     ChatResult,
+    CircuitBreaker,
+    CircuitOpen,
     ModelClient,
     ModelConfig,
     UNSCORED_TOKEN_LOGPROB,
@@ -110,10 +113,10 @@ def make_client(server, monkeypatch):
     sleeps: list[float] = []
     clients = []
 
-    def make(**overrides):
+    def make(breaker=None, **overrides):
         cfg = ModelConfig(**{"base_url": server.url, "model": "qwen", "api_key_env": KEY_ENV,
                              "timeout_s": 2.0, **overrides})
-        client = ModelClient(cfg, sleep=sleeps.append)
+        client = ModelClient(cfg, sleep=sleeps.append, breaker=breaker)
         client.sleeps = sleeps
         clients.append(client)
         return client
@@ -248,6 +251,154 @@ def test_connection_refused(monkeypatch):
     msg = str(err.value)
     assert msg.startswith(url + "/chat/completions") and SECRET not in msg
     assert len(sleeps) == 2
+    assert c.breaker.state == "open"  # nobody listening: the next call fails at once
+    with pytest.raises(CircuitOpen, match="not called: it did not answer .*ConnectError"):
+        c.chat(MSGS)
+    assert len(sleeps) == 2
+
+
+# --------------------------------------------------------------------------- liveness
+
+
+class Clock:
+    """The breaker's clock, moved by the test."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds):
+        self.now += seconds
+
+
+HUNG = (200, completion("too late"), 3.0)  # answers long after every timeout below
+
+
+def _tripped(server, make_client, *, retries):
+    """A client whose breaker (on a test clock) has just opened on a hung endpoint."""
+    clock = Clock()
+    client = make_client(timeout_s=0.2, max_retries=retries, breaker=CircuitBreaker(60, clock=clock))
+    server.script = [HUNG]
+    with pytest.raises(ModelError, match="timed out after 0.2s"):
+        client.chat(MSGS)
+    assert len(server.requests) == retries + 1 and client.breaker.state == "open"
+    return client, clock
+
+
+def test_breaker_opens_fails_fast_half_opens_and_closes(server, make_client):
+    client, clock = _tripped(server, make_client, retries=1)
+    # open: fails at once, the endpoint sees no request, and the error says why and until when
+    with pytest.raises(CircuitOpen, match=r"not called: it did not answer 0s ago \(.*timed out.*\); next try in 60s"):
+        client.prompt_logprob(MSGS, "x")
+    clock.advance(59)
+    with pytest.raises(CircuitOpen, match="next try in 1s"):
+        client.chat(MSGS)
+    assert len(server.requests) == 2
+    # the cool-down is over: one probe goes through, its answer closes the breaker
+    clock.advance(2)
+    assert client.breaker.state == "half-open"
+    server.script = [(200, completion("ok"), 0)]
+    assert client.chat(MSGS).text == "ok"
+    assert len(server.requests) == 3 and client.breaker.state == "closed"
+    assert client.chat(MSGS).text == "ok" and len(server.requests) == 4
+
+
+def test_failed_probe_is_one_attempt_and_opens_a_new_cool_down(server, make_client):
+    client, clock = _tripped(server, make_client, retries=2)
+    assert len(client.sleeps) == 2
+    clock.advance(61)
+    with pytest.raises(ModelError, match="failed after 1 attempt: timed out"):
+        client.chat(MSGS)  # the probe: no retries, no backoff
+    assert len(server.requests) == 4 and len(client.sleeps) == 2
+    clock.advance(59)  # 59 s after the probe failed, 120 s after the first failure
+    with pytest.raises(CircuitOpen):
+        client.chat(MSGS)
+    assert len(server.requests) == 4
+
+
+def test_while_the_probe_runs_other_callers_fail_fast(server, make_client):
+    client, clock = _tripped(server, make_client, retries=0)
+    clock.advance(61)
+    server.script = [(200, completion("slow but fine"), 0.5)]
+    client.config = dataclasses.replace(client.config, timeout_s=5.0)  # room for the slow answer
+    results = []
+    probe = threading.Thread(target=lambda: results.append(client.chat(MSGS).text))
+    probe.start()
+    while len(server.requests) < 2:  # the probe has reached the server
+        time.sleep(0.01)
+    with pytest.raises(CircuitOpen, match="another call is probing it"):
+        client.chat(MSGS)
+    probe.join()
+    assert results == ["slow but fine"] and len(server.requests) == 2
+    assert client.breaker.state == "closed"
+
+
+def test_an_endpoint_that_answers_keeps_the_breaker_closed(server, make_client):
+    client = make_client(max_retries=1, breaker=CircuitBreaker(60, clock=Clock()))
+    server.script = [(503, {"error": "busy"}, 0)]
+    with pytest.raises(ModelError, match="HTTP 503"):
+        client.chat(MSGS)
+    server.script = [(401, {"error": "no"}, 0)]
+    with pytest.raises(ModelError, match="HTTP 401"):
+        client.chat(MSGS)
+    server.script = [(200, completion("not json"), 0)]
+    with pytest.raises(ModelError, match="not valid JSON"):
+        client.chat(MSGS, schema=FACTS_SCHEMA)
+    assert client.breaker.state == "closed" and len(server.requests) == 4
+
+
+def test_zero_cool_down_never_skips_the_endpoint(server, make_client):
+    client = make_client(timeout_s=0.2, max_retries=0, circuit_breaker_s=0)
+    server.script = [HUNG]
+    for _ in range(2):
+        with pytest.raises(ModelError, match="timed out"):
+            client.chat(MSGS)
+    assert len(server.requests) == 2 and client.breaker.state == "closed"
+
+
+def test_deadline_bounds_the_call_with_its_retries(server, make_client):
+    # per request 5 s, 3 attempts: ~16 s without a deadline
+    client = make_client(timeout_s=5.0, max_retries=2, breaker=CircuitBreaker(60, clock=Clock()))
+    server.script = [HUNG]
+    started = time.monotonic()
+    with pytest.raises(ModelError, match=r"failed after 1 attempt \(the caller's deadline left no time for more\)"):
+        client.chat(MSGS, deadline=started + 0.3)
+    assert time.monotonic() - started < 2.5  # liveness bound: the deadline, not 3 x 5 s
+    assert len(server.requests) == 1 and client.sleeps == []
+    assert client.breaker.state == "open"  # it never answered: cut short or not, it is down
+
+
+def test_a_deadline_already_passed_sends_nothing(server, make_client):
+    client = make_client(breaker=CircuitBreaker(60, clock=Clock()))
+    server.script = [(200, completion("ok"), 0)]
+    with pytest.raises(ModelError, match="not called: the caller's deadline has passed"):
+        client.chat(MSGS, deadline=time.monotonic() - 1)
+    assert server.requests == [] and client.breaker.state == "closed"
+
+
+def test_cut_short_request_to_an_endpoint_that_just_answered_is_not_an_outage(server, make_client):
+    clock = Clock()
+    client = make_client(timeout_s=5.0, max_retries=2, breaker=CircuitBreaker(60, clock=clock))
+    server.script = [(200, completion("ok"), 0), HUNG]
+    assert client.chat(MSGS).text == "ok"
+    with pytest.raises(ModelError, match="timed out"):
+        client.chat(MSGS, deadline=time.monotonic() + 0.3)
+    assert client.breaker.state == "closed"  # merely slower than this caller's budget
+    clock.advance(61)  # no answer for a whole cool-down: now a cut-short request does mean down
+    with pytest.raises(ModelError, match="timed out"):
+        client.chat(MSGS, deadline=time.monotonic() + 0.3)
+    assert client.breaker.state == "open"
+
+
+def test_config_carries_the_cool_down(tmp_path):
+    from memtier_plugin.config import load_config
+
+    section = load_config(flags={"paths.workspace": str(tmp_path), "model.circuit_breaker_s": 7}).model
+    client = ModelClient(ModelConfig.from_section(section))
+    assert client.breaker.cooldown_s == 7.0 and client.breaker.state == "closed"
+    client.close()
 
 
 LOGPROBS = [
@@ -441,3 +592,27 @@ def test_config_from_mapping():
         ModelConfig.from_mapping({"base_url": "x", "model": "q", "api_key": "sk-..."})
     with pytest.raises(ConfigError, match="model"):
         ModelConfig.from_mapping({"base_url": "x"})
+
+
+def test_daemon_batches_after_an_unanswered_one_do_not_wait_again(server, tmp_path):
+    """Extraction shares the client's breaker across batches: one timeout, then heuristics at once."""
+    from memtier_plugin.config import load_config
+    from memtier_plugin.consolidation import Consolidator
+    from memtier_plugin.ledger import Ledger
+
+    cfg = load_config(flags={"paths.workspace": str(tmp_path), "model.enabled": True, "model.base_url": server.url,
+                             "model.timeout_s": 0.2, "model.max_retries": 1, "consolidation.extractor": "model"})
+    server.script = [HUNG]
+    ledger = Ledger(cfg.memory_root)
+    cons = Consolidator(cfg)
+    try:
+        reports = []
+        for batch in range(3):
+            ledger.add(agent_id="a", session_id="s", project="p",
+                       content=f"I prefer aisle seats on flight number {batch} to Lisbon.")
+            reports.append(cons.run_batch())
+    finally:
+        cons.close()
+    assert len(server.requests) == 2  # the first batch's two attempts; none after
+    assert [r.fallbacks for r in reports] == [1, 1, 1]
+    assert "timed out" in reports[0].errors[0] and "not called" in reports[1].errors[0]
