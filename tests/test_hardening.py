@@ -127,22 +127,30 @@ def test_prompt_is_recorded_when_recall_fails_and_never_delivered_back(workspace
 
 # ---- 3. concurrent index saves, read-only index -------------------------------------------
 def test_concurrent_searches_on_a_missing_index_never_crash(workspace):
-    for i in range(40):
-        run_cli("add", f"entry {i} about the lighthouse keeper number {i}", "--agent", "a0",
-                "--session", f"s{i % 5}", "--project", "p")
-    shutil.rmtree(workspace / "memory" / ".index", ignore_errors=True)
+    # big enough that six processes building the missing index save it at overlapping moments
+    recs = [json.dumps({**GOOD, "agent_id": "a0", "session_id": f"s{i % 50}", "project": "p", "id": f"ep-{i:06d}",
+                        "content": f"entry {i} about the lighthouse keeper and the tide table {i * 7919 % 10007}"})
+            for i in range(30_000)]
+    write_ledger(workspace, "a0", [("\n".join(recs) + "\n").encode()])
     env = dict(os.environ)
     failures = []
     for _round in range(3):
+        shutil.rmtree(workspace / "memory" / ".index", ignore_errors=True)
         procs = [subprocess.Popen([sys.executable, "-m", "memtier_plugin", "search", "lighthouse keeper",
-                                   "--agent", "a0", "--project", "p", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env=env) for _ in range(6)]
+                                   "--agent", "a0", "--project", "p", "--json"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=env) for _ in range(6)]
         for p in procs:
-            out, err = p.communicate(timeout=120)
+            out, err = p.communicate(timeout=300)
             if p.returncode != 0 or not json.loads(out)["hits"]:
                 failures.append(err.decode()[-400:])
-        shutil.rmtree(workspace / "memory" / ".index", ignore_errors=True)
     assert failures == []
+    # and the index they left is whole: a fresh process loads it and reads nothing new
+    from memtier_plugin.index import current_generation, load_saved
+
+    idx = load_saved(workspace / "memory" / ".index" / "episodic", k1=1.5, b=0.75, idf="lucene")
+    assert idx is not None and idx.n == 30_000
+    assert [p.name for p in (workspace / "memory" / ".index" / "episodic").iterdir() if p.name.startswith("g-")] \
+        == [current_generation(workspace / "memory" / ".index" / "episodic").name]
 
 
 def test_unwritable_index_still_recalls(workspace):
@@ -180,8 +188,10 @@ def test_same_size_rewrite_in_a_long_running_process_is_seen(workspace):
     data = path.read_bytes()
     path.write_bytes(data.replace(b"wombat ate carrots", b"wombat ate lettuce"))  # same length
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 5_000_000))
-    block = host.before_prompt_build(PromptEvent("wombat"), ctx).prepend_context
-    assert "lettuce" in block and "carrots" not in block
+    block = host.before_prompt_build(PromptEvent("lettuce"), ctx).prepend_context
+    assert block and "wombat ate lettuce" in block
+    block = host.before_prompt_build(PromptEvent("carrots"), ctx).prepend_context
+    assert block is None or "wombat ate" not in block
 
 
 # ---- 5. a lone CR never hides later lines -------------------------------------------------
@@ -264,6 +274,12 @@ def test_package_and_dropin_register_memtier_once(workspace, tmp_path):
     host = Host()
     host.load_entrypoints()
     host.load_plugin_dir(ROOT / "hooks")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dropin_copy", ROOT / "hooks" / "memtier_hooks.py")
+    dropin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dropin)
+    assert host.register(dropin, "memtier-dropin-copy") is None  # same hook functions, another name
     assert [n for n, _ in host.plugins()] == ["memtier"]
     ctx = HookContext(agent_id="a", session_id="s", run_id="r1", workspace_dir=str(workspace))
     host.before_prompt_build(PromptEvent("one prompt, one entry"), ctx)
@@ -408,3 +424,147 @@ def test_orchestrator_credit_updates_the_owner_ledger(workspace):
     assert runbook and runbook[0]["cognitive_weight"] > 0
     assert not list((workspace / "memory" / "episodic" / "orch").glob("*.jsonl")) or \
         "cw_update" not in "".join(p.read_text() for p in (workspace / "memory" / "episodic" / "orch").glob("*"))
+
+
+# ---- fuzz: 10,000 mutated records among good ones ---------------------------------------------
+def _mutations(rng, good: dict) -> list[bytes]:
+    """Lines that are certainly not usable records: wrong types, unknown kinds, odd bytes."""
+    wrong = [12345, 1.5, True, None, ["x"], {"a": 1}, float("nan")]
+    out = []
+    for key in ("id", "timestamp", "agent_id", "session_id", "content", "project", "cognitive_weight",
+                "tokens", "promoted", "provenance", "role"):
+        for value in wrong:
+            if key in ("project", "role", "cognitive_weight", "tokens", "promoted") and value is None:
+                continue  # null stands for absent in these optional fields
+            if key == "cognitive_weight" and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and value == value and -1 <= value <= 1:
+                continue
+            if key == "tokens" and isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                continue
+            if key == "promoted" and isinstance(value, bool):
+                continue
+            if key == "provenance" and (value is None or isinstance(value, dict)):
+                continue
+            rec = {**good, key: value}
+            out.append(json.dumps(rec, allow_nan=True).encode())
+    out += [json.dumps({**good, "timestamp": t}).encode() for t in ("not-a-date", "2026-13-45T99:00:00Z", "")]
+    out += [json.dumps({**good, "agent_id": a}).encode() for a in ("../x", "a/b", "", " a")]
+    out += [json.dumps({**good, "cognitive_weight": w}).encode() for w in (1.5, -7, "high")]
+    out += [json.dumps({"v": 1, "kind": k, "id": "x"}).encode() for k in ("mystery", "", "entry2", 7)]
+    out += [json.dumps({"v": 1, "kind": "cw_update", "entry_id": e, "delta": d}).encode()
+            for e, d in (("ep-x", "lots"), ("ep-x", None), (None, 0.1), (["ep-x"], 0.1), ("ep-x", [1]))]
+    out += [json.dumps({"v": 1, "kind": "promoted", "entry_id": "ep-x", "fact_ids": f}).encode()
+            for f in ("sf-1", [1, 2], {"a": 1})]
+    out += [b"\xff\xfe not utf-8 \x80", b'{"v": 1, "kind": "entry", "content": "cut', b"[1, 2, 3]", b'"a string"',
+            b"\x00\x00\x00", b'{"v":1,"content":"raw\x01control"}', b"{" * 50, b"null", b"true"]
+    return out
+
+
+def test_fuzzed_ledgers_lose_no_good_record_and_recall_works_for_every_agent(workspace):
+    import random
+
+    rng = random.Random(11)
+    agents = [f"agent{i}" for i in range(5)]
+    good_ids: dict[str, list[str]] = {a: [] for a in agents}
+    n_bad = 0
+    for a in agents:
+        lines: list[bytes] = []
+        for i in range(400):
+            rec = {**GOOD, "agent_id": a, "id": f"ep-{a}-{i:05d}", "session_id": f"s{i % 9}", "project": "pay",
+                   "content": f"{a} note {i} about the {rng.choice(['heron', 'otter', 'lynx'])} and marker{a}"}
+            lines.append(json.dumps(rec).encode())
+            good_ids[a].append(rec["id"])
+            for _ in range(5):  # 2,000 bad lines per agent, 10,000 in all
+                bad = _mutations(rng, {**rec, "id": f"ep-bad-{a}-{i}-{n_bad}"})
+                lines.append(rng.choice(bad))
+                n_bad += 1
+        write_ledger(workspace, a, [b"\n".join(lines) + b"\n"])
+    assert n_bad == 10_000
+    result = Ledger(workspace / "memory").read()
+    assert sorted(result.entries) == sorted(i for ids in good_ids.values() for i in ids)
+    assert len(result.problems) == n_bad and all(p.lineno > 0 for p in result.problems)
+    host = memtier_host()
+    for a in agents:
+        ctx = HookContext(agent_id=a, session_id="q", run_id=f"q-{a}", project="pay", workspace_dir=str(workspace))
+        block = host.before_prompt_build(PromptEvent(f"what about marker{a}"), ctx).prepend_context
+        assert block and f"marker{a}" in block and "ep-bad" not in block
+    proc = run_cli("inspect", "--json")
+    assert len(proc.stdout.splitlines()) == len(result.entries) + len(agents)  # + each agent's query prompt
+    assert "Traceback" not in proc.stderr
+    proc = run_cli("search", "heron", "--agent", "agent0", "--project", "pay", "--explain")
+    assert "Traceback" not in proc.stderr and "ep-agent0-" in proc.stdout
+
+
+# ---- 8 hook processes x 500 turns, index deleted at the start, one process SIGKILLed --------------
+WORKER = r"""
+import logging, sys
+from memtier_plugin import plugin
+from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, ToolResultEvent
+from memtier_plugin.host import Host
+
+class Count(logging.Handler):
+    n = 0
+    def emit(self, record):
+        Count.n += 1
+        sys.stderr.write(self.format(record) + "\n")
+
+logging.getLogger("memtier_plugin").addHandler(Count(level=logging.ERROR))
+ws, worker, turns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+host = Host()
+host.register(plugin, "memtier")
+for i in range(turns):
+    ctx = HookContext(agent_id=f"agent{worker % 4}", session_id=f"w{worker}", run_id=f"w{worker}-r{i}",
+                      project="pay", workspace_dir=ws)
+    prompt = f"worker {worker} turn {i} asks about the payments runbook and pay-legacy host {i % 17}"
+    host.before_prompt_build(PromptEvent(prompt), ctx)
+    print(f"ACK {prompt}", flush=True)
+    if i % 5 == 0:
+        host.post_tool(ToolResultEvent("shell", {"cmd": f"systemctl status payworker-{i % 3}"}, result="active"), ctx)
+        host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": f"checked {i}"}]), ctx)
+print(f"ERRORS {Count.n}", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_eight_hook_processes_lose_no_acknowledged_prompt(workspace):
+    import signal
+    import threading
+    import time
+
+    for i in range(300):  # some history, so recall has work to do
+        write_ledger(workspace, f"agent{i % 4}", [json.dumps({**GOOD, "agent_id": f"agent{i % 4}", "id": f"ep-h{i}",
+                     "content": f"history {i}: pay-legacy host {i % 17} runbook step"}).encode() + b"\n"],
+                     day=f"2026-10-{1 + i % 28:02d}")
+    shutil.rmtree(workspace / "memory" / ".index", ignore_errors=True)
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(workspace), str(w), "500"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in range(8)]
+    outputs: dict[int, list[str]] = {w: [] for w in range(8)}
+    errs: dict[int, list[str]] = {w: [] for w in range(8)}
+
+    def read(w, stream, into):
+        for line in stream:
+            into[w].append(line.rstrip("\n"))
+
+    readers = [threading.Thread(target=read, args=(w, procs[w].stdout, outputs)) for w in range(8)]
+    readers += [threading.Thread(target=read, args=(w, procs[w].stderr, errs)) for w in range(8)]
+    for t in readers:
+        t.start()
+    deadline = time.time() + 120
+    while len(outputs[3]) < 100 and time.time() < deadline:
+        time.sleep(0.05)
+    procs[3].send_signal(signal.SIGKILL)
+    for p in procs:
+        p.wait(timeout=600)
+    for t in readers:
+        t.join()
+    assert procs[3].returncode == -signal.SIGKILL and len(outputs[3]) >= 100
+    acked = {line[4:] for w in range(8) for line in outputs[w] if line.startswith("ACK ")}
+    for w in range(8):
+        if w != 3:
+            assert procs[w].returncode == 0, errs[w][-20:]
+            assert outputs[w][-1] == "ERRORS 0", errs[w][-20:]  # no recall or hook failed
+            assert len([o for o in outputs[w] if o.startswith("ACK ")]) == 500
+    result = Ledger(workspace / "memory").read()
+    prompts = {e.content for e in result.entries.values() if e.role == "user"}
+    assert acked <= prompts, f"{len(acked - prompts)} acknowledged prompts are not in the ledger"
+    assert [p for p in result.problems if "torn" not in p.reason] == []  # only the killed writer may tear a line
