@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import jsonl
+from . import jsonl, traces
 from .ledger import append_lines, iter_records
 from .semantic import SemanticStore
 
@@ -50,26 +50,29 @@ def cost_summary(memory_root: Path | str) -> list[dict]:
     def run(r: dict, run_id: str) -> dict:
         return r["runs"].setdefault(run_id or "-", {"store_tokens": 0, "retrieve_tokens": 0})
 
-    files = [(p, "cost") for p in [root / COSTS_FILE] if p.is_file()]
-    files += [(p, "trace") for p in sorted((root / "traces").rglob("*.jsonl"))] if (root / "traces").is_dir() else []
-    for path, what in files:
-        for rec, _lineno, problem in iter_records(path):
-            if problem:
-                continue
-            r = row(str(rec.get("session_id") or ""))
-            if rec.get("agent_id"):
-                r["agents"].add(rec["agent_id"])
-            if what == "cost" and rec.get("kind") == "store_cost":
-                n = int(rec.get("completion_tokens") or 0)
-                r["store_tokens"] += n
-                r["store_prompt_tokens"] += int(rec.get("prompt_tokens") or 0)
-                r["model_calls"] += 1
-                run(r, rec.get("run_id") or "")["store_tokens"] += n
-            elif what == "trace" and rec.get("kind", "trace") == "trace":
-                n = int(rec.get("tokens") or 0)
-                r["retrieve_tokens"] += n
-                r["recalls"] += 1
-                run(r, rec.get("run_id") or "")["retrieve_tokens"] += n
+    costs = root / COSTS_FILE
+    for rec, _lineno, problem in iter_records(costs) if costs.is_file() else ():
+        if problem or rec.get("kind") != "store_cost" or not all(
+                isinstance(rec.get(k, 0), int) and not isinstance(rec.get(k, 0), bool)
+                for k in ("completion_tokens", "prompt_tokens")) or not isinstance(rec.get("session_id", ""), str):
+            continue
+        r = row(rec.get("session_id") or "")
+        if isinstance(rec.get("agent_id"), str) and rec["agent_id"]:
+            r["agents"].add(rec["agent_id"])
+        n = rec.get("completion_tokens") or 0
+        r["store_tokens"] += n
+        r["store_prompt_tokens"] += rec.get("prompt_tokens") or 0
+        r["model_calls"] += 1
+        run(r, str(rec.get("run_id") or ""))["store_tokens"] += n
+    for rec in traces.iter_traces(root):
+        r = row(rec.get("session_id") or "")
+        if rec.get("agent_id"):
+            r["agents"].add(rec["agent_id"])
+        if rec.get("kind", "trace") == "trace":
+            n = rec.get("tokens") or 0
+            r["retrieve_tokens"] += n
+            r["recalls"] += 1
+            run(r, rec.get("run_id") or "")["retrieve_tokens"] += n
     store = SemanticStore(root)
     for project in store.projects():
         for rec in store.project(project, refresh=False).records.values():

@@ -11,7 +11,12 @@ pluggy calls implementations in priority order (``tryfirst`` first, then the
 most recently registered); the host combines the answers as each spec says.
 """
 
+from __future__ import annotations
+
 import pluggy
+
+from .events import (AgentEndEvent, CompactionEvent, HookContext, PromptAddition, PromptEvent,
+                     SessionEndEvent, ToolCallEvent, ToolDecision, ToolResultEvent)
 
 PROJECT = "memtier"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -19,7 +24,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def before_prompt_build(event, ctx):
+def before_prompt_build(event: PromptEvent, ctx: HookContext) -> PromptAddition | None:
     """Before each model call.
 
     :param event: PromptEvent — ``prompt`` (str), ``messages`` (list of
@@ -32,7 +37,7 @@ def before_prompt_build(event, ctx):
 
 
 @hookspec
-def pre_tool(event, ctx):
+def pre_tool(event: ToolCallEvent, ctx: HookContext) -> ToolDecision | None:
     """A tool call is proposed and not yet run (OpenClaw before_tool_call).
 
     :param event: ToolCallEvent — ``tool_name``, ``params`` (dict),
@@ -47,7 +52,7 @@ def pre_tool(event, ctx):
 
 
 @hookspec
-def post_tool(event, ctx):
+def post_tool(event: ToolResultEvent, ctx: HookContext) -> None:
     """The tool call returned (OpenClaw after_tool_call).
 
     :param event: ToolResultEvent — ``tool_name``, ``params``,
@@ -59,7 +64,7 @@ def post_tool(event, ctx):
 
 
 @hookspec
-def agent_end(event, ctx):
+def agent_end(event: AgentEndEvent, ctx: HookContext) -> None:
     """The run finished.
 
     :param event: AgentEndEvent — ``messages`` (the run's messages),
@@ -70,7 +75,7 @@ def agent_end(event, ctx):
 
 
 @hookspec
-def before_compaction(event, ctx):
+def before_compaction(event: CompactionEvent, ctx: HookContext) -> None:
     """The host is about to compact the conversation: flush what memory holds.
 
     :param event: CompactionEvent — ``messages`` about to be compacted.
@@ -80,7 +85,7 @@ def before_compaction(event, ctx):
 
 
 @hookspec
-def session_end(event, ctx):
+def session_end(event: SessionEndEvent, ctx: HookContext) -> None:
     """The host closes the session: flush and record working state.
 
     :param event: SessionEndEvent — ``reason``.

@@ -34,6 +34,7 @@ class Hit:
     raw_bm25: float = 0.0
     signals: dict = field(default_factory=dict)  # name -> {value, weight, contribution}
     rerank: float | None = None  # scaled cross-encoder value when the hit was in the re-ranked head
+    sources: list = field(default_factory=list)  # episodic entry ids it stands for (itself, or a fact's sources)
 
     def line(self) -> str:
         src = f"{self.tier}" + (f" · session {self.session_id}" if self.session_id else "") + \

@@ -427,6 +427,8 @@ class Retriever:
                 signals={k: {"value": float(v[i]), "weight": ranked.weights[k],
                              "contribution": float(v[i]) * ranked.weights[k]} for k, v in ranked.signals.items()},
                 rerank=None if ranked.rerank is None or np.isnan(ranked.rerank[i]) else float(ranked.rerank[i]),
+                sources=[idx.ids[doc]] if idx.kind == "episodic" else
+                [x for x in rec.get("source_entry_ids") or [] if isinstance(x, str)],
             ))
         return out
 

@@ -99,11 +99,13 @@ def demo(state, scenario, into, plugin_dir, quiet):
 
 def _cw_changes(ledger, agent_id: str, run_id: str) -> list[dict]:
     from ..ledger import iter_records
+    from ..records import problem as record_problem
 
     out = []
     for path in ledger.files([agent_id]):
         for rec, _, problem in iter_records(path):
-            if not problem and rec.get("kind") == "cw_update" and rec.get("run_id") == run_id:
+            if not problem and rec.get("kind") == "cw_update" and rec.get("run_id") == run_id \
+                    and record_problem(rec) is None:
                 out.append(rec)
     return out
 
