@@ -46,7 +46,7 @@ from .facts import (Fact, extract_facts, facts_from_model_output, facts_schema, 
 from .fact_patterns import norm_value
 from .ledger import AGENT_ID_RE, SYSTEM_PREFIX, Ledger, tail_records, utc_iso
 from .redact import redact
-from .semantic import SemanticStore, fact_id, fact_record, is_iso_time, to_fact, type_name
+from .semantic import SemanticStore, fact_id, fact_problem, fact_record, is_iso_time, to_fact, type_name
 from .tokenize import count_tokens
 
 log = logging.getLogger(__name__)
@@ -446,8 +446,9 @@ class Consolidator:
         missing: dict[str, list[dict]] = {}
         for project, recs in facts.items():
             pf = self.store.project(project, refresh=False)
-            missing[project] = [r for r in recs if (r.get("kind") == "fact" and r.get("id") not in pf.records)
-                                or (r.get("kind") == "superseded" and r.get("fact_id") not in pf.superseded_by)]
+            missing[project] = [r for r in recs if fact_problem(r) is None and (
+                (r["kind"] == "fact" and r["id"] not in pf.records)
+                or (r["kind"] == "superseded" and r["fact_id"] not in pf.superseded_by))]
         n = len(report.promoted)
         self._commit(missing, promoted, report)
         report.resumed += len(report.promoted) - n

@@ -120,14 +120,17 @@ def to_fact(rec: dict) -> Fact:
 
 
 def fact_record(fact: Fact, *, fid: str, project: str, origin_agent: str, entry: dict,
-                supersedes: str | None, extractor: str, recorded_at: str) -> dict:
-    """A ``kind: "fact"`` record for ``fact``, extracted from episodic ``entry``."""
+                supersedes: str | None, extractor: str, recorded_at: str,
+                effective_time: str | None = None) -> dict:
+    """A ``kind: "fact"`` record for ``fact``, extracted from episodic ``entry`` (the one
+    constructor of the shape :func:`fact_problem` checks). ``effective_time``, when given,
+    replaces the fact's own (the evaluation dates facts by their session's start)."""
     return {
         "v": jsonl.SCHEMA_VERSION, "kind": "fact", "id": fid, "timestamp": entry["timestamp"],
         "project": project, "origin_agent": origin_agent, "fact_kind": fact.fact_kind,
         "subject": fact.subject, "attribute": fact.attribute, "value": fact.value, "content": fact.content,
         "confidence": round(float(fact.confidence), 3), "source_entry_ids": [entry["id"]],
-        "session_ids": [entry["session_id"]], "effective_time": fact.effective_time,
+        "session_ids": [entry["session_id"]], "effective_time": effective_time or fact.effective_time,
         "supersedes": supersedes, "extractor": extractor, "recorded_at": recorded_at,
     }
 
