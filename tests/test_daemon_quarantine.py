@@ -156,5 +156,40 @@ def test_the_fuzzed_ledger_never_stops_consolidation(workspace):
     assert len(report["new_facts"]) == len(semantic_facts(workspace)) > 0
 
 
+def test_the_running_daemon_reports_a_bad_entry_and_keeps_consolidating(workspace):
+    """The foreground daemon (a real process): a bad entry arriving while it watches is
+    reported once and the good entries after it are promoted, batch after batch."""
+    import queue
+    import subprocess
+    import threading
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "memtier_plugin", "-w", str(workspace), "daemon", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    try:
+        ledger = Ledger(workspace / "memory")
+        ledger.add(agent_id="travel", session_id="s0", project="trips", content="I prefer aisle seats on flights")
+        reports = [json.loads(lines.get(timeout=20))]  # the backlog batch, or the first watched one
+        path, good_ids, bad_id = write_ledger(workspace, "project", ["a", "b"])
+        later = ledger.add(agent_id="travel", session_id="s2", project="trips", content="My seat for flight 7 is 7C")
+        deadline = time.monotonic() + 20
+        while later["id"] not in {e for r in reports for e in r["promoted"]} and time.monotonic() < deadline:
+            try:
+                reports.append(json.loads(lines.get(timeout=1)))
+            except queue.Empty:
+                pass
+        promoted = {e for r in reports for e in r["promoted"]}
+        assert set(good_ids) | {later["id"]} <= promoted and bad_id not in promoted
+        (q,) = [q for r in reports for q in r["quarantined"]]
+        assert q["entry_id"] == bad_id and q["file"] == str(path)
+        assert orjson.loads(path.read_bytes().split(b"\n")[q["line"] - 1])["id"] == bad_id  # the line named
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=20) == 0
+    assert proc.stderr.read().count(f"{path}:{q['line']}:") == 1
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))

@@ -59,7 +59,7 @@ def daemon(state, once, as_json):
         return
 
     def on_report(report):
-        if once or not (report.promoted or report.errors):
+        if once or not (report.promoted or report.errors or report.quarantined):
             return
         if as_json:
             click.echo(orjson.dumps(report.to_dict()).decode())
