@@ -301,6 +301,11 @@ class Consolidator:
             newest = max(same, key=order)
             if order({"effective_time": f.effective_time, "timestamp": entry["timestamp"]}) < order(newest):
                 marker_by = newest["id"]  # an older statement arriving late: history, not current
+                for r in pf.same_key(f, current=False):  # ... unless the history already holds it
+                    if norm_value(r["value"]) == norm_value(f.value):
+                        placed.duplicates += 1
+                        own.append(r)
+                        return r["id"]
             else:
                 olds = [to_fact(r) for r in same]
                 old = find_superseded(f, olds)

@@ -177,12 +177,12 @@ class ProjectFacts:
     def current(self) -> list[dict]:
         return [r for fid, r in self.records.items() if fid not in self.superseded_by]
 
-    def same_key(self, fact: Fact) -> list[dict]:
-        """Current facts with ``fact``'s revision key."""
+    def same_key(self, fact: Fact, *, current: bool = True) -> list[dict]:
+        """Facts with ``fact``'s revision key: the current ones, or (``current=False``) every version."""
         key = revision_key(fact)
         if key is None:
             return []
-        return [self.records[f] for f in self._by_key.get(key, []) if self.is_current(f)]
+        return [self.records[f] for f in self._by_key.get(key, []) if not current or self.is_current(f)]
 
     def near(self, fact: Fact) -> list[dict]:
         """Current facts sharing at least one content token with ``fact`` (dedup candidates)."""

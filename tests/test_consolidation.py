@@ -247,6 +247,23 @@ def test_an_older_statement_arriving_late_does_not_replace_the_current_one(works
     assert_consistent(workspace)
 
 
+def test_a_late_statement_the_history_already_holds_is_not_written_again(workspace):
+    cfg = config(workspace)
+    add(workspace, "My hotel budget is $200 a night", session="s1", ts=time.time() - 2 * 86400)
+    add(workspace, "My hotel budget is $300 a night", session="s2")
+    consolidate_once(cfg)
+    # four agents' entries reach the daemon out of order: an older repeat of $200, an older $250
+    again = add(workspace, "My hotel budget is $200 a night", session="s0", ts=time.time() - 3 * 86400)
+    other = add(workspace, "My hotel budget is $250 a night", session="s0", ts=time.time() - 4 * 86400)
+    report = consolidate_once(cfg)
+    assert sorted(report.promoted) == sorted([again["id"], other["id"]])
+    assert [f["value"] for f in report.new_facts] == ["$250 a night"]  # history it lacked, nothing else
+    assert Counter(f["value"] for f in fact_records(workspace)) == {"$200 a night": 1, "$300 a night": 1,
+                                                                   "$250 a night": 1}
+    assert [f["value"] for f in SemanticStore(workspace / "memory").current("trips")] == ["$300 a night"]
+    assert_consistent(workspace)
+
+
 def test_a_crash_after_the_facts_were_written_is_resumed_without_duplicates(workspace, tmp_path):
     """State of a batch killed between step 2 (facts) and step 3 (promoted records)."""
     for i in range(6):
