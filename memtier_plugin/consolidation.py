@@ -24,6 +24,12 @@ entry whose facts are in the store (written by an older version, say) reuses
 them. Batches take an exclusive ``flock`` on ``memory/.daemon/lock``, so
 ``memtier daemon --once`` and a running daemon never interleave.
 
+An entry that is not a valid record (:func:`entry_problem`: a list for its
+``project``, a timestamp that is no time, ...) or whose text makes the extractor
+raise is *quarantined*: reported once as file:line, listed in the report, left
+out, and passed by the checkpoint, so it never stops the batches after it. The
+report lists only what reached the disk.
+
 The watchdog loop that runs batches is :class:`memtier_plugin.daemon.Daemon`;
 store-cost records and their summaries are :mod:`memtier_plugin.costs`.
 """
