@@ -24,6 +24,12 @@ entry whose facts are in the store (written by an older version, say) reuses
 them. Batches take an exclusive ``flock`` on ``memory/.daemon/lock``, so
 ``memtier daemon --once`` and a running daemon never interleave.
 
+An entry that is not a valid record (:func:`entry_problem`: a list for its
+``project``, a timestamp that is no time, ...) or whose text makes the extractor
+raise is *quarantined*: reported once as file:line, listed in the report, left
+out, and passed by the checkpoint, so it never stops the batches after it. The
+report lists only what reached the disk.
+
 The watchdog loop that runs batches is :class:`memtier_plugin.daemon.Daemon`;
 store-cost records and their summaries are :mod:`memtier_plugin.costs`.
 """
@@ -44,9 +50,9 @@ from .costs import append_costs, store_cost
 from .facts import (Fact, extract_facts, facts_from_model_output, facts_schema, find_superseded, is_duplicate,
                     revision_key)
 from .fact_patterns import norm_value
-from .ledger import SYSTEM_PREFIX, Ledger, tail_records, utc_iso
+from .ledger import AGENT_ID_RE, SYSTEM_PREFIX, Ledger, tail_records, utc_iso
 from .redact import redact
-from .semantic import SemanticStore, fact_id, fact_record, to_fact
+from .semantic import SemanticStore, fact_id, fact_problem, fact_record, is_iso_time, to_fact, type_name
 from .tokenize import count_tokens
 
 log = logging.getLogger(__name__)
@@ -65,9 +71,12 @@ EXTRACT_PROMPT = (
 
 @dataclass
 class ConsolidationReport:
-    new_facts: list[dict] = field(default_factory=list)
+    """What batches really did: only records that reached the disk are in ``new_facts``/``promoted``."""
+
+    new_facts: list[dict] = field(default_factory=list)     # fact records written (a failed batch's are not)
     promoted: list[str] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)      # {"entry_id", "reason"}
+    quarantined: list[dict] = field(default_factory=list)  # {"file", "line", "entry_id", "reason"}: bad records
     errors: list[str] = field(default_factory=list)
     store_tokens: int = 0                                   # model output tokens (0 on the heuristic path)
     duplicates: int = 0
@@ -75,13 +84,14 @@ class ConsolidationReport:
     resumed: int = 0                                        # entries whose facts a crashed batch had written
     fallbacks: int = 0                                      # entries extracted by heuristics after a model failure
     batches: int = 0
+    failed: int = 0                                         # batches that failed (redone next time)
     more: bool = False                                      # entries still pending (batch limit reached)
     elapsed_s: float = 0.0
 
     def merge(self, other: "ConsolidationReport") -> None:
-        for name in ("new_facts", "promoted", "skipped", "errors"):
+        for name in ("new_facts", "promoted", "skipped", "quarantined", "errors"):
             getattr(self, name).extend(getattr(other, name))
-        for name in ("store_tokens", "duplicates", "superseded", "resumed", "fallbacks", "batches"):
+        for name in ("store_tokens", "duplicates", "superseded", "resumed", "fallbacks", "batches", "failed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.more, self.elapsed_s = other.more, self.elapsed_s + other.elapsed_s
 
@@ -89,6 +99,47 @@ class ConsolidationReport:
         out = asdict(self)
         out["elapsed_s"] = round(self.elapsed_s, 4)
         return out
+
+
+# ---------------------------------------------------------------- bad entries
+def entry_problem(rec: dict) -> str | None:
+    """Why an episodic entry record cannot be consolidated (a wrong type or value), or None.
+
+    Checked before anything uses the record: one hand-written line with, say, a list-valued
+    ``project`` must cost that line, not every batch after it.
+    """
+    for key in ("id", "timestamp", "agent_id", "session_id", "content"):
+        if not isinstance(rec.get(key), str):
+            return f"{key!r} must be a string, not {type_name(rec.get(key))}"
+    if not rec["id"].strip():
+        return "'id' is empty"
+    if not is_iso_time(rec["timestamp"]):
+        return f"'timestamp' {rec['timestamp'][:40]!r} is not an ISO-8601 time"
+    if not AGENT_ID_RE.match(rec["agent_id"]):
+        return f"'agent_id' {rec['agent_id'][:40]!r} is not an agent id (letters, digits, '.', '_', '-')"
+    for key in ("project", "role"):
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            return f"{key!r} must be a string, not {type_name(rec[key])}"
+    tokens = rec.get("tokens")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
+        return f"'tokens' must be an integer, not {type_name(tokens)}"
+    return None
+
+
+def line_number(path: Path, offset: int) -> int:
+    """The 1-based line number of the line starting at byte ``offset`` (for messages only)."""
+    n, left = 1, offset
+    try:
+        with open(path, "rb") as fh:
+            while left > 0:
+                chunk = fh.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                n += chunk.count(b"\n")
+                left -= len(chunk)
+    except OSError:
+        return 0
+    return n
 
 
 # ---------------------------------------------------------------- one batch
@@ -103,7 +154,8 @@ class Consolidator:
         self.store = SemanticStore(self.root)
         self.promoted: set[str] = set()
         self._scan_pos: dict[str, int] = {}
-        self._queue: dict[str, list[tuple[int, dict]]] = {}
+        self._queue: dict[str, list[tuple[int, dict, int]]] = {}  # (line end, record, line start)
+        self._reported: set[tuple[str, int]] = set()               # quarantined (file, offset) already logged
         self._own_client = False
         self.client = client
         self.model_name = ""
@@ -143,7 +195,7 @@ class Consolidator:
             if size < pos:
                 log.warning("%s: file shrank below its checkpoint; reading it again", path)
                 pos, queue, cps[rel] = 0, [], 0
-            for _line_at, end, rec in tail_records(path, pos):
+            for line_at, end, rec in tail_records(path, pos):
                 pos = end
                 if rec is None:
                     continue
@@ -151,12 +203,11 @@ class Consolidator:
                 if kind == "promoted" and isinstance(rec.get("entry_id"), str):
                     self.promoted.add(rec["entry_id"])
                 elif kind == "entry":
-                    queue.append((end, rec))
+                    queue.append((end, rec, line_at))
             self._scan_pos[rel], self._queue[rel] = pos, queue
 
     def _ineligible(self, rec: dict) -> str | None:
-        if not all(isinstance(rec.get(k), str) for k in ("id", "timestamp", "agent_id", "session_id", "content")):
-            return "malformed entry"
+        """Why a valid entry is not consolidated (already done, system text, too short), or None."""
         if rec.get("promoted") is True or rec["id"] in self.promoted:
             return "already promoted"
         if rec.get("role") == "system" or rec["content"].startswith(SYSTEM_PREFIX):
@@ -166,19 +217,34 @@ class Consolidator:
             return f"fewer than {self.config.consolidation.min_tokens} tokens"
         return None
 
-    def _select(self, cps: dict[str, int], report: ConsolidationReport) -> tuple[list[dict], dict[str, int], dict]:
-        """Pending entries (a per-file prefix, at most MAX_BATCH eligible) and the checkpoint covering them."""
+    def _quarantine(self, rel: str, line_at: int, rec: dict, reason: str, report: ConsolidationReport) -> None:
+        """Leave a bad entry out of the batch for good (the checkpoint moves past it), reported once."""
+        path = self.root / rel
+        line = line_number(path, line_at)
+        eid = rec.get("id") if isinstance(rec.get("id"), str) else None
+        report.quarantined.append({"file": str(path), "line": line, "entry_id": eid, "reason": reason})
+        if (rel, line_at) not in self._reported:
+            self._reported.add((rel, line_at))
+            log.warning("%s:%d: entry %s quarantined, not consolidated: %s", path, line, eid or "?", reason)
+
+    def _select(self, cps: dict[str, int], report: ConsolidationReport
+                ) -> tuple[list[tuple[dict, str, int]], dict[str, int], dict]:
+        """Pending entries (a per-file prefix, at most MAX_BATCH eligible; each with its file and
+        offset) and the checkpoint covering them. Bad entries are quarantined on the way."""
         work, new_cps, taken = [], dict(cps), {}
         budget = MAX_BATCH
         for rel in sorted(self._queue):
             queue, n = self._queue[rel], 0
-            for end, rec in queue:
-                reason = self._ineligible(rec)
-                if reason is None:
+            for end, rec, line_at in queue:
+                problem = entry_problem(rec)
+                reason = None if problem else self._ineligible(rec)
+                if problem:
+                    self._quarantine(rel, line_at, rec, problem, report)
+                elif reason is None:
                     if budget == 0:
                         break
                     budget -= 1
-                    work.append(rec)
+                    work.append((rec, rel, line_at))
                 elif reason != "already promoted":
                     report.skipped.append({"entry_id": rec.get("id"), "reason": reason})
                 n += 1
@@ -215,8 +281,11 @@ class Consolidator:
         return Fact(f.fact_kind, f.subject, f.attribute, redact(f.value)[0], redact(f.content)[0], f.confidence, eff)
 
     def _place(self, f: Fact, fid: str, entry: dict, extractor: str, now: str,
-               pending: list[dict], report: ConsolidationReport, own: list[dict]) -> str:
+               pending: list[dict], placed: ConsolidationReport, own: list[dict]) -> str:
         """Dedup / revise / insert one candidate; returns the id it ends up as.
+
+        A record to write goes to ``pending`` (and the in-memory store); ``placed`` counts the
+        duplicates and revisions, which the batch reports once they are committed.
 
         ``own`` holds the facts this entry's earlier candidates became (written or matched),
         current or not: an entry that states one thing under two keys (``parking_budget`` and
@@ -231,13 +300,18 @@ class Consolidator:
         if same:
             for r in same:
                 if norm_value(r["value"]) == norm_value(f.value):
-                    report.duplicates += 1
+                    placed.duplicates += 1
                     own.append(r)
                     return r["id"]
             order = lambda r: (r.get("effective_time") or r["timestamp"][:10], r["timestamp"])  # noqa: E731
             newest = max(same, key=order)
             if order({"effective_time": f.effective_time, "timestamp": entry["timestamp"]}) < order(newest):
                 marker_by = newest["id"]  # an older statement arriving late: history, not current
+                for r in pf.same_key(f, current=False):  # ... unless the history already holds it
+                    if norm_value(r["value"]) == norm_value(f.value):
+                        placed.duplicates += 1
+                        own.append(r)
+                        return r["id"]
             else:
                 olds = [to_fact(r) for r in same]
                 old = find_superseded(f, olds)
@@ -250,23 +324,22 @@ class Consolidator:
         olds = [to_fact(r) for r in near]
         dup = is_duplicate(f, olds, self.config.consolidation.dedup_threshold)
         if dup is not None:
-            report.duplicates += 1
+            placed.duplicates += 1
             target = near[next(i for i, o in enumerate(olds) if o is dup)]
             own.append(target)
             if supersedes and pf.is_current(target["id"]):
                 # a newer value for ``key`` that another current fact already states: the old
                 # version is history all the same, replaced by that fact
                 self._mark(pf, supersedes, target["id"], project, now, pending)
-                report.superseded += 1
+                placed.superseded += 1
             return target["id"]
         rec = fact_record(f, fid=fid, project=project, origin_agent=entry["agent_id"], entry=entry,
                           supersedes=supersedes, extractor=extractor, recorded_at=now)
         pf.add(rec)
         pending.append(rec)
         own.append(rec)
-        report.new_facts.append(rec)
         if supersedes:
-            report.superseded += 1
+            placed.superseded += 1
         if marker_by:
             self._mark(pf, fid, marker_by, project, now, pending)
         return fid
@@ -291,6 +364,7 @@ class Consolidator:
             except Exception as exc:
                 log.exception("consolidation batch failed; it will be redone")
                 report.errors.append(f"batch failed: {type(exc).__name__}: {exc}")
+                report.failed += 1
                 report.more = False
                 self._scan_pos.clear()
                 self._queue.clear()
@@ -299,6 +373,12 @@ class Consolidator:
         return report
 
     def _batch(self, report: ConsolidationReport) -> None:
+        """Select, extract, place, then commit (journal, facts, promoted records, checkpoint).
+
+        ``report`` gets the records as they reach the disk (``_commit``) and the placement
+        counts only once the whole batch is committed, so a failed batch reports nothing it
+        did not write.
+        """
         cps = load_checkpoints(self.root)
         self.store.refresh()
         self._scan(cps)
@@ -309,14 +389,20 @@ class Consolidator:
         costs: list[dict] = []
         done: list[tuple[dict, list[str], str]] = []
         state: dict = {}
-        for entry in sorted(work, key=lambda r: r["timestamp"]):
+        placed = ConsolidationReport()
+        for entry, rel, line_at in sorted(work, key=lambda w: w[0]["timestamp"]):
             project = entry.get("project") or ""
             already = self.store.project(project, refresh=False).by_source.get(entry["id"])
             if already:
-                report.resumed += 1
+                placed.resumed += 1
                 done.append((entry, list(already), "resumed"))
                 continue
-            facts, extractor, result = self._extract(entry, report, state)
+            try:
+                facts, extractor, result = self._extract(entry, report, state)
+            except Exception as exc:  # a text the extractor cannot handle costs that entry, not the batch
+                log.debug("extraction of %s failed", entry["id"], exc_info=True)
+                self._quarantine(rel, line_at, entry, f"extraction failed: {type(exc).__name__}: {exc}", report)
+                continue
             if result is not None:
                 report.store_tokens += result.completion_tokens
                 costs.append(store_cost(entry, result, model=self.model_name, now=now))
@@ -324,7 +410,7 @@ class Consolidator:
             own: list[dict] = []
             for i, f in enumerate(facts):
                 fid = self._place(f, fact_id(entry["id"], i), entry, extractor, now,
-                                  pending.setdefault(project, []), report, own)
+                                  pending.setdefault(project, []), placed, own)
                 if fid not in ids:
                     ids.append(fid)
             done.append((entry, ids, extractor))
@@ -340,14 +426,18 @@ class Consolidator:
         save_checkpoints(self.root, new_cps, self.clock)
         for rel, n in taken.items():
             del self._queue[rel][:n]
-
+        report.duplicates += placed.duplicates
+        report.superseded += placed.superseded
+        report.resumed += placed.resumed
 
     def _commit(self, facts: dict[str, list[dict]], promoted: list[tuple[str, dict]],
                 report: ConsolidationReport) -> None:
-        """Append the fact/marker records, then the promoted records of entries that have none yet."""
+        """Append the fact/marker records, then the promoted records of entries that have none yet;
+        ``report`` lists each as soon as it is on disk."""
         for project, recs in facts.items():
             if recs:
                 self.store.append(project, recs)
+                report.new_facts.extend(r for r in recs if r.get("kind") == "fact")
         for agent_id, rec in promoted:
             if rec["entry_id"] in self.promoted:
                 continue
@@ -367,11 +457,11 @@ class Consolidator:
         missing: dict[str, list[dict]] = {}
         for project, recs in facts.items():
             pf = self.store.project(project, refresh=False)
-            missing[project] = [r for r in recs if (r.get("kind") == "fact" and r.get("id") not in pf.records)
-                                or (r.get("kind") == "superseded" and r.get("fact_id") not in pf.superseded_by)]
+            missing[project] = [r for r in recs if fact_problem(r) is None and (
+                (r["kind"] == "fact" and r["id"] not in pf.records)
+                or (r["kind"] == "superseded" and r["fact_id"] not in pf.superseded_by))]
         n = len(report.promoted)
         self._commit(missing, promoted, report)
-        report.new_facts.extend(r for recs in missing.values() for r in recs if r.get("kind") == "fact")
         report.resumed += len(report.promoted) - n
         log.info("finished an interrupted batch: %d records appended, %d entries marked promoted",
                  sum(map(len, missing.values())), len(report.promoted) - n)

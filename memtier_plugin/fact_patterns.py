@@ -246,6 +246,28 @@ ING_VALUE = re.compile(r"\w+ing\b|going\b|not\b", F)
 PRONOUN_START = re.compile(r"(?:i|we|you|he|she|they|it|this|that)\b", F)
 KV_KEY_BAD = re.compile(r"^(?:i|we|you|he|she|it|they|note|update|edit|ps|p\.s|tip|warning|example|q|a|step \d+|"
                         r"got it|noted|ok|okay|sure|understood|perfect|great|thanks|thank you|sounds good)$", F)
+# "User said: ...", "My boss told me that ...": a reporting verb is not an attribute. ``REPORTED``
+# splits a clause into the speaker and the reported clause (after a colon, a comma or "that");
+# ``REPORTING_KEY`` refuses a "key: value" key that ends in a reporting verb.
+_REPORTING = (r"said|says|say|told|tells|tell|mentioned|mentions|wrote|writes|noted|notes|stated|states|"
+              r"explained|explains|added|adds|replied|replies|answered|answers|asked|asks|reported|reports|"
+              r"confirmed|confirms|remarked|commented")
+REPORTED = re.compile(
+    r"^(?P<who>(?:the\s+)?user|i|we|he|she|they|(?:my|our|the)\s+[a-z][\w-]*(?:\s+[a-z][\w-]*)?|"
+    r"[A-Z][\w-]+(?:\s+[A-Z][\w-]+)?)\s+(?:(?:just|also|then|once|already|had|has|have|earlier|again)\s+)*"
+    r"(?:" + _REPORTING + r")(?:\s+(?:to\s+)?(?:me|us|you|them|him|her|the assistant))?"
+    r"(?:\s+(?:earlier|today|yesterday|before|again))?(?:\s*[:,]|\s+that\b|\s+-)\s*(?P<c>\S.*)$",
+    F,
+)
+REPORTING_KEY = re.compile(r"\b(?:" + _REPORTING + r"|shared|shares)(?:\s+(?:to\s+)?(?:me|us|you|them|him|her))?$", F)
+USER_SPEAKER = frozenset({"user", "the user", "i", "we"})
+# "the client office is at 27 Main Street": whose address it is, so it is not the user's ``address``.
+ADDRESS_OWNER = re.compile(
+    r"\b(?:the|my|our|their|his|her|your)\s+(?P<k>[a-z][\w'-]*(?:\s+[a-z][\w'-]*){0,2}?)\s+"
+    r"(?:is|are|was|were|(?:has|have)\s+moved|moved)\s+(?:now\s+)?(?:located\s+)?(?:at|to|in)\s+$",
+    F,
+)
+OWN_ADDRESS = frozenset({"", "address", "home", "house", "place", "apartment", "flat", "home_address"})
 # "Booked: UA 8802 ...", "Done: Lisbon Marriott ...": a report of one action (an event), not the
 # current value of a revisable attribute, so two bookings never supersede each other.
 ACTION_KEY = re.compile(
@@ -371,9 +393,14 @@ NOT_SUBJECT = frozenset(
     "jan feb mar apr jun jul aug sep sept oct nov dec today tomorrow yesterday".split()
 )
 
-# First-person -> third-person rewrite for readable fact statements.
+# First-person -> third-person rewrite for readable fact statements. A rewrite that is not
+# certain keeps the user's own words: "I <word>" is conjugated only when <word> is a known verb
+# (``VERBS``, a past form, a modal), and a clause with any "I" left over is returned unchanged, so
+# "I the client office ..." never becomes "User thes client office ...".
 _ADV = (r"just|also|really|usually|often|always|never|still|recently|finally|actually|already|"
-        r"currently|sometimes|mostly|normally|generally|typically|definitely|totally|absolutely")
+        r"currently|sometimes|mostly|normally|generally|typically|definitely|totally|absolutely|"
+        r"rarely|seldom|occasionally|frequently|barely|hardly|even|only|almost|probably|honestly|"
+        r"personally|mainly|now|then|once|regularly|certainly|truly|strongly|kind of|sort of")
 _I_VERB = re.compile(r"\bI((?:\s+(?:" + _ADV + r"))*)\s+([a-z]+)\b")
 _KEEP_VERB = frozenset(
     "can could will would should might must may shall did was got went bought took made saw met "
@@ -381,22 +408,43 @@ _KEEP_VERB = frozenset(
     "paid put sent spent sold won wrote heard held brought caught taught built chose fell forgot knew "
     "led lent slept sat stood swam hit cut set let quit rode".split()
 )
+# Base forms "I <verb>" is conjugated from ("I need" -> "User needs"); anything else is kept as said.
+VERBS = frozenset("""
+accept access add admire adopt advise afford agree aim allow answer appreciate apply arrange arrive ask
+attend avoid bake be believe belong bike book borrow bring browse build buy call camp care carry catch
+change charge chat check choose clean climb close coach code collect come commute compare complete
+consider cook copy cost count cover craft create cycle dance deal decide delete deliver depend deploy
+design develop die dine dislike do donate draw dream dress drink drive drop earn eat edit email enjoy
+enter exceed exercise expect experience explore face fail feed feel fight fill find finish fish fit fix fly focus
+follow forget garden get give go grow guess hang hate have head hear help hike hire hold hope host hunt
+imagine improve include install intend invest join jog keep kayak know knit lack launch lead learn
+leave lend let lift like listen live look lose love maintain make manage mean meditate meet mention
+migrate mind miss move need note notice offer open order organize organise own paint pack pass pay
+perform pick plan plant play practice practise prefer prepare print proceed promise protect publish pull
+purchase push put read realize realise receive recommend record recycle refuse relax remember rent
+repair repeat reply report require research reserve rest return ride rock row run save say schedule
+see seem sell send serve set share shop should sing sit skate ski sleep smoke snowboard speak spend
+stand start stay stop store stream study subscribe succeed suffer suggest supply support surf swim switch take
+talk teach tend test text think train travel try turn understand update upgrade use visit volunteer
+wait wake walk want watch wear wish wonder work worry write
+""".split())
 _IRREG = {"have": "has", "do": "does", "go": "goes", "am": "is", "be": "is"}
 _SIMPLE_SUBS = [
     (re.compile(r"\bI(?:'m| am)\b"), "User is"), (re.compile(r"\bI(?:'ve| have)(?= \w+(?:ed|en|ne|wn|t|ght)\b)"), "User has"),
     (re.compile(r"\bI've\b"), "User has"), (re.compile(r"\bI'll\b"), "User will"),
     (re.compile(r"\bI'd\b"), "User would"), (re.compile(r"\bI don't\b"), "User doesn't"),
     (re.compile(r"\bI haven't\b"), "User hasn't"), (re.compile(r"\bI(?=\s+(?:can't|cannot|won't|didn't|wasn't|couldn't|wouldn't|shouldn't)\b)"), "User"),
-    (re.compile(r"\bmyself\b", F), "themselves"), (re.compile(r"\bmine\b", F), "theirs"),
-    (re.compile(r"^My\b"), "User's"), (re.compile(r"\bmy\b", F), "their"), (re.compile(r"\bme\b"), "them"),
+    (re.compile(r"\bmyself\b", F), "themselves"),
+    (re.compile(r"^[Mm]y\b"), "User's"), (re.compile(r"\bmy\b", F), "their"), (re.compile(r"\bme\b"), "them"),
 ]
+_LONE_I = re.compile(r"\bI\b")
 
 
 def _conj(verb: str) -> str:
-    if verb in _KEEP_VERB or verb.endswith("ed"):
-        return verb
     if verb in _IRREG:
         return _IRREG[verb]
+    if verb in _KEEP_VERB or (verb.endswith("ed") and verb not in VERBS):  # a past form ("need" is not)
+        return verb
     if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
         return verb + "es"
     if verb.endswith("y") and len(verb) > 2 and verb[-2] not in "aeiou":
@@ -404,11 +452,24 @@ def _conj(verb: str) -> str:
     return verb + "s"
 
 
+def _user_verb(m: re.Match) -> str:
+    verb = m.group(2)
+    if verb in VERBS or verb in _KEEP_VERB or (verb.endswith("ed") and not verb.endswith("eed")):
+        return f"User{m.group(1)} {_conj(verb)}"
+    return m.group(0)  # not a verb we know: left as said (and the clause with it, below)
+
+
 @lru_cache(maxsize=8192)
 def third_person(clause: str) -> str:
-    """'I just got back from my trip' -> 'User just got back from their trip'."""
+    """'I just got back from my trip' -> 'User just got back from their trip'.
+
+    Returns ``clause`` unchanged when any "I" in it cannot be rewritten with certainty
+    ("I prefers ...", "I the ...", "I-95", "I/O"): the user's own words beat a garbled rewrite.
+    """
+    out = clause
     for pat, rep in _SIMPLE_SUBS:
-        clause = pat.sub(rep, clause)
-    clause = _I_VERB.sub(lambda m: f"User{m.group(1)} {_conj(m.group(2))}", clause)
-    clause = re.sub(r"\bI\b", "User", clause)
-    return clause[:1].upper() + clause[1:]
+        out = pat.sub(rep, out)
+    out = _I_VERB.sub(_user_verb, out)
+    if _LONE_I.search(out):
+        return clause
+    return out[:1].upper() + out[1:]

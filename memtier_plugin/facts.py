@@ -187,11 +187,15 @@ def _attribute_facts(clause: str, sent: str, user: bool, subj: str) -> list[Fact
         add(Fact("attribute", subj, P.slug(m["k"], 4), m["v"], P.third_person(clause), 0.9))
     m = P.ADDRESS.search(clause)
     if m:
-        add(Fact("attribute", subj, "address", m["v"], P.third_person(clause), 0.85))
+        owner = P.ADDRESS_OWNER.search(clause[: m.start()])
+        owner = P.slug(owner["k"]) if owner else ""
+        attr = "address" if owner in P.OWN_ADDRESS else f"{owner}_address"  # the office's, not the user's
+        add(Fact("attribute", subj, attr, m["v"], P.third_person(clause), 0.85))
     m = P.NOW_KV.search(clause)
     if m and (f := _kv(m["k"], m["v"], sent, _subject(sent, subj), P.third_person(clause), 0.85)):
         add(f)
-    if not out and (m := P.COLON_KV.match(clause)) and not P.KV_KEY_BAD.match(m["k"].strip()):
+    if not out and (m := P.COLON_KV.match(clause)) and not P.KV_KEY_BAD.match(m["k"].strip()) \
+            and not P.REPORTING_KEY.search(m["k"].strip()):  # "User said: ..." states no "said"
         if P.ACTION_KEY.match(m["k"].strip()):  # "Booked: ...": an event, never a revision
             if P.words(m["v"]):
                 add(Fact("event", _subject(sent, subj), P.slug(m["k"]) or "event", m["v"].strip().rstrip("."),
@@ -302,6 +306,25 @@ def _is_skipped(sent: str, user: bool) -> bool:
     return not user and bool(P.BOILERPLATE.match(sent))
 
 
+def _reported(clause: str, role: str) -> tuple[str, str]:
+    """Look through a reporting verb: ("User said: I prefer X", "user") -> ("I prefer X", "user").
+
+    "said"/"told"/"mentioned" is never an attribute. The user reporting their own words (or
+    anyone's in indirect speech, "she said that I ...") is the user's clause; another speaker's
+    direct words ("My boss said: I need it by Friday") are read like an assistant's: no
+    first-person rule applies to them, only explicit key-values, decisions and progress.
+    """
+    m = P.REPORTED.match(clause)
+    if not m or role == "system":
+        return clause, role
+    inner = m["c"].strip(" .!,;:\t\"'")
+    if role != "user":
+        return inner, role
+    direct = not clause[m.start("c") - 5: m.start("c")].rstrip().lower().endswith("that")
+    who = " ".join(m["who"].lower().split())
+    return inner, ("user" if who in P.USER_SPEAKER or not direct else "other")
+
+
 def extract_facts(text: str, *, role: str = "user", timestamp: str | None = None) -> list[Fact]:
     """Rule-based facts of one episodic entry; assistant/tool text yields only
     decisions, progress and explicit key-values (an action report such as
@@ -319,9 +342,14 @@ def extract_facts(text: str, *, role: str = "user", timestamp: str | None = None
         when = _sentence_date(sent, day)
         for clause in P.CLAUSE_SPLIT.split(sent):
             clause = P.DISCOURSE.sub("", clause).strip(" .!,;:\t")
-            if len(clause) < 6 or (clause != sent and _is_skipped(clause, role == "user")):
+            said, who = _reported(clause, role)
+            if len(said) < 6 or (said != sent and _is_skipped(said, who == "user")):
                 continue
-            for f in _clause_facts(clause, sent, role, when, day):
+            facts = _clause_facts(said, sent, who, when, day)
+            if not facts and said != clause and who == "user" and P.content_tokens(said):
+                # the user reported it as worth saying: keep their words, under no key
+                facts = [Fact("attribute", "user", NOTE_PREFIX + (P.slug(said, 6) or "note"), said, said, 0.3)]
+            for f in facts:
                 key = (f.fact_kind, f.subject, f.attribute, P.norm_value(f.value))
                 if key in seen:
                     continue

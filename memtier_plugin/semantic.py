@@ -12,6 +12,12 @@ Fact ids are deterministic (``fact_id(entry_id, n)``): re-consolidating an
 entry after a crash names the same facts, so the store can tell what is
 already written. Appends go through :func:`ledger.append_lines` (flock,
 one write, fsync).
+
+This module owns the record shape: :func:`fact_record` builds a fact record,
+:func:`fact_problem` checks one read from disk (a hand-edited line with a list
+for its ``value`` is skipped and reported once as file:line, never folded in
+where it would break every later batch), :func:`to_fact` turns one back into a
+:class:`facts.Fact`.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Iterable, Iterator
 
 from . import jsonl
 from .facts import Fact, revision_key
-from .ledger import append_lines, tail_records
+from .ledger import append_lines, parse_iso, tail_records
 from .tokenize import token_set
 
 log = logging.getLogger(__name__)
@@ -49,6 +55,62 @@ def project_filename(project: str) -> str:
     return f"_{slug}-{hashlib.sha1(project.encode()).hexdigest()[:8]}.jsonl"
 
 
+_ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
+_FACT_TEXT = ("id", "timestamp", "project", "content")                  # required strings
+_FACT_OPTIONAL_TEXT = ("origin_agent", "fact_kind", "subject", "attribute", "value", "extractor", "recorded_at")
+
+
+def is_iso_time(value) -> bool:
+    """A string that starts with YYYY-MM-DD and parses as an ISO-8601 date or time."""
+    try:
+        return isinstance(value, str) and bool(_ISO_DAY.match(value)) and parse_iso(value) is not None
+    except (ValueError, OverflowError):
+        return False
+
+
+def type_name(value) -> str:
+    """'missing' or 'a list', 'an int'-style wording for what a field holds (for one-line reasons)."""
+    return "missing" if value is None else f"a {type(value).__name__}"
+
+
+def fact_problem(rec: dict) -> str | None:
+    """Why a record read from a fact ledger cannot be used (wrong kind, type or value), or None.
+
+    Checks a ``kind: "fact"`` record (the shape :func:`fact_record` writes; optional fields
+    may be absent, as in older files) or a ``kind: "superseded"`` marker.
+    """
+    kind = rec.get("kind")
+    if kind == "superseded":
+        for key in ("fact_id", "project"):
+            if not isinstance(rec.get(key), str):
+                return f"{key!r} must be a string, not {type_name(rec.get(key))}"
+        if rec.get("by") is not None and not isinstance(rec["by"], str):
+            return f"'by' must be a string, not {type_name(rec['by'])}"
+        return None
+    if kind != "fact":
+        return f"'kind' {str(kind)[:40]!r} is not 'fact' or 'superseded'"
+    for key in _FACT_TEXT:
+        if not isinstance(rec.get(key), str):
+            return f"{key!r} must be a string, not {type_name(rec.get(key))}"
+    for key in _FACT_OPTIONAL_TEXT:
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            return f"{key!r} must be a string, not {type_name(rec[key])}"
+    for key in ("source_entry_ids", "session_ids"):
+        v = rec.get(key)
+        if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            return f"{key!r} must be a list of strings"
+    if rec.get("supersedes") is not None and not isinstance(rec["supersedes"], str):
+        return f"'supersedes' must be a fact id or null, not {type_name(rec['supersedes'])}"
+    conf = rec.get("confidence")
+    if conf is not None and (isinstance(conf, bool) or not isinstance(conf, (int, float)) or conf != conf):
+        return "'confidence' must be a number"
+    for key in ("timestamp", "effective_time"):
+        v = rec.get(key)
+        if not (v is None and key == "effective_time") and not is_iso_time(v):
+            return f"{key!r} {str(v)[:40]!r} is not an ISO-8601 date or time"
+    return None
+
+
 def to_fact(rec: dict) -> Fact:
     """The :class:`facts.Fact` of a fact record (for ``is_duplicate`` / ``find_superseded``)."""
     conf = rec.get("confidence", 0.5)
@@ -58,14 +120,17 @@ def to_fact(rec: dict) -> Fact:
 
 
 def fact_record(fact: Fact, *, fid: str, project: str, origin_agent: str, entry: dict,
-                supersedes: str | None, extractor: str, recorded_at: str) -> dict:
-    """A ``kind: "fact"`` record for ``fact``, extracted from episodic ``entry``."""
+                supersedes: str | None, extractor: str, recorded_at: str,
+                effective_time: str | None = None) -> dict:
+    """A ``kind: "fact"`` record for ``fact``, extracted from episodic ``entry`` (the one
+    constructor of the shape :func:`fact_problem` checks). ``effective_time``, when given,
+    replaces the fact's own (the evaluation dates facts by their session's start)."""
     return {
         "v": jsonl.SCHEMA_VERSION, "kind": "fact", "id": fid, "timestamp": entry["timestamp"],
         "project": project, "origin_agent": origin_agent, "fact_kind": fact.fact_kind,
         "subject": fact.subject, "attribute": fact.attribute, "value": fact.value, "content": fact.content,
         "confidence": round(float(fact.confidence), 3), "source_entry_ids": [entry["id"]],
-        "session_ids": [entry["session_id"]], "effective_time": fact.effective_time,
+        "session_ids": [entry["session_id"]], "effective_time": effective_time or fact.effective_time,
         "supersedes": supersedes, "extractor": extractor, "recorded_at": recorded_at,
     }
 
@@ -112,12 +177,12 @@ class ProjectFacts:
     def current(self) -> list[dict]:
         return [r for fid, r in self.records.items() if fid not in self.superseded_by]
 
-    def same_key(self, fact: Fact) -> list[dict]:
-        """Current facts with ``fact``'s revision key."""
+    def same_key(self, fact: Fact, *, current: bool = True) -> list[dict]:
+        """Facts with ``fact``'s revision key: the current ones, or (``current=False``) every version."""
         key = revision_key(fact)
         if key is None:
             return []
-        return [self.records[f] for f in self._by_key.get(key, []) if self.is_current(f)]
+        return [self.records[f] for f in self._by_key.get(key, []) if not current or self.is_current(f)]
 
     def near(self, fact: Fact) -> list[dict]:
         """Current facts sharing at least one content token with ``fact`` (dedup candidates)."""
@@ -159,7 +224,9 @@ class SemanticStore:
         self.dir = self.root / "semantic"
         self.fsync = fsync
         self._offsets: dict[str, int] = {}
+        self._lines: dict[str, int] = {}      # lines read of each file (for file:line in reports)
         self._projects: dict[str, ProjectFacts] = {}
+        self.problems: list[str] = []         # "file:line: reason" of each bad record skipped
 
     def path_for(self, project: str) -> Path:
         return self.dir / project_filename(project)
@@ -178,12 +245,22 @@ class SemanticStore:
             if size < start:
                 log.warning("%s: file shrank (%d < %d bytes); reading it again", path, size, start)
                 start = 0
+            if start == 0:
+                self._lines[key] = 0
             if size == start:
                 continue
             for _line_at, end, rec in tail_records(path, start):
                 self._offsets[key] = end
-                if rec is not None:
+                self._lines[key] = self._lines.get(key, 0) + 1
+                if rec is None:
+                    continue
+                problem = fact_problem(rec)
+                if problem is None:
                     self._fold(rec)
+                elif rec.get("kind") in ("fact", "superseded"):  # other kinds are not ours to judge
+                    where = f"{path}:{self._lines[key]}"
+                    self.problems.append(f"{where}: {problem}")
+                    log.warning("%s: fact record skipped: %s", where, problem)
 
     def _fold(self, rec: dict) -> None:
         project = rec.get("project")

@@ -247,6 +247,23 @@ def test_an_older_statement_arriving_late_does_not_replace_the_current_one(works
     assert_consistent(workspace)
 
 
+def test_a_late_statement_the_history_already_holds_is_not_written_again(workspace):
+    cfg = config(workspace)
+    add(workspace, "My hotel budget is $200 a night", session="s1", ts=time.time() - 2 * 86400)
+    add(workspace, "My hotel budget is $300 a night", session="s2")
+    consolidate_once(cfg)
+    # four agents' entries reach the daemon out of order: an older repeat of $200, an older $250
+    again = add(workspace, "My hotel budget is $200 a night", session="s0", ts=time.time() - 3 * 86400)
+    other = add(workspace, "My hotel budget is $250 a night", session="s0", ts=time.time() - 4 * 86400)
+    report = consolidate_once(cfg)
+    assert sorted(report.promoted) == sorted([again["id"], other["id"]])
+    assert [f["value"] for f in report.new_facts] == ["$250 a night"]  # history it lacked, nothing else
+    assert Counter(f["value"] for f in fact_records(workspace)) == {"$200 a night": 1, "$300 a night": 1,
+                                                                   "$250 a night": 1}
+    assert [f["value"] for f in SemanticStore(workspace / "memory").current("trips")] == ["$300 a night"]
+    assert_consistent(workspace)
+
+
 def test_a_crash_after_the_facts_were_written_is_resumed_without_duplicates(workspace, tmp_path):
     """State of a batch killed between step 2 (facts) and step 3 (promoted records)."""
     for i in range(6):
@@ -721,21 +738,22 @@ for i in range(n):
 """
 
 
-def test_sigkill_twenty_times_while_four_agents_append(workspace, tmp_path):
-    """Done-when: 4 agents appending, the daemon SIGKILLed 20 times at random moments and
-    restarted; a final --once leaves every eligible entry promoted exactly once, no duplicate fact."""
+def kill_loop(ws: Path, tmp_path: Path, agent_script: str, per_agent: int, kills: int = 20) -> int:
+    """Four real agent processes run ``agent_script`` (ws, agent, n, seed) while a real daemon is
+    started and SIGKILLed ``kills`` times at random moments; then one ``daemon --once``. Returns
+    how many kills landed while the daemon held the batch lock."""
     script = tmp_path / "agent.py"
-    script.write_text(AGENT)
+    script.write_text(agent_script)
     rng = random.Random(int(os.environ.get("MEMTIER_TEST_SEED", "0")) or None)
-    agents = [subprocess.Popen([sys.executable, str(script), str(workspace), f"agent{k}", "110",
+    agents = [subprocess.Popen([sys.executable, str(script), str(ws), f"agent{k}", str(per_agent),
                                 str(rng.randrange(1 << 30))]) for k in range(4)]
     mid_batch = 0
     try:
-        for k in range(20):
-            d = DaemonProc(workspace)
+        for k in range(kills):
+            d = DaemonProc(ws)
             time.sleep(rng.uniform(0.05, 0.9))
             if k % 2:  # every other kill waits (briefly) for the daemon to be inside a batch
-                mid_batch += batch_lock_held(workspace, timeout=0.5)
+                mid_batch += batch_lock_held(ws, timeout=0.5)
             assert d.proc.poll() is None, f"daemon died on its own: {''.join(d.stderr)}"
             d.proc.kill()
             d.proc.wait(timeout=10)
@@ -745,10 +763,98 @@ def test_sigkill_twenty_times_while_four_agents_append(workspace, tmp_path):
         for a in agents:
             if a.poll() is None:
                 a.kill()
-    run_cli("-w", str(workspace), "daemon", "--once")
+    run_cli("-w", str(ws), "daemon", "--once")
+    return mid_batch
+
+
+def test_sigkill_twenty_times_while_four_agents_append(workspace, tmp_path):
+    """Done-when: 4 agents appending, the daemon SIGKILLed 20 times at random moments and
+    restarted; a final --once leaves every eligible entry promoted exactly once, no duplicate fact."""
+    mid_batch = kill_loop(workspace, tmp_path, AGENT, 110)
     stats = assert_consistent(workspace)
     assert mid_batch >= 2, "too few kills landed inside a batch to mean anything"
     assert stats["entries"] == 440 and stats["eligible"] > 250 and stats["facts"] > 50
+
+
+# ---------------------------------------------------------------- issue 11, defect 16
+# Six statements repeated at random behind "User said:", with note and agent numbers that vary.
+# The first two are the issue's own ("I the client office ..." was rewritten "User thes client office").
+STATEMENTS = ["I prefers window seats", "I the client office is at 27 Main Street",
+              "my hotel budget is $200 a night", "I am allergic to peanuts",
+              "we decided to use Postgres for the database", "my sister is named Alice"]
+SAID = """
+import random, sys, time
+from memtier_plugin.ledger import Ledger
+ws, agent, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+statements = {statements!r}
+rng = random.Random(seed)
+ledger = Ledger(ws + "/memory")
+for i in range(n):
+    text = f"User said: {{rng.choice(statements)}}. Note {{rng.randint(1, 99)}} for agent {{rng.randint(0, 3)}}."
+    ledger.add(agent_id=agent, session_id=f"{{agent}}-s{{i // 10}}", project="trips", content=text)
+    time.sleep(rng.uniform(0, {pause}))
+"""
+REWRITE_WORDS = {"user", "user's", "their", "them", "themselves", "is", "has", "will", "would", "doesn't"}
+
+
+def garbled(content: str, source: str) -> list[str]:
+    """Words of ``content`` that are neither the source's nor a sound first→third person rewrite."""
+    from memtier_plugin.fact_patterns import VERBS, words
+
+    src = set(words(source))
+    def conjugated(w):  # "prefers" from "prefer", "flies" from "fly", "goes" from "go"
+        bases = {w[:-1], w[:-2], w[:-3] + "y"} if w.endswith("s") else set()
+        return any(b in src and b in VERBS for b in bases)
+    return [w for w in words(content) if w not in src and w not in REWRITE_WORDS and not conjugated(w)]
+
+
+def assert_said_facts(ws: Path) -> list[dict]:
+    """Each statement is one fact, written once, keyed only by what it states, words intact."""
+    facts = fact_records(ws)
+    sources = {e["id"]: e["content"] for e in episodic(ws) if e.get("kind", "entry") == "entry"}
+    contents = Counter(" ".join(f["content"].lower().split()) for f in facts)
+    assert [c for c, n in contents.items() if n > 1] == [], "a statement was written twice"
+    assert len(facts) == len(STATEMENTS), [f["content"] for f in facts]
+    for f in facts:
+        assert f["attribute"] not in ("said", "told", "mentioned"), f
+        assert f["supersedes"] is None, f  # nothing here changes a value
+        assert garbled(f["content"], sources[f["source_entry_ids"][0]]) == [], f["content"]
+    by_statement = Counter(next(s for s in STATEMENTS if s in sources[f["source_entry_ids"][0]]) for f in facts)
+    assert set(by_statement) == set(STATEMENTS) and set(by_statement.values()) == {1}
+    return facts
+
+
+def test_repeated_reported_statements_are_one_fact_each_and_a_real_change_still_revises(workspace):
+    """Issue 11 defect 16, through the CLI: 150 "User said: ..." lines."""
+    rng = random.Random(16)
+    ledger = Ledger(workspace / "memory")
+    for i in range(150):
+        ledger.add(agent_id=f"agent{i % 4}", session_id=f"s{i // 10}", project="trips",
+                   content=f"User said: {rng.choice(STATEMENTS)}. Note {rng.randint(1, 99)} for agent {rng.randint(0, 3)}.")
+    report = json.loads(run_cli("-w", str(workspace), "daemon", "--once", "--json").stdout)
+    facts = assert_said_facts(workspace)
+    assert len(report["new_facts"]) == len(facts) and report["superseded"] == 0
+    assert_consistent(workspace)
+    (budget,) = [f for f in facts if f["attribute"] == "hotel_budget"]
+    assert "User's hotel budget is $200 a night" in budget["content"]
+
+    # a real change of the attribute supersedes the current value; saying it again writes nothing
+    for _ in range(2):
+        add(workspace, "User said: my hotel budget is $300 a night. Note 3 for agent 1.", agent="agent1")
+    report = json.loads(run_cli("-w", str(workspace), "daemon", "--once", "--json").stdout)
+    (rev,) = report["new_facts"]
+    assert rev["supersedes"] == budget["id"] and rev["value"] == "$300 a night" and report["superseded"] == 1
+    current = list(SemanticStore(workspace / "memory").current("trips"))
+    assert len(current) == len(STATEMENTS) and budget["id"] not in {f["id"] for f in current}
+
+
+def test_sigkill_twenty_times_on_reported_statements_writes_each_fact_once(workspace, tmp_path):
+    """Issue 11 defect 16 under kills: 4 agents append the 150 lines, the daemon is SIGKILLed 20
+    times; every batch a kill cut short is finished from its journal, so each statement is one fact."""
+    mid_batch = kill_loop(workspace, tmp_path, SAID.format(statements=STATEMENTS, pause=0.1), 38)
+    assert_said_facts(workspace)
+    stats = assert_consistent(workspace)
+    assert stats["entries"] == 152 and mid_batch >= 2
 
 
 def test_reads_of_a_ledger_do_not_wake_the_daemon():

@@ -312,3 +312,61 @@ def test_facts_from_model_output():
     assert facts[1].effective_time is None
     with pytest.raises(ModelError):
         facts_from_model_output({"items": []})
+
+
+# ---------------------------------------------------------------- issue 11, defect 16
+@pytest.mark.parametrize("text,attribute,value", [
+    ("User said: my hotel budget is $200 a night.", "hotel_budget", "$200 a night"),
+    ("User told me: I prefer window seats.", "seat", "window"),
+    ("I mentioned that my sister is named Alice.", "sister_name", "Alice"),
+    ("The user said - we decided to use Postgres for the database.", "database", "Postgres"),
+])
+def test_a_reporting_verb_is_looked_through_to_the_reported_clause(text, attribute, value):
+    facts = extract_facts(text, timestamp=TS)
+    assert [(f.attribute, f.value) for f in facts if revision_key(f)][:1] == [(attribute, value)], facts
+    assert not any(f.attribute in ("said", "told", "mentioned") for f in facts)
+
+
+@pytest.mark.parametrize("text", [
+    "User said: I prefers window seats. Note 7 for agent 0.",
+    "User said: I am allergic to peanuts.",
+    "Alice and Bob said: the plan is fine.",
+    "My boss said: I need the report by Friday.",
+])
+def test_a_reported_statement_gets_no_reporting_key(text):
+    facts = extract_facts(text, timestamp=TS)
+    assert all(revision_key(f) is None or f.attribute not in ("said", "bob_said", "boss_said") for f in facts)
+    assert not any("said" in f.attribute for f in facts), facts
+
+
+def test_a_reported_statement_no_rule_knows_is_kept_in_the_users_words_under_no_key():
+    (f,) = extract_facts("User said: I am allergic to peanuts. Note 7 for agent 0.", timestamp=TS)
+    assert f.content == "I am allergic to peanuts" and revision_key(f) is None
+
+
+@pytest.mark.parametrize("text,attribute", [
+    ("The client office is at 27 Main Street.", "client_office_address"),
+    ("My office is at 5 Elm Street.", "office_address"),
+    ("I live at 42 Oak Street, Portland.", "address"),
+    ("My address is 42 Oak Street.", "address"),
+])
+def test_an_address_is_keyed_by_whose_it_is(text, attribute):
+    assert [f.attribute for f in extract_facts(text, timestamp=TS) if "Street" in f.value] == [attribute]
+
+
+@pytest.mark.parametrize("clause,rewritten", [
+    ("I prefer window seats", "User prefers window seats"),
+    ("I rarely go out", "User rarely goes out"),
+    ("I need a new passport", "User needs a new passport"),
+    ("I just got back from my trip", "User just got back from their trip"),
+    ("my hotel budget is $200 a night", "User's hotel budget is $200 a night"),
+    # not certain: the user's own words, unchanged
+    ("I prefers window seats", "I prefers window seats"),
+    ("I the client office is at 27 Main Street", "I the client office is at 27 Main Street"),
+    ("I apple pie every day", "I apple pie every day"),
+    ("I-95 is closed so I drive", "I-95 is closed so I drive"),
+])
+def test_third_person_rewrites_only_what_it_is_sure_of(clause, rewritten):
+    from memtier_plugin.fact_patterns import third_person
+
+    assert third_person(clause) == rewritten

@@ -17,6 +17,10 @@ def _summary(report) -> str:
         parts.append(f"{report.duplicates} duplicates")
     if report.resumed:
         parts.append(f"{report.resumed} resumed")
+    if report.quarantined:
+        parts.append(f"{len(report.quarantined)} quarantined (bad entries, left out; see the warnings)")
+    if report.failed:
+        parts.append(f"{report.failed} failed batch(es), redone next time")
     if report.fallbacks:
         parts.append(f"{report.fallbacks} by heuristics after a model failure")
     if report.store_tokens:
@@ -43,6 +47,9 @@ def daemon(state, once, as_json):
     when consolidation.extractor is model and model.enabled), deduplicates,
     links revisions, and appends them to <memory>/semantic/. SIGTERM or
     SIGINT finishes the current batch, saves the checkpoint and exits 0.
+    An entry that is not a valid record (a list for its project, say) is
+    quarantined: reported once on stderr as file:line, left out, and counted.
+    With --once the exit status is 1 when a batch failed.
     """
     from ..daemon import Daemon
 
@@ -52,7 +59,7 @@ def daemon(state, once, as_json):
         return
 
     def on_report(report):
-        if once or not (report.promoted or report.errors):
+        if once or not (report.promoted or report.errors or report.quarantined):
             return
         if as_json:
             click.echo(orjson.dumps(report.to_dict()).decode())
@@ -73,5 +80,9 @@ def daemon(state, once, as_json):
         else:
             click.echo(f"memtier daemon: {_summary(report)}")
             _print_facts(report)
+        if report.failed:
+            last = next(e for e in reversed(report.errors) if e.startswith("batch failed"))
+            click.echo(f"memtier daemon: {report.failed} failed batch(es), the last: {last}", err=True)
+            sys.exit(1)
     else:
         click.echo("memtier daemon: stopped; checkpoint saved", err=True)

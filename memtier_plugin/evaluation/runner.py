@@ -58,6 +58,8 @@ def _ts(date_string: str) -> float:
 def write_sessions(root: Path, sessions: list[tuple[str, float, list[tuple[str, str, str]]]], project: str,
                    opts: Options) -> dict[str, str]:
     """Write (session id, start ts, [(turn id, role, text)]) through the ledger; entry id → turn id."""
+    from ..semantic import fact_record
+
     ledger = Ledger(root, fsync=False)
     turn_of: dict[str, str] = {}
     facts: list[bytes] = []
@@ -72,12 +74,10 @@ def write_sessions(root: Path, sessions: list[tuple[str, float, list[tuple[str, 
             turn_of[rec["id"]] = turn_id
             if opts.facts:
                 for f in extract_facts(text, role=role, timestamp=utc_iso(start)):
-                    facts.append(jsonl.dumps({
-                        "kind": "fact", "id": new_id("sf", start), "timestamp": utc_iso(start + i),
-                        "project": project, "origin_agent": AGENT, "fact_kind": f.fact_kind,
-                        "subject": f.subject, "attribute": f.attribute, "value": f.value,
-                        "content": f.content, "source_entry_ids": [rec["id"]], "session_ids": [session_id],
-                        "effective_time": utc_iso(start), "supersedes": None}))
+                    facts.append(jsonl.dumps(fact_record(
+                        f, fid=new_id("sf", start), project=project, origin_agent=AGENT, entry=rec,
+                        supersedes=None, extractor="heuristic", recorded_at=rec["timestamp"],
+                        effective_time=utc_iso(start))))
         if records:
             ledger.append(AGENT, records, timestamp=start)
     if facts:
