@@ -50,9 +50,10 @@ from .costs import append_costs, store_cost
 from .facts import (Fact, extract_facts, facts_from_model_output, facts_schema, find_superseded, is_duplicate,
                     revision_key)
 from .fact_patterns import norm_value
-from .ledger import AGENT_ID_RE, SYSTEM_PREFIX, Ledger, tail_records, utc_iso
+from .ledger import SYSTEM_PREFIX, Ledger, tail_records, utc_iso
+from .records import entry_problem
 from .redact import redact
-from .semantic import SemanticStore, fact_id, fact_problem, fact_record, is_iso_time, to_fact, type_name
+from .semantic import SemanticStore, fact_id, fact_problem, fact_record, to_fact
 from .tokenize import count_tokens
 
 log = logging.getLogger(__name__)
@@ -102,30 +103,6 @@ class ConsolidationReport:
 
 
 # ---------------------------------------------------------------- bad entries
-def entry_problem(rec: dict) -> str | None:
-    """Why an episodic entry record cannot be consolidated (a wrong type or value), or None.
-
-    Checked before anything uses the record: one hand-written line with, say, a list-valued
-    ``project`` must cost that line, not every batch after it.
-    """
-    for key in ("id", "timestamp", "agent_id", "session_id", "content"):
-        if not isinstance(rec.get(key), str):
-            return f"{key!r} must be a string, not {type_name(rec.get(key))}"
-    if not rec["id"].strip():
-        return "'id' is empty"
-    if not is_iso_time(rec["timestamp"]):
-        return f"'timestamp' {rec['timestamp'][:40]!r} is not an ISO-8601 time"
-    if not AGENT_ID_RE.match(rec["agent_id"]):
-        return f"'agent_id' {rec['agent_id'][:40]!r} is not an agent id (letters, digits, '.', '_', '-')"
-    for key in ("project", "role"):
-        if rec.get(key) is not None and not isinstance(rec[key], str):
-            return f"{key!r} must be a string, not {type_name(rec[key])}"
-    tokens = rec.get("tokens")
-    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
-        return f"'tokens' must be an integer, not {type_name(tokens)}"
-    return None
-
-
 def line_number(path: Path, offset: int) -> int:
     """The 1-based line number of the line starting at byte ``offset`` (for messages only)."""
     n, left = 1, offset

@@ -48,22 +48,10 @@ class StaleLedger(Exception):
 def index_problem(rec: dict) -> str | None:
     """Why a ledger record cannot go into the index (entries and changes: :mod:`records`; facts: their keys)."""
     kind = rec.get("kind", "entry")
-    if kind == "fact":
-        for key in ("id", "content"):
-            if not isinstance(rec.get(key), str):
-                return f"fact field {key!r} is not a string"
-        for key in ("project", "origin_agent", "session_id", "supersedes"):
-            if rec.get(key) is not None and not isinstance(rec[key], str):
-                return f"fact field {key!r} is not a string"
-        ids = rec.get("session_ids")
-        if ids is not None and not (isinstance(ids, list) and all(isinstance(x, str) for x in ids)):
-            return "fact field 'session_ids' is not a list of strings"
-        cw = rec.get("cognitive_weight")
-        if cw is not None and not (isinstance(cw, (int, float)) and not isinstance(cw, bool) and -1 <= cw <= 1):
-            return "fact field 'cognitive_weight' is not a number in [-1, 1]"
-        return None
-    if kind == "superseded":
-        return None if isinstance(rec.get("fact_id"), str) else "superseded record has no string 'fact_id'"
+    if kind in ("fact", "superseded"):
+        from .semantic import fact_problem
+
+        return fact_problem(rec)
     return records.problem(rec)
 
 

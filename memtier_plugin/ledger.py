@@ -19,7 +19,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -29,7 +28,7 @@ from typing import Any, Iterable, Iterator
 from . import jsonl
 from .errors import CorruptLineError
 from .paths import ID_RE, agent_day_file, checked_id, day_of
-from .records import clip_cw, entry_problem, fold_cw, update_problem
+from .records import entry_problem, fold_cw, update_problem
 from .redact import redact, redact_obj
 from .tokenize import count_tokens
 

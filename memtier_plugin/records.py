@@ -41,13 +41,13 @@ def _iso_problem(value: Any, key: str) -> str | None:
     from .ledger import parse_iso
 
     if not isinstance(value, str):
-        return f"{key} is {type(value).__name__}, expected an ISO-8601 string"
+        return f"{key!r} is {type(value).__name__}, expected an ISO-8601 string"
     try:
         ts = parse_iso(value)
     except (ValueError, OverflowError):
-        return f"{key} {value[:40]!r} is not an ISO-8601 time"
+        return f"{key!r} {value[:40]!r} is not an ISO-8601 time"
     if not math.isfinite(ts):
-        return f"{key} {value[:40]!r} is not a finite time"
+        return f"{key!r} {value[:40]!r} is not a finite time"
     return None
 
 
@@ -60,7 +60,7 @@ def entry_problem(rec: dict) -> str | None:
     if not rec["id"]:
         return "entry field 'id' is empty"
     if not is_valid_id(rec["agent_id"]):
-        return f"entry agent_id {rec['agent_id'][:40]!r} is not a plain name"
+        return f"entry 'agent_id' {rec['agent_id'][:40]!r} is not a plain name (letters, digits, '.', '_', '-')"
     p = _iso_problem(rec.get("timestamp"), "timestamp")
     if p:
         return p
@@ -68,7 +68,7 @@ def entry_problem(rec: dict) -> str | None:
         if rec.get(key) is not None and not isinstance(rec[key], str):
             return f"entry field {key!r} is {type(rec[key]).__name__}, expected a string"
     if "tier" in rec and rec["tier"] not in TIERS:
-        return f"entry tier {str(rec['tier'])[:20]!r} is not one of {', '.join(TIERS)}"
+        return f"entry 'tier' {str(rec['tier'])[:20]!r} is not one of {', '.join(TIERS)}"
     tokens = rec.get("tokens", 0)
     if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0):
         return "entry field 'tokens' is not a whole number >= 0"

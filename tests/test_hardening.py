@@ -7,7 +7,6 @@ the real `memtier` command) and fails on the code before the fix.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import subprocess
