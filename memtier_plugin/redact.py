@@ -191,7 +191,7 @@ def redact_obj(obj: Any, max_chars: int | None = None) -> tuple[Any, list[str]]:
     """Redact a JSON-ish value (dicts, lists, tuples, strings, scalars).
 
     Every string (dict keys included) goes through :func:`redact` (with
-    ``max_chars`` applied to each string). The value of a key that names a
+    ``max_chars`` applied to each string value; keys are never cut). The value of a key that names a
     secret (see :func:`is_secret_key`) is replaced as a whole by a marker
     whatever its shape (string, number, dict, list), except ``None``,
     booleans, empty values and placeholders like ``"${DB_PASSWORD}"``.
@@ -228,7 +228,7 @@ def _walk(obj: Any, found: list[str], secret_kind: str | None, max_chars: int | 
         for k, v in obj.items():
             if isinstance(k, str):
                 kind = key_kind(k) if is_secret_key(k) else None
-                out[_redact_str(k, found, max_chars)] = _walk(v, found, kind, max_chars)
+                out[_redact_str(k, found, None)] = _walk(v, found, kind, max_chars)  # keys are never cut
             else:
                 out[k] = _walk(v, found, None, max_chars)
         return out

@@ -92,7 +92,7 @@ _CMD_RE = re.compile(  # a command word not preceded by [\w-] (checked in Python
     r"(?P<args>[^\n;|&]{0,512})"
 )
 
-_CMD_TRIGGERS = ("mysql", "mariadb", "mongo", "sshpass", "redis-cli", "curl", "login")
+_CMD_HINT_RE = re.compile(r"m(?:ysql|ariadb|ongo)|sshpass|redis-cli|curl|login")
 
 _SHORT_FLAG_RE = re.compile(
     r"(?<!\S)-(?P<f>[a-zA-Z])(?P<att>\S*)(?:[ \t]+(?P<next>\"[^\"\n]*\"|'[^'\n]*'|[^\s\-]\S*))?")
@@ -147,6 +147,8 @@ _NOT_SECRET_BEFORE_KEY = frozenset({
 # engine tries only the branch of the character at hand).
 _TRIGGER_RE = re.compile(r"p(?:ass|wd?|at|in)|s(?:ecret|ig|alt)|token|c(?:red|ookie)|key|auth|hmac|dsn")
 
+_TRIGGER_WORDS = ("pass", "pw", "pat", "pin", "secret", "sig", "salt", "token", "cred", "cookie", "key",
+                  "auth", "hmac", "dsn")  # the same fragments, for str.find
 _PHRASE_KEY_OWNERS = ("api ", "access ", "private ", "secret ", "license ", "licence ")
 
 # Values a secret-named key may carry that are not secrets.
@@ -242,6 +244,8 @@ def _scan_assignments(text: str, triggers: list[int], spans: list) -> None:
         back = _IDENT_REV_RE.match(text[max(0, i - 64):i][::-1]).end()
         name = text[i - back:name_end]
         covered = name_end
+        if text.endswith("[REDACTED:", 0, i - back):  # the kind in a marker: [REDACTED:token]: ...
+            continue
         policy = _name_policy(name)
         if policy is None:
             continue
@@ -292,17 +296,22 @@ def _scan_flags(text: str, low: str, spans: list) -> None:
                     _add_value(text, start, end, spans, "high_entropy", P_GEN)
             elif not _is_path(val):
                 _add_value(text, start, end, spans, key_kind(m.group("name")))
-    if not any(c in low for c in _CMD_TRIGGERS):
+    if not _CMD_HINT_RE.search(low):
         return
-    for m in _CMD_RE.finditer(text):
+    pos = 0
+    while (m := _CMD_RE.search(text, pos)) is not None:
+        base, args_end = m.span("args")
+        inner = _CMD_HINT_RE.search(low, base, args_end)  # another command in the arguments:
+        if inner is not None:                             # its flags are its own
+            args_end = inner.start()
+        pos = args_end
         if m.start() and (text[m.start() - 1].isalnum() or text[m.start() - 1] in "_-"):
             continue
         cmd = m.group("cmd")
         key = "login" if cmd.endswith("login") else next(
             (k for k in _CMD_FLAGS if cmd.startswith(k)), cmd)
         letter, attached = _CMD_FLAGS[key]
-        base = m.start("args")
-        for f in _SHORT_FLAG_RE.finditer(m.group("args")):
+        for f in _SHORT_FLAG_RE.finditer(text[base:args_end]):
             if f.group("f") != letter:
                 continue
             if f.group("att"):
@@ -369,6 +378,21 @@ def _scan_phrases(text: str, low: str, triggers: list[int], spans: list) -> None
             _add_value(text, start, end, spans, kind)
 
 
+def _triggers(low: str) -> list[int]:
+    """Where a secret word may start, sorted: one regex pass on short text, str.find on long."""
+    if len(low) < 4096:
+        first = _TRIGGER_RE.search(low)
+        return [m.start() for m in _TRIGGER_RE.finditer(low, first.start())] if first else []
+    out: list[int] = []
+    for word in _TRIGGER_WORDS:
+        i = low.find(word)
+        while i >= 0:
+            out.append(i)
+            i = low.find(word, i + len(word))
+    out.sort()
+    return out
+
+
 def scan_context(text: str, low: str, spans: list) -> None:
     """Every value the text calls a secret (``low``: its lowercased copy, same offsets)."""
     if "://" in text and "@" in text:
@@ -386,7 +410,7 @@ def scan_context(text: str, low: str, spans: list) -> None:
                 continue
             kind = "bearer_token" if m.group("scheme") == "bearer" else "authorization"
             _add_value(text, *m.span("val"), spans, kind)
-    triggers = [m.start() for m in _TRIGGER_RE.finditer(low)]
+    triggers = _triggers(low)
     if triggers:
         if colon or equals:
             _scan_assignments(text, triggers, spans)

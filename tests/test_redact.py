@@ -224,6 +224,7 @@ def test_each_vendor_token_is_redacted_exactly(kind, token):
         out, kinds = redact(text)
         assert out == template.replace("<S>", marker(kind)), text
         assert kinds == [kind]
+        assert redact(out) == (out, [])
 
 
 def test_every_row_of_the_token_table_has_a_sample():
@@ -302,6 +303,21 @@ def test_named_and_unnamed_formats_are_redacted_exactly(template, secret, kind):
     assert out == template.replace("<S>", marker(kind))
     assert kinds == [kind]
     assert redact(out) == (out, [])  # idempotent: markers are never re-redacted
+
+
+def test_a_command_inside_another_commands_arguments_keeps_its_own_flags():
+    out, kinds = redact("redis-cli -a r3dispw ping:mysqldump -h db -u root -p s3cretpw atlas")
+    assert out == "redis-cli -a [REDACTED:password] ping:mysqldump -h db -u root -p [REDACTED:password] atlas"
+    assert kinds == ["password"]
+
+
+def test_long_texts_are_redacted_like_short_ones():
+    # Past a few KB the detectors find their trigger words another way (str.find); same result.
+    pad = "the user asked to book a flight to Lisbon; key: value, tokens=40, see /srv/atlas.\n" * 60
+    for template, secret, kind in NAMED + UNNAMED:
+        out, kinds = redact(pad + template.replace("<S>", secret))
+        assert out == pad + template.replace("<S>", marker(kind)), template
+        assert kinds == [kind]
 
 
 def test_every_kind_is_covered_by_the_table():
