@@ -61,7 +61,12 @@ class Packed:
 
 
 def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packed:
-    """Greedy in rank order: take a hit if it is not a duplicate and fits both budgets."""
+    """Greedy in rank order: take a hit if it is not a duplicate and fits both budgets.
+
+    ``budget`` (packing.token_budget) and ``max_chars`` (packing.max_chars) cap
+    the whole delivery, all entries together (MemSidecar: at most 6,000
+    characters a delivery), not each entry.
+    """
     taken: list[Hit] = []
     sets: list[frozenset] = []
     left: list[str] = []
@@ -79,8 +84,12 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
             continue
         line = hit.line()
         cost = count_tokens(line)
-        if used_tokens + cost > budget or used_chars + len(line) > max_chars:
+        if used_tokens + cost > budget:
             left.append(f"{hit.id}: does not fit ({cost} tokens, {budget - used_tokens} left of {budget})")
+            continue
+        if used_chars + len(line) > max_chars:
+            left.append(f"{hit.id}: does not fit ({len(line)} characters, {max_chars - used_chars} left of "
+                        f"packing.max_chars {max_chars})")
             continue
         taken.append(hit)
         sets.append(ts)

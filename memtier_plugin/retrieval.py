@@ -29,6 +29,7 @@ from .tokenize import tokenize
 
 log = logging.getLogger(__name__)
 TIER_NAMES = ("episodic", "semantic", "procedural")
+RANK_DEPTH = 50  # rank()'s depth when a caller gives none (recall asks for max(4k, 16), evaluation for its own)
 
 
 @dataclass
@@ -325,7 +326,7 @@ class Retriever:
         """
         cfg = self.config.retrieval
         now = time.time() if now is None else now
-        depth = depth or cfg.depth
+        depth = depth or RANK_DEPTH
         two_stage = cfg.two_stage if two_stage is None else two_stage
         weights = list(self.weights if weights is None else weights)
         q = tokenize(query)
@@ -442,7 +443,7 @@ class Retriever:
             k, budget = self.config.retrieval.top_k, self.config.packing.token_budget
             ranked = self.rank(query, agents=agents, project=project, session_id=session_id, now=now,
                                depth=max(4 * k, 16))
-            packed = pack(self.hits(ranked, max(4 * k, 16)), k, budget, self.config.packing.max_entry_chars)
+            packed = pack(self.hits(ranked, max(4 * k, 16)), k, budget, self.config.packing.max_chars)
         result = RecallResult(query, packed.hits, packed.left_out, packed.tokens, ranked.mode,
                               ranked.stage1_sessions, (time.perf_counter() - t0) * 1000)
         self.last_result = result

@@ -129,4 +129,7 @@ def test_malformed_ledger_has_the_documented_lines():
 
 def test_bad_configs_are_present():
     names = {p.name for p in (FIXTURES / "configs").glob("*.yaml")}
-    assert names == {"misspelled-key.yaml", "wrong-type.yaml", "out-of-range.yaml", "not-yaml.yaml"}
+    assert names == {"misspelled-key.yaml", "wrong-type.yaml", "out-of-range.yaml", "not-yaml.yaml",
+                     "preset-list.yaml", "huge-number.yaml", "deep-nesting.yaml", "not-utf8.yaml", "nan-weight.yaml",
+                     "nan-decay.yaml", "inf-tier.yaml", "unknown-tier.yaml", "alias-bomb.yaml", "renamed-key.yaml",
+                     "removed-key.yaml"}

@@ -7,6 +7,7 @@ import orjson
 import yaml
 
 from ..config import as_dict, load_config
+from .terminal import printable
 
 
 @click.group()
@@ -20,7 +21,7 @@ def config():
 def validate(state, path):
     """Validate a config file (default: the one memtier would load). Exit 0 when valid."""
     cfg = load_config(path or state.config_path, flags=state.flags())
-    click.echo(f"{cfg.source}: ok")
+    click.echo(f"{printable(cfg.source)}: ok")
 
 
 @config.command()
@@ -33,7 +34,7 @@ def show(state, as_json):
     if as_json:
         click.echo(orjson.dumps({"source": cfg.source, **data}, option=orjson.OPT_INDENT_2).decode())
     else:
-        click.echo(f"# source: {cfg.source}")
+        click.echo(f"# source: {printable(cfg.source)}")
         click.echo(yaml.safe_dump(data, sort_keys=False).rstrip())
 
 

@@ -46,17 +46,14 @@ def _data_path(path: str, kind: str) -> Path:
 
 
 def _parse_sets(values: tuple[str, ...]) -> dict:
-    import yaml
+    from ..config import parse_value
 
     flags = {}
     for item in values:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise click.BadParameter(f"expected key=value, got {item!r}", param_hint="--set")
-        try:
-            flags[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            flags[key.strip()] = raw
+        flags[key.strip()] = parse_value(raw.strip(), f"--set {key.strip()}", key.strip())  # as in a file
     return flags
 
 

@@ -1,19 +1,84 @@
-"""`memtier add` and `memtier inspect`: write to and read the episodic ledgers."""
+"""`memtier add` and `memtier inspect`: write to and read the episodic ledgers.
+
+Input is checked before anything is written: bytes that are not UTF-8, a
+field of the wrong type, a timestamp that is not a time are one line on
+stderr (exit 2) naming the input line; a refused write (disk full, read-only
+workspace) is one line naming the file (exit 1). Stored text is printed through
+:mod:`.terminal`, so no escape sequence in it reaches the terminal.
+"""
 
 from __future__ import annotations
 
+import math
 import shutil
 import sys
+from datetime import datetime, timezone
 
 import click
 import orjson
 
 from ..errors import MemtierError
 from ..ledger import Ledger, parse_iso
+from .terminal import json_line, printable
+
+ROLES = ("user", "assistant", "tool", "system")
+STDIN_FIELDS = ("agent_id", "session_id", "project", "role", "timestamp")
 
 
 def _ledger(state) -> Ledger:
     return Ledger(state.config.memory_root)
+
+
+def _utf8(value: str) -> str:
+    """``value`` when it is valid text; argv bytes that are not UTF-8 arrive as lone surrogates."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MemtierError(f"not UTF-8 text (byte 0x{ord(value[exc.start]) & 0xFF:02x} "
+                           f"at character {exc.start + 1})") from None
+    return value
+
+
+def _timestamp(value) -> float | None:
+    """An ISO-8601 string or epoch seconds within the calendar; None means now."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str):
+            ts = parse_iso(value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            ts = float(value)
+        else:
+            raise ValueError(value)
+        datetime.fromtimestamp(ts, tz=timezone.utc)  # years 1..9999, as the ledger writes them
+    except (ValueError, OverflowError, OSError):
+        raise MemtierError(f"timestamp: expected an ISO-8601 time such as 2026-10-05T14:00:00Z, "
+                           f"got {printable(repr(value))[:60]}") from None
+    return ts
+
+
+def _fields(obj: dict) -> dict:
+    """The optional fields of one stdin record, each of the right type."""
+    out = {k: obj[k] for k in STDIN_FIELDS if k in obj}
+    for key in ("agent_id", "session_id", "project"):
+        if key in out and not isinstance(out[key], str):
+            raise MemtierError(f"{key}: expected a string, got {printable(repr(out[key]))[:60]}")
+    if "role" in out and out["role"] not in ROLES:
+        raise MemtierError(f"role: expected one of {', '.join(ROLES)}, got {printable(repr(out['role']))[:60]}")
+    return out
+
+
+def _stdin_record(line: str) -> dict:
+    """One stdin line as the fields of an entry: a JSON object, or plain text as its content."""
+    if not line.startswith("{"):
+        return {"content": line}
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise MemtierError(f"not valid JSON: {exc}") from None
+    if not isinstance(obj.get("content"), str) or not obj["content"].strip():
+        raise MemtierError("missing 'content' (a non-empty string)")
+    return {"content": obj["content"], **_fields(obj)}
 
 
 @click.command()
@@ -21,48 +86,63 @@ def _ledger(state) -> Ledger:
 @click.option("--agent", "-a", default="main", show_default=True, help="Agent id (ledger owner).")
 @click.option("--session", "-s", default="manual", show_default=True, help="Session id.")
 @click.option("--project", "-p", default="", help="Project the entry belongs to.")
-@click.option("--role", default="user", show_default=True, type=click.Choice(["user", "assistant", "tool", "system"]))
+@click.option("--role", default="user", show_default=True, type=click.Choice(ROLES))
 @click.option("--stdin", "from_stdin", is_flag=True,
-              help="Read entries from standard input: one JSON object (content, and optionally "
-                   "agent_id, session_id, project, role, timestamp) or one plain-text line each.")
+              help="Read entries from standard input (UTF-8): one JSON object (content, and optionally "
+                   "agent_id, session_id, project, role, timestamp) or one plain-text line each. A bad line "
+                   "stops the input there; the entries before it stay written.")
 @click.option("--json", "as_json", is_flag=True, help="Print each written record as JSON.")
 @click.pass_obj
 def add(state, text, agent, session, project, role, from_stdin, as_json):
     """Append entries to an agent's episodic ledger; prints each id once it is on disk."""
     if not text and not from_stdin:
         raise click.UsageError("give TEXT or --stdin")
+    for where, value in (("TEXT", text or ""), ("--agent", agent), ("--session", session), ("--project", project)):
+        try:
+            _utf8(value)
+        except MemtierError as exc:
+            raise MemtierError(f"{where}: {exc}") from None
     ledger = _ledger(state)
+    written = 0
 
-    def write(content: str, **over):
-        ts = over.pop("timestamp", None)
-        rec = ledger.add(agent_id=over.get("agent_id", agent), session_id=over.get("session_id", session),
-                         project=over.get("project", project), role=over.get("role", role),
-                         content=("[system] " + content) if role == "system" and not content.startswith("[system]") else content,
-                         timestamp=parse_iso(ts) if isinstance(ts, str) else ts)
-        click.echo(orjson.dumps(rec).decode() if as_json else rec["id"])
+    def write(where: str, get_fields) -> None:
+        """Append one entry; a mistake in it is one line naming ``where`` and what was already written."""
+        nonlocal written
+        done = (f" (the {written} {'entry' if written == 1 else 'entries'} before it "
+                f"{'was' if written == 1 else 'were'} written)" if written else "")
+        try:
+            f = {"agent_id": agent, "session_id": session, "project": project, "role": role, **get_fields()}
+            content = f["content"]
+            if f["role"] == "system" and not content.startswith("[system]"):
+                content = "[system] " + content
+            rec = ledger.add(agent_id=f["agent_id"], session_id=f["session_id"], project=f["project"],
+                             role=f["role"], content=content, timestamp=_timestamp(f.get("timestamp")))
+        except MemtierError as exc:
+            raise MemtierError(f"{where}: {exc}{done}") from None
+        except OSError as exc:  # the ledger's file or folder could not be written: exit 1, one line
+            raise OSError(exc.errno, f"{exc.strerror or exc}{done}", exc.filename or str(ledger.episodic)) from exc
+        written += 1
+        click.echo(json_line(rec) if as_json else rec["id"])
 
     if text:
-        write(text)
+        write("TEXT", lambda: {"content": text})
     if from_stdin:
-        for lineno, line in enumerate(sys.stdin, 1):
-            line = line.strip()
-            if not line:
-                continue
-            if line.startswith("{"):
-                try:
-                    obj = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    raise MemtierError(f"stdin:{lineno}: not valid JSON: {exc}") from None
-                if not isinstance(obj.get("content"), str) or not obj["content"].strip():
-                    raise MemtierError(f"stdin:{lineno}: missing 'content' (a non-empty string)")
-                allowed = {"agent_id", "session_id", "project", "role", "timestamp"}
-                write(obj["content"], **{k: v for k, v in obj.items() if k in allowed})
-            else:
-                write(line)
+        for lineno, raw in enumerate(sys.stdin.buffer, 1):
+            line = raw.strip()
+            if line:
+                write(f"stdin:{lineno}", lambda: _stdin_record(_utf8_bytes(line)))
 
 
-def _short(text: str, width: int) -> str:
-    text = " ".join(text.split())
+def _utf8_bytes(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MemtierError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1})") from None
+
+
+def _short(text, width: int) -> str:
+    """One line of at most ``width`` characters, control characters shown as escapes."""
+    text = printable(" ".join(str(text).split()))
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
@@ -93,7 +173,7 @@ def inspect(state, agent, session, project, dates, entry_id, history, role, limi
         return _inspect_costs(state, session, as_json)
     result = _ledger(state).read(agent or None)
     for problem in result.problems:
-        click.echo(f"memtier: warning: skipped {problem}", err=True)
+        click.echo(f"memtier: warning: skipped {printable(problem)}", err=True)
     entries = [e for e in result.entries.values()
                if (not session or e.session_id in session) and (not project or e.project in project)
                and (not dates or e.timestamp[:10] in dates) and (not entry_id or e.id == entry_id)
@@ -109,7 +189,7 @@ def inspect(state, agent, session, project, dates, entry_id, history, role, limi
             obj = e.public()
             if history:
                 obj["history"] = e.history
-            out.write(orjson.dumps(obj).decode() + "\n")
+            out.write(json_line(obj) + "\n")
         return
     if history and entries:
         _print_history(entries[0])
@@ -119,29 +199,31 @@ def inspect(state, agent, session, project, dates, entry_id, history, role, limi
     click.echo(head)
     fixed = len(head) - len("content")
     for e in entries:
-        click.echo(f"{e.id:<24} {e.timestamp[:16].replace('T', ' '):<16} {_short(e.agent_id, 10):<10} "
-                   f"{_short(e.session_id, 18):<18} {_short(e.project, 9):<9} {e.role:<9} "
+        click.echo(f"{_short(e.id, 24):<24} {_short(e.timestamp[:16].replace('T', ' '), 16):<16} {_short(e.agent_id, 10):<10} "
+                   f"{_short(e.session_id, 18):<18} {_short(e.project, 9):<9} {_short(e.role, 9):<9} "
                    f"{e.cognitive_weight:>+6.2f} {'yes' if e.promoted else '':<4} {_short(e.content, max(20, width - fixed))}")
     click.echo(f"{len(entries)} entries" + (f", {len(result.problems)} unreadable lines skipped" if result.problems else ""),
                err=True)
 
 
 def _print_history(e) -> None:
-    click.echo(f"{e.id}  {e.timestamp}  agent={e.agent_id} session={e.session_id} project={e.project} role={e.role}")
-    click.echo(f"  content: {e.content}")
-    click.echo(f"  written: {e.path}:{e.line}")
+    p = printable
+    click.echo(f"{p(e.id)}  {p(e.timestamp)}  agent={p(e.agent_id)} session={p(e.session_id)} "
+               f"project={p(e.project)} role={p(e.role)}")
+    click.echo(f"  content: {p(e.content)}")
+    click.echo(f"  written: {p(e.path)}:{e.line}")
     cw = 0.0
     for rec in e.history:
         kind = rec.get("kind")
         if kind == "cw_update":
             cw = max(-1.0, min(1.0, cw + float(rec.get("delta", 0))))
-            click.echo(f"  {rec.get('timestamp', '')}  cw {float(rec.get('delta', 0)):+.3f} -> {cw:+.3f}  "
-                       f"run={rec.get('run_id')} call={rec.get('tool_call_id')} overlap={rec.get('overlap')} "
-                       f"({rec.get('reason', '')})")
+            click.echo(p(f"  {rec.get('timestamp', '')}  cw {float(rec.get('delta', 0)):+.3f} -> {cw:+.3f}  "
+                         f"run={rec.get('run_id')} call={rec.get('tool_call_id')} overlap={rec.get('overlap')} "
+                         f"({rec.get('reason', '')})"))
         elif kind == "promoted":
-            click.echo(f"  {rec.get('timestamp', '')}  promoted -> facts {', '.join(rec.get('fact_ids') or [])}")
+            click.echo(p(f"  {rec.get('timestamp', '')}  promoted -> facts {', '.join(map(str, rec.get('fact_ids') or []))}"))
         else:
-            click.echo(f"  {rec.get('timestamp', '')}  {kind}")
+            click.echo(p(f"  {rec.get('timestamp', '')}  {kind}"))
     click.echo(f"  now: cw={e.cognitive_weight:+.3f} promoted={'yes' if e.promoted else 'no'}")
 
 
@@ -164,14 +246,15 @@ def _inspect_facts(state, agents, projects, fact_id, history, as_json) -> None:
             obj = dict(chain[-1])
             if history or fact_id:
                 obj["history"] = chain[:-1]
-            sys.stdout.write(orjson.dumps(obj).decode() + "\n")
+            sys.stdout.write(json_line(obj) + "\n")
         return
     for chain in chains:
         for depth, f in enumerate(chain):
             mark = "  " * depth + ("-> " if depth else "")
             state_note = "current" if depth == len(chain) - 1 else "superseded"
-            click.echo(f"{mark}{f['id']}  {str(f.get('effective_time') or f.get('timestamp', ''))[:10]}  "
-                       f"[{f.get('project') or '-'}/{f.get('origin_agent', '')}] {f.get('attribute', '')}="
+            click.echo(f"{mark}{printable(f['id'])}  {_short(str(f.get('effective_time') or f.get('timestamp', ''))[:10], 10)}  "
+                       f"[{_short(f.get('project') or '-', 40)}/{_short(f.get('origin_agent', ''), 40)}] "
+                       f"{_short(f.get('attribute', ''), 40)}="
                        f"{_short(str(f.get('value', '')), 40)}  {_short(f.get('content', ''), 80)}"
                        f"{'' if len(chain) == 1 else f'  ({state_note})'}")
     click.echo(f"{len(chains)} facts", err=True)
@@ -183,7 +266,7 @@ def _inspect_costs(state, sessions, as_json) -> None:
     rows = [r for r in cost_summary(state.config.memory_root) if not sessions or r["session_id"] in sessions]
     if as_json:
         for r in rows:
-            sys.stdout.write(orjson.dumps(r).decode() + "\n")
+            sys.stdout.write(json_line(r) + "\n")
         return
     click.echo(f"{'session':<24} {'agents':<16} {'store tok':>9} {'calls':>5} {'retrieve tok':>12} {'recalls':>7} {'facts':>5}")
     for r in rows:

@@ -1,9 +1,14 @@
-"""`memtier search`: the before_prompt_build recall path, from the command line."""
+"""`memtier search`: the before_prompt_build recall path, from the command line.
+
+Recalled text is printed through :mod:`.terminal`: escape sequences and other
+controls in stored text are shown, never sent to the terminal.
+"""
 
 from __future__ import annotations
 
 import click
-import orjson
+
+from .terminal import json_line, printable, printable_lines
 
 
 @click.command()
@@ -32,28 +37,28 @@ def search(state, query, agent, project, session, explain, top_k, budget, no_two
     result = retriever.recall(query, agent_id=agent, project=project, session_id=session, agents=agents,
                               record_trace=False)
     if as_json:
-        click.echo(orjson.dumps({
+        click.echo(json_line({
             "query": query, "mode": result.mode, "stage1_sessions": result.stage1_sessions,
             "tokens": result.tokens, "elapsed_ms": round(result.elapsed_ms, 3), "left_out": result.left_out,
             "hits": [{"id": h.id, "score": h.score, "tier": h.tier, "session_id": h.session_id,
                       "agent_id": h.agent_id, "timestamp": h.timestamp, "content": h.content,
                       "raw_bm25": h.raw_bm25, "signals": h.signals, "rerank": h.rerank} for h in result.hits],
-            "block": result.block}).decode())
+            "block": result.block}))
         return
     if not result.hits:
-        click.echo(f"no memory matches ({result.mode})")
+        click.echo(f"no memory matches ({printable(result.mode)})")
         return
     if explain:
         click.echo(explain_table(result))
     else:
-        click.echo(result.block)
+        click.echo(printable_lines(result.block))
 
 
 def explain_table(result) -> str:
     """The signal breakdown of each delivered hit as a fixed-width table."""
     reranked = any(h.rerank is not None for h in result.hits)
-    lines = [f"query: {result.query}", f"mode: {result.mode}"
-             + (f" (sessions: {', '.join(result.stage1_sessions)})" if result.stage1_sessions else ""),
+    lines = [printable(f"query: {result.query}"), printable(f"mode: {result.mode}"
+             + (f" (sessions: {', '.join(result.stage1_sessions)})" if result.stage1_sessions else "")),
              f"{'rank':<4} {'id':<26} {'score':>6}  {'sem':>11} {'bm25':>11} {'decay':>11} {'cw':>11} {'tier':>11}"
              + (f" {'rerank':>6}" if reranked else "") + "  content"]
     for rank, h in enumerate(result.hits, 1):
@@ -61,10 +66,10 @@ def explain_table(result) -> str:
                          for s in ("sem", "bm25", "decay", "cw", "tier"))
         if reranked:
             cells += " " + ("-" if h.rerank is None else f"{h.rerank:.2f}").rjust(6)
-        text = " ".join(h.content.split())
-        lines.append(f"{rank:<4} {h.id:<26} {h.score:>6.3f}  {cells}  {text[:60]}")
+        text = printable(" ".join(h.content.split()))
+        lines.append(f"{rank:<4} {printable(h.id):<26} {h.score:>6.3f}  {cells}  {text[:60]}")
     for why in result.left_out:
-        lines.append(f"     left out: {why}")
+        lines.append(f"     left out: {printable(why)}")
     lines.append("cells are value×weight; tier value is μ−1; score = Σ value×weight"
                  + ("\nrerank: the cross-encoder's scaled value; it re-ordered the episodic head, and a moved "
                     "entry takes its new place's score, so there score ≠ Σ (docs/retrieval.md)" if reranked else ""))

@@ -97,7 +97,7 @@ class SweepRanker(runner.LongMemEvalRanker):
             else:
                 sids = {idx.sessions.names[s] for s in idx.fact_sessions.get(doc, [])}
             where[idx.ids[doc]] = (sids, turn_of.get(idx.ids[doc]))
-        max_chars = retriever.config.packing.max_entry_chars
+        max_chars = retriever.config.packing.max_chars
         for name, k, budget in self.settings:
             packed = pack(hits[:max(16, 4 * k)], k, budget, max_chars)
             got_s: set[str] = set()

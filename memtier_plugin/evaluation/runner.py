@@ -117,7 +117,7 @@ def rank_workspace(retriever: Retriever, query: str, now: float, project: str, o
     from ..packing import pack
 
     packed = pack(retriever.hits(ranked, max(16, 4 * cfg.retrieval.top_k)), cfg.retrieval.top_k,
-                  cfg.packing.token_budget, cfg.packing.max_entry_chars)
+                  cfg.packing.token_budget, cfg.packing.max_chars)
     return sessions, turns, packed.tokens
 
 
