@@ -212,12 +212,14 @@ def _print_history(e) -> None:
                f"project={p(e.project)} role={p(e.role)}")
     click.echo(f"  content: {p(e.content)}")
     click.echo(f"  written: {p(e.path)}:{e.line}")
+    from ..records import fold_cw
+
     cw = 0.0
     for rec in e.history:
         kind = rec.get("kind")
         if kind == "cw_update":
-            cw = max(-1.0, min(1.0, cw + float(rec.get("delta", 0))))
-            click.echo(p(f"  {rec.get('timestamp', '')}  cw {float(rec.get('delta', 0)):+.3f} -> {cw:+.3f}  "
+            cw = fold_cw(cw, rec)  # history holds only records that passed records.update_problem
+            click.echo(p(f"  {rec.get('timestamp', '')}  cw {float(rec['delta']):+.3f} -> {cw:+.3f}  "
                          f"run={rec.get('run_id')} call={rec.get('tool_call_id')} overlap={rec.get('overlap')} "
                          f"({rec.get('reason', '')})"))
         elif kind == "promoted":
