@@ -33,6 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from memtier_plugin import model_paths
 from memtier_plugin.errors import ConfigError, MemtierError
 
 log = logging.getLogger(__name__)
@@ -296,10 +297,8 @@ BGE_SETUP_HINT = "memtier model setup --embedder (and pip install 'memtier-plugi
 
 
 def bge_folder(models_dir: str | Path = "") -> Path:
-    """``<models dir>/bge-small-en-int8`` (``""``: $MEMTIER_MODELS_DIR or ./.memtier-models)."""
-    from .model_setup import default_models_dir
-
-    return (Path(os.path.expanduser(str(models_dir))) if models_dir else default_models_dir()) / BGE_NAME
+    """``<models dir>/bge-small-en-int8``; ``""``: the per-user models folder (:mod:`.model_paths`)."""
+    return model_paths.models_dir(str(models_dir)) / BGE_NAME
 
 
 class OnnxBGE(OnnxMiniLM):

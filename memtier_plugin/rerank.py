@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from . import model_paths
 from .embeddings import length_batches, onnx_runtime_present, onnx_session, tokenizer_class
 from .errors import MemtierError
 
@@ -63,17 +63,9 @@ class RerankerUnavailable(MemtierError):
     """The cross-encoder cannot run (runtime not installed, model not fetched, or a bad file)."""
 
 
-def models_dir(configured: str = "") -> Path:
-    """``rerank.model_dir`` when set, else the models directory of ``memtier model setup``."""
-    if configured:
-        return Path(os.path.expanduser(configured))
-    from .model_setup import default_models_dir
-
-    return default_models_dir()
-
-
 def model_folder(configured: str = "") -> Path:
-    return models_dir(configured) / MODEL_NAME
+    """``<rerank.model_dir>/<MODEL_NAME>``; ``""``: the per-user models folder (:mod:`.model_paths`)."""
+    return model_paths.models_dir(configured) / MODEL_NAME
 
 
 def _sha256(data: bytes) -> str:
