@@ -214,7 +214,7 @@ class OnnxMiniLM(Embedder):
         return self
 
     def _load(self) -> None:
-        Tokenizer = tokenizer_class(EmbeddingUnavailable, INSTALL_HINT)
+        Tokenizer = tokenizer_class(EmbeddingUnavailable, self.setup_hint)  # the whole setup of this backend
         model = self.model_path or _find_model_file()
         for p in (model, self.tokenizer_path):
             if p is not None and not p.is_file():
