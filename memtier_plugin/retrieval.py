@@ -1,7 +1,7 @@
 """Two-stage semantic→episodic retrieval (MemTier §3.2).
 
-Stage 1 runs BM25 over the project's current semantic facts and takes the top
-sessions named by the matching facts' provenance. Stage 2 scores only those
+Stage 1 (:mod:`.scoping`) runs BM25 over the project's current semantic facts and
+takes the top sessions named by the matching facts' provenance. Stage 2 scores only those
 sessions' episodic entries (plus the current session's) with the five-signal
 fusion; the matching facts themselves compete too, with their tier bonus. When
 the semantic tier is empty or stage 1 finds nothing, every episodic entry the
@@ -27,6 +27,7 @@ from .index import ROLES, DocIndex, LedgerWatch, open_index
 from .ledger import Ledger, append_lines, utc_iso
 from .packing import Hit, Packed, pack
 from .redact import redact
+from .scoping import Stage1, session_scope, stage1
 from .signals import DAY, decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, phi_sem, tier_bonus
 from .tokenize import tokenize
 
@@ -236,27 +237,6 @@ class Retriever:
             keep &= ~idx.col("superseded")[docs]
         return keep
 
-    def stage1(self, q: list[str], project: str | None) -> tuple[list[int], np.ndarray, np.ndarray]:
-        """BM25 over the project's current facts → (session codes, fact docs, raw scores)."""
-        idx = self.semantic
-        if idx.n == 0 or not q:
-            return [], np.empty(0, np.int64), np.empty(0)
-        docs, raw = idx.bm25.score(q)
-        keep = self._mask(idx, docs, None, project) & (raw > 0)
-        docs, raw = docs[keep], raw[keep]
-        order = np.lexsort((docs, -raw))
-        docs, raw = docs[order], raw[order]
-        sessions: list[int] = []
-        for d in docs.tolist():
-            for s in idx.fact_sessions.get(d, []):
-                name = idx.sessions.names[s]
-                code = self.episodic.sessions.code.get(name)
-                if code is not None and code not in sessions:
-                    sessions.append(code)
-            if len(sessions) >= self.config.retrieval.stage1_sessions:
-                break
-        return sessions[: self.config.retrieval.stage1_sessions], docs, raw
-
     def rank(self, query: str, *, agents: list[str] | None, project: str | None, session_id: str = "",
              now: float | None = None, depth: int | None = None, two_stage: bool | None = None,
              weights: list[float] | None = None) -> Ranked:
@@ -275,22 +255,17 @@ class Retriever:
         q = tokenize(query)
         ep = self.episodic
         mode = "all episodic entries (two-stage off)"
-        s_codes: list[int] = []
-        fact_docs, fact_raw = np.empty(0, np.int64), np.empty(0)
+        found = Stage1()
         if two_stage:
-            s_codes, fact_docs, fact_raw = self.stage1(q, project)
-            mode = "two-stage" if s_codes else ("fallback: semantic tier empty" if self.semantic.n == 0
-                                                 else "fallback: stage 1 found no session")
+            found = stage1(self.semantic, ep, q, lambda docs: self._mask(self.semantic, docs, None, project),
+                           cfg.stage1_sessions)
+            mode = "two-stage" if found.sessions else ("fallback: semantic tier empty" if self.semantic.n == 0
+                                                       else "fallback: stage 1 found no session")
+        s_codes = found.sessions
         qv = self._embed_query(query) if (self.embedder is not None and weights[0] > 0) else None
-        f_keep = fact_raw > 0
-        facts = (fact_docs[f_keep][:depth], fact_raw[f_keep][:depth])
-        scope = None
-        if s_codes:
-            cur = ep.sessions.code.get(session_id)
-            codes = set(s_codes) | ({cur} if cur is not None else set())
-            scope = np.array(sorted(d for c in codes for d in ep.session_docs.get(c, [])), dtype=np.int64)
-        if s_codes and cfg.scoping == "soft":
-            scope = None  # soft scoping: every visible entry competes; stage-1 sessions skip decay
+        facts = (found.fact_docs[:depth], found.fact_raw[:depth])
+        # soft scoping: every visible entry competes; stage-1 sessions skip decay
+        scope = session_scope(ep, s_codes, session_id) if s_codes and cfg.scoping == "hard" else None
         rerank = self.reranker is not None and self.config.rerank.weight > 0
         pool = max(depth, 4 * self.config.rerank.top_n) if rerank else depth  # facts may fill much of it
         first = self._score(q, qv, scope, s_codes, facts, agents, project, now, pool, weights)
