@@ -1,4 +1,4 @@
-"""Dense similarity signal phi_sem: embedding backends and the cosine scores over them.
+"""Embedding backends for the dense similarity signal φsem (its formula is :func:`.signals.phi_sem`).
 
 Two backends share the :class:`Embedder` protocol (float32 rows, L2-normalised):
 
@@ -392,28 +392,3 @@ def get_embedder(name: str | None, **opts: Any) -> Embedder | None:
     if key == "hashing":
         return HashingEmbedder(**opts)
     raise ConfigError(f"unknown embedder {name!r}: expected 'minilm', 'bge-small', 'hashing' or 'none'")
-
-
-# --------------------------------------------------------------------------- scoring
-
-
-def cosine_scores(query_vec: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """Cosine of one query vector against each row of ``matrix`` -> shape (n,).
-
-    Inputs need not be normalised; zero vectors score 0.
-    """
-    q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
-    m = np.asarray(matrix, dtype=np.float32)
-    if m.ndim != 2 or (m.shape[0] and m.shape[1] != q.shape[0]):
-        raise ValueError(f"shape mismatch: query {q.shape}, matrix {m.shape}")
-    if m.shape[0] == 0:
-        return np.zeros(0, dtype=np.float32)
-    qn = float(np.linalg.norm(q))
-    mn = np.linalg.norm(m, axis=1)
-    denom = np.where(mn == 0.0, 1.0, mn) * (qn if qn else 1.0)
-    return np.clip((m @ q) / denom, -1.0, 1.0).astype(np.float32)
-
-
-def phi_sem(query_vec: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """The phi_sem retrieval signal in [0, 1]: ``(cos + 1) / 2`` per row."""
-    return ((cosine_scores(query_vec, matrix) + 1.0) * 0.5).astype(np.float32)
