@@ -287,12 +287,9 @@ class OnnxMiniLM(Embedder):
 
 # --------------------------------------------------------------------------- BGE
 
-BGE_NAME = "bge-small-en-int8"
+BGE_NAME = model_paths.BGE_NAME
 #: every file of the bge-small-en model folder and its pinned SHA-256 (setup writes exactly these, load checks them)
-BGE_PINNED = {
-    "model.onnx": "68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743",
-    "tokenizer.json": "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
-}
+BGE_PINNED = model_paths.BGE_PINNED
 BGE_SETUP_HINT = "memtier model setup --embedder (and pip install 'memtier-plugin[embed]' for onnxruntime)"
 
 

@@ -41,13 +41,11 @@ from .errors import MemtierError
 
 log = logging.getLogger(__name__)
 
-MODEL_NAME = "ms-marco-MiniLM-L-12-v2-int8"
+MODEL_NAME = model_paths.RERANKER_NAME
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
-MODEL_SHA256 = "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"
-TOKENIZER_SHA256 = "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"
 #: every file of the model folder and its pinned SHA-256 (setup writes exactly these, load checks them)
-PINNED = {MODEL_FILE: MODEL_SHA256, TOKENIZER_FILE: TOKENIZER_SHA256}
+PINNED = model_paths.RERANKER_PINNED
 #: query + candidate wordpieces; longer candidates are cut at the end.
 MAX_WORDPIECES = 256
 #: padded wordpieces per ONNX call (as for the embedder: bigger batches are slower per pair on one core).

@@ -95,3 +95,21 @@ def test_models_left_in_the_old_cwd_folder_get_a_one_line_hint(tmp_path, monkeyp
     assert len(lines) == 1 and "\n" not in lines[0]
     assert f"{model_paths.LEGACY_DIR}/{BGE_NAME}" in lines[0]
     assert str(tmp_path / "home" / ".local" / "share" / "memtier" / "models" / BGE_NAME) in lines[0]
+
+
+def test_loaders_and_setup_do_not_import_each_other_and_help_needs_no_numpy():
+    import subprocess
+    import sys
+
+    def modules_after(code: str) -> set[str]:
+        out = subprocess.run([sys.executable, "-c", f"import sys\n{code}\nprint(' '.join(sys.modules))"],
+                             capture_output=True, text=True, check=True, timeout=60).stdout
+        return set(out.split())
+
+    loaders = modules_after("from memtier_plugin import embeddings, rerank\n"
+                            "embeddings.OnnxBGE(); rerank.CrossEncoder(); embeddings.bge_folder('')")
+    assert "memtier_plugin.model_setup" not in loaders
+    setup = modules_after("from memtier_plugin import model_setup\nassert model_setup.BGE_SMALL.pinned")
+    assert not {"memtier_plugin.embeddings", "memtier_plugin.rerank", "numpy"} & setup
+    cli = modules_after("from memtier_plugin.cli import cli\ncli.main(['--help'], standalone_mode=False)")
+    assert "memtier_plugin.cli.train_cmd" in cli and "numpy" not in cli

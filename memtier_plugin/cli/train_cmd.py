@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import click
-import numpy as np
 
 from ..errors import ConfigError, MemtierError
 
@@ -73,6 +72,8 @@ def train(state, from_traces, lme_path, limit, holdout, embed, rerank, cache_dir
     the gold evidence sessions are retrieved (MemTier eq. 2). The result goes
     to its own YAML file; reference it as weights.learned_file.
     """
+    import numpy as np
+
     from ..backends import fusion_weights
     from ..trainer import PPOConfig, WEIGHT_NAMES, evaluate_weights, train as ppo, write_learned_weights
 
@@ -170,6 +171,8 @@ def train(state, from_traces, lme_path, limit, holdout, embed, rerank, cache_dir
 
 
 def _longmemeval(state, config, path, limit, holdout, embed, rerank, cache_dir, seed, notes, report, quiet):
+    import numpy as np
+
     from ..backends import choose
     from ..evaluation.longmemeval import included, load
     from ..training_data import LongMemEvalEnv
