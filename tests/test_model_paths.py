@@ -86,6 +86,7 @@ def test_models_left_in_the_old_cwd_folder_get_a_one_line_hint(tmp_path, monkeyp
     from memtier_plugin.retrieval import Retriever
 
     monkeypatch.delenv("MEMTIER_MODELS_DIR")
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
     monkeypatch.chdir(tmp_path)
     (tmp_path / model_paths.LEGACY_DIR / BGE_NAME).mkdir(parents=True)
     with caplog.at_level(logging.WARNING, logger="memtier_plugin"):
