@@ -20,8 +20,9 @@ the fused order. Callers that must have it (``memtier eval --embed``) pass
 ``embed=True`` / ``rerank=True`` and get the loader's one-line error instead.
 The models themselves load lazily unless ``load=True``.
 
-Dependencies run one way: this module imports the loaders
-(:mod:`.embeddings`, :mod:`.rerank`), which import only :mod:`.model_paths`.
+Dependencies run one way: this module imports the loaders (:mod:`.embeddings`,
+:mod:`.rerank`); they import neither it nor :mod:`.model_setup`, only
+:mod:`.model_paths` for the models folder and the pinned hashes.
 """
 
 from __future__ import annotations
