@@ -77,12 +77,12 @@ def embedder(config: Config, want: bool | None = None, *, load: bool = False) ->
     ``want``: None as the config says; False off; True required — MiniLM when the
     config names none, and a backend that cannot load raises its one-line error.
     """
+    name = config.embeddings.backend
+    if want is False or (want is None and name == "none"):
+        return None, None  # nothing imported: a lexical recall never loads the ONNX modules
     from .embeddings import BGE_NAME, BGE_SETUP_HINT, INSTALL_HINT, bge_folder, get_embedder
     from .model_paths import legacy_hint
 
-    name = config.embeddings.backend
-    if want is False or (want is None and name == "none"):
-        return None, None
     if name == "none":
         name = "minilm"
     opts = {"folder": bge_folder(config.embeddings.model_dir)} if name == "bge-small" else {}
@@ -105,11 +105,11 @@ def reranker(config: Config, want: bool | None = None, *, load: bool = False) ->
     ``want``: None as the config says; False off; True required (a model that
     cannot load raises its one-line error).
     """
+    if want is False or (want is None and config.rerank.backend == "none"):
+        return None, None
     from .model_paths import legacy_hint
     from .rerank import MODEL_NAME, SETUP_HINT, CrossEncoder
 
-    if want is False or (want is None and config.rerank.backend == "none"):
-        return None, None
     ce = CrossEncoder.from_config(config.rerank)
     if not want and not ce.available():
         return None, (f"rerank.backend cross-encoder: model or runtime missing in {ce.folder} "

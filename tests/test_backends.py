@@ -106,3 +106,16 @@ def test_asked_for_but_missing_is_an_error_and_off_is_off(tmp_path):
     assert off.embedder is None and off.reranker is None and off.notes == []
     on = choose(load_config(flags={"embeddings.backend": "hashing"}))
     assert on.embedder_name == "hashing-512" and on.notes == []
+
+
+def test_a_lexical_recall_loads_no_model_module(workspace):
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom memtier_plugin.config import load_config\nfrom memtier_plugin.retrieval import Retriever\n"
+            "Retriever(load_config()).recall('x', agent_id='a', project=None, agents=None, record_trace=False)\n"
+            "print(' '.join(m for m in sys.modules if m.startswith('memtier_plugin')))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                timeout=60, env=dict(os.environ)).stdout.split())
+    assert "memtier_plugin.retrieval" in loaded
+    assert not {"memtier_plugin.embeddings", "memtier_plugin.rerank", "memtier_plugin.trainer"} & loaded
