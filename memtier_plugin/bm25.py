@@ -11,9 +11,8 @@ and ``save``. Doc lengths are float32 (exact below 2**24 tokens).
 Scoring is float32. ``score`` adds each query term occurrence's
 ``idf * tf*(k1+1) / (tf + k1*(1-b+b*dl/avgdl))`` over its postings. With
 ``candidates`` it never walks a posting list: it binary-searches the candidates
-in each list (or the list in the candidates, whichever is shorter). ``top``
-first tries MaxScore pruning (see ``_top_pruned``) and falls back to summing
-every posting into a dense array.
+in each list (or the list in the candidates, whichever is shorter). Ranking
+the matches is the retriever's job (the fusion, not BM25 alone, orders them).
 
 Not thread-safe: callers serialise writers.
 """
@@ -35,8 +34,6 @@ IDF_VARIANTS = ("okapi", "lucene")
 TF_MAX = 65535
 _BULK_CHUNK_TOKENS = 1 << 22  # add_many builds blocks of ~4M tokens: bounded peak memory
 _MIN_TAIL = 1 << 16  # fold the tail into the base beyond max(this, base postings / 2)
-_PRUNE_MIN_POSTINGS = 1 << 17  # below this many postings, plain scoring is already fast
-_SLACK = 1e-5  # relative margin for float32 rounding in MaxScore bounds
 _FILES = ("indptr", "postings_doc", "postings_tf", "doc_len")
 _EMPTY_IDS = np.empty(0, np.int64)
 _EMPTY_SCORES = np.empty(0, np.float32)
@@ -98,18 +95,6 @@ def accumulate(doc_parts: list, score_parts: list, n_docs: int, positive: bool =
             hit[docs] = True
         ids = np.flatnonzero(hit)
     return ids, dense[ids]
-
-
-def top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k best by score descending, ties broken by lower doc id."""
-    if k <= 0 or len(ids) == 0:
-        return _EMPTY_IDS, _EMPTY_SCORES
-    if len(scores) > k:
-        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-        keep = np.flatnonzero(scores >= kth)  # every tie of the k-th score stays
-        ids, scores = ids[keep], scores[keep]
-    order = np.lexsort((ids, -scores))[:k]
-    return ids[order].astype(np.int64), scores[order]
 
 
 def _run_starts(values: np.ndarray) -> np.ndarray:
@@ -376,52 +361,6 @@ class BM25Index:
         ids, scores = self.score(query_tokens)
         dense[ids] = scores
         return dense
-
-    def top(self, query_tokens: Iterable[str], k: int, candidates=None) -> tuple[np.ndarray, np.ndarray]:
-        """The k best matching docs, score descending, ties broken by lower doc id."""
-        if candidates is not None:
-            return top_k(*self.score(query_tokens, candidates), k)
-        tids, weights = self._query(query_tokens)
-        found = self._top_pruned(tids, weights, k)
-        if found is None:
-            found = accumulate(*self._contributions(tids, weights), self._n, bool(np.all(weights > 0)))
-        return top_k(*found, k)
-
-    def _top_pruned(self, tids: list[int], weights: np.ndarray, k: int):
-        """MaxScore. Sum the postings of the highest-weight terms into partial scores until the
-        other terms' upper bound ``w*(k1+1)`` is below theta, the k-th best full score of the k
-        best partial docs: no unseen doc can reach the top k. Then look the other terms up
-        only for seen docs whose partial score plus that bound reaches theta. None: no gain."""
-        if len(tids) < 2 or k <= 0 or np.any(weights <= 0):
-            return None
-        df = self._df[tids]
-        budget = int(df.sum()) // 2  # past this, plain scoring is cheaper
-        if budget < _PRUNE_MIN_POSTINGS // 2:
-            return None
-        order = np.argsort(-weights, kind="stable")
-        bound = np.cumsum((weights[order] * (self.k1 + 1.0))[::-1])[::-1]  # bound[i]: terms order[i:]
-        ids, partial, used = _EMPTY_IDS, _EMPTY_SCORES, 0
-        for i, j in enumerate(order[:-1]):
-            doc_parts, score_parts = self._contributions([tids[j]], weights[j : j + 1])
-            used += sum(map(len, doc_parts))
-            if used > budget:
-                return None
-            ids, partial = accumulate([ids, *doc_parts], [partial, *score_parts], self._n)
-            if len(ids) < k:
-                continue
-            best = np.sort(ids[np.argpartition(partial, len(ids) - k)[len(ids) - k :]])
-            theta = float(self._score_docs(tids, weights, best)[0].min())  # k docs reach this
-            rest = bound[i + 1] + _SLACK * theta
-            if rest >= theta:
-                continue
-            alive = partial + rest >= theta  # the other seen docs cannot reach theta either
-            n_alive, nxt = int(np.count_nonzero(alive)), int(df[order[i + 1]])
-            if i + 2 < len(order) and used + nxt <= budget and n_alive * (len(order) - i - 1) > 2 * nxt:
-                continue  # walking one more list is cheaper than the lookups it saves
-            later = order[i + 1 :]
-            ids = ids[alive]
-            return ids, partial[alive] + self._score_docs([tids[t] for t in later], weights[later], ids)[0]
-        return None
 
     # -- persistence ----------------------------------------------------------------
 

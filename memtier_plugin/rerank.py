@@ -29,25 +29,23 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from . import model_paths
 from .embeddings import length_batches, onnx_runtime_present, onnx_session, tokenizer_class
 from .errors import MemtierError
 
 log = logging.getLogger(__name__)
 
-MODEL_NAME = "ms-marco-MiniLM-L-12-v2-int8"
+MODEL_NAME = model_paths.RERANKER_NAME
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
-MODEL_SHA256 = "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"
-TOKENIZER_SHA256 = "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"
 #: every file of the model folder and its pinned SHA-256 (setup writes exactly these, load checks them)
-PINNED = {MODEL_FILE: MODEL_SHA256, TOKENIZER_FILE: TOKENIZER_SHA256}
+PINNED = model_paths.RERANKER_PINNED
 #: query + candidate wordpieces; longer candidates are cut at the end.
 MAX_WORDPIECES = 256
 #: padded wordpieces per ONNX call (as for the embedder: bigger batches are slower per pair on one core).
@@ -63,17 +61,9 @@ class RerankerUnavailable(MemtierError):
     """The cross-encoder cannot run (runtime not installed, model not fetched, or a bad file)."""
 
 
-def models_dir(configured: str = "") -> Path:
-    """``rerank.model_dir`` when set, else the models directory of ``memtier model setup``."""
-    if configured:
-        return Path(os.path.expanduser(configured))
-    from .model_setup import default_models_dir
-
-    return default_models_dir()
-
-
 def model_folder(configured: str = "") -> Path:
-    return models_dir(configured) / MODEL_NAME
+    """``<rerank.model_dir>/<MODEL_NAME>``; ``""``: the per-user models folder (:mod:`.model_paths`)."""
+    return model_paths.models_dir(configured) / MODEL_NAME
 
 
 def _sha256(data: bytes) -> str:

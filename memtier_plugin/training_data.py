@@ -162,6 +162,23 @@ class _MemoEmbedder:
         return self.inner.embed(texts)
 
 
+class _MemoReranker:
+    """Wraps a re-ranker so each (query, text) pair is scored once: every sampled weight vector
+    re-ranks the same question's head again, and most of it is the same entries."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = getattr(inner, "name", type(inner).__name__)
+        self._memo: dict[tuple[str, str], float] = {}
+
+    def score(self, query: str, texts: list[str]) -> np.ndarray:
+        new = [t for t in dict.fromkeys(texts) if (query, t) not in self._memo]
+        if new:
+            for t, logit in zip(new, np.asarray(self.inner.score(query, new), dtype=np.float64).tolist()):
+                self._memo[(query, t)] = logit
+        return np.array([self._memo[(query, t)] for t in texts], dtype=np.float64)
+
+
 @dataclass
 class _Built:
     question: object
@@ -172,27 +189,38 @@ class _Built:
 
 
 class LongMemEvalEnv:
-    """Every question's workspace built once; rewards and recall with any weight vector."""
+    """Every question's workspace built once; rewards and recall with any weight vector.
+
+    ``backends`` (:func:`..backends.choose` of the user's config) gives the embedder and
+    re-ranker every question shares; ``config_path`` and ``flags`` give each question's
+    workspace the user's retrieval settings, as ``memtier eval`` does.
+    """
 
     PROJECT = "longmemeval"
 
-    def __init__(self, questions: list, *, embedder=None, cache_dir: Path | None = None,
-                 workdir: Path | None = None, progress: Callable[[int, int], None] | None = None):
+    def __init__(self, questions: list, *, backends=None, config_path: str | None = None,
+                 flags: dict | None = None, cache_dir: Path | None = None, workdir: Path | None = None,
+                 progress: Callable[[int, int], None] | None = None):
+        from dataclasses import replace
+
         from .evaluation.longmemeval import corpus
-        from .evaluation.runner import Options, _ts, open_retriever, write_sessions
+        from .evaluation.runner import Options, _ts, open_retriever, question_sessions, write_sessions
 
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="memtier-train-"))
-        emb = _MemoEmbedder(embedder) if embedder is not None else None
+        emb = ce = None
+        if backends is not None:
+            emb = _MemoEmbedder(backends.embedder) if backends.embedder is not None else None
+            ce = _MemoReranker(backends.reranker) if backends.reranker is not None else None
+            backends = replace(backends, embedder=emb, reranker=ce)
         cache = Path(cache_dir) if cache_dir else self.workdir / "vectors"
-        self.opts = Options(embedder=emb, vector_cache=cache if emb is not None else None)
+        self.opts = Options(flags=dict(flags or {}), config_path=config_path, backends=backends,
+                            vector_cache=cache if emb is not None else None)
         self.items: list[_Built] = []
         for n, q in enumerate(questions):
             root = self.workdir / "ws" / q.question_id / "memory"
             shutil.rmtree(root.parent, ignore_errors=True)
-            sessions = [(s.session_id, _ts(s.date), [(f"{s.session_id}_{k}", t.get("role", "user"), t.get("content", ""))
-                                                     for k, t in enumerate(s.turns, 1)]) for s in q.sessions]
-            write_sessions(root, sessions, self.PROJECT, self.opts)
+            write_sessions(root, question_sessions(q), self.PROJECT, self.opts)
             retriever = open_retriever(root, self.opts)
             if emb is not None:  # embed the haystack now, not inside the first sampled episode
                 retriever.vectors(retriever.episodic)
@@ -208,16 +236,14 @@ class LongMemEvalEnv:
 
     def ranked_sessions(self, w, i: int, k: int = 5) -> list[str]:
         """The first ``k`` distinct sessions (official ids) of question i's ranking with weights w."""
+        from .evaluation.runner import doc_sessions
+
         b = self.items[i]
         ranked = b.retriever.rank(b.question.question, agents=None, project=self.PROJECT, now=b.now,
                                   depth=self.opts.depth, weights=[float(x) for x in w])
         out: list[str] = []
         for idx, doc in ranked.docs:
-            if idx.kind == "episodic":
-                sids = [idx.sessions.names[int(idx.cols["session"][doc])]]
-            else:
-                sids = [idx.sessions.names[s] for s in idx.fact_sessions.get(doc, [])]
-            for s in sids:
+            for s in doc_sessions(idx, doc):
                 s = b.official.get(s, s)
                 if s not in out:
                     out.append(s)

@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from memtier_plugin.model_paths import default_models_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "workspace-fixtures"
 SHARED_DATA = Path(os.environ.get("MEMTIER_DATA", ROOT.parent / "shared" / "data"))
+# The user's models folder (what `memtier model setup` fetched), resolved before HOME is isolated:
+# tests keep seeing it, so the embed-marked tests run where the models were fetched.
+MODELS_DIR = default_models_dir()
 
 
 @pytest.fixture(autouse=True)
@@ -19,6 +24,7 @@ def _isolated(tmp_path, monkeypatch):
         if name.startswith("MEMTIER_") and name != "MEMTIER_DATA":
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MEMTIER_MODELS_DIR", str(MODELS_DIR))
     from memtier_plugin.memory import reset_services
 
     reset_services()

@@ -5,7 +5,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 import memtier_plugin.bm25 as bm25
-from memtier_plugin.bm25 import BM25Index, top_k
+from memtier_plugin.bm25 import BM25Index
 from memtier_plugin.errors import SearchIndexError
 from memtier_plugin.tokenize import tokenize
 
@@ -40,11 +40,6 @@ def make_corpus(n_docs=200, seed=7):
     return [list(rng.choice(WORDS, size=rng.integers(4, 16), p=weights)) for _ in range(n_docs)]
 
 
-def reference_order(scores, k):
-    ids = np.arange(len(scores))
-    return np.lexsort((ids, -scores))[:k]
-
-
 @pytest.fixture(scope="module")
 def corpus():
     return make_corpus()
@@ -60,10 +55,6 @@ def test_okapi_parity_with_rank_bm25(corpus):
         q = tokenize(text)
         expected = ref.get_scores(q)
         assert np.allclose(index.get_scores(q), expected, rtol=1e-5, atol=1e-6), text
-        ids, scores = index.top(q, 10)
-        matched = int(np.count_nonzero(expected))
-        assert list(ids) == list(reference_order(expected, min(10, matched))), text
-        assert np.allclose(scores, expected[ids], rtol=1e-5)
 
 
 def test_okapi_parity_incremental(corpus):
@@ -105,7 +96,6 @@ def test_incremental_equals_bulk(corpus, monkeypatch):
         expected = bulk.get_scores(q)
         for index in (one_by_one, mixed):
             np.testing.assert_allclose(index.get_scores(q), expected, rtol=1e-6)
-            assert np.array_equal(index.top(q, 10)[0], bulk.top(q, 10)[0])
     assert len(one_by_one) == len(mixed) == len(corpus)
     assert [one_by_one.doc_len(i) for i in range(len(corpus))] == [len(d) for d in corpus]
     assert one_by_one.avgdl == pytest.approx(sum(map(len, corpus)) / len(corpus))
@@ -115,7 +105,7 @@ def test_new_doc_is_found_immediately(corpus):
     index = BM25Index()
     index.add_many(corpus)
     doc = index.add(tokenize("Remember the zeppelin tour over Berlin"))
-    ids, _ = index.top(tokenize("zeppelin"), 5)
+    ids, _ = index.score(tokenize("zeppelin"))
     assert list(ids) == [doc]
     ids, scores = index.score(tokenize("berlin zeppelin"))
     assert doc in ids and scores[list(ids).index(doc)] == scores.max()
@@ -136,53 +126,9 @@ def test_candidates_restrict_results_with_same_scores(corpus):
         assert set(ids.tolist()) == set(cands.tolist()) & set(full)
         assert list(ids) == sorted(ids)
         assert np.allclose(scores, [full[i] for i in ids.tolist()], rtol=1e-6)
-        top_ids, top_scores = index.top(q, 5, candidates=cands)
-        assert set(top_ids.tolist()) <= set(cands.tolist())
-        assert np.array_equal(top_ids, top_k(ids, scores, 5)[0])
     assert len(index.score(["user"], np.array([], dtype=np.int64))[0]) == 0
     with pytest.raises(SearchIndexError):
         index.score(["user"], [0, len(corpus)])
-
-
-def test_top_orders_by_score_then_lower_doc_id():
-    index = BM25Index()
-    index.add_many([["beach", "rain"], ["beach"], ["beach"], ["museum"], ["beach", "beach"]])
-    ids, scores = index.top(["beach"], 10)
-    assert list(ids) == [4, 1, 2, 0]  # 1 and 2 tie: lower id first; museum never matches
-    assert np.all(np.diff(scores) <= 0)
-    assert list(index.top(["beach"], 2)[0]) == [4, 1]
-    assert len(index.top(["beach"], 0)[0]) == 0
-    assert len(index.top(["nothing", "here"], 3)[0]) == 0
-    assert len(index.top([], 3)[0]) == 0
-
-
-def test_maxscore_pruning_matches_exhaustive(monkeypatch):
-    monkeypatch.setattr(bm25, "_PRUNE_MIN_POSTINGS", 0)
-    rng = np.random.default_rng(11)
-    vocab = [f"w{i}" for i in range(2000)]
-    p = 1.0 / np.arange(1, len(vocab) + 1)
-    p /= p.sum()
-    index = BM25Index()
-    index.add_many([list(rng.choice(vocab, size=rng.integers(5, 30), p=p)) for _ in range(3000)])
-    for _ in range(20):  # a tail, too
-        index.add(list(rng.choice(vocab, size=10, p=p)))
-    pruned = 0
-    original = BM25Index._top_pruned
-
-    def spy(self, *args):
-        nonlocal pruned
-        out = original(self, *args)
-        pruned += out is not None
-        return out
-
-    monkeypatch.setattr(BM25Index, "_top_pruned", spy)
-    for _ in range(60):
-        q = list(rng.choice(vocab, size=rng.integers(2, 9), p=p))
-        ids, scores = index.top(q, 20)
-        ref_ids, ref_scores = top_k(*index.score(q), 20)
-        assert np.array_equal(ids, ref_ids), q
-        assert np.allclose(scores, ref_scores, rtol=1e-5)
-    assert pruned > 10  # the pruned path really ran
 
 
 @pytest.mark.parametrize("mmap", [False, True])
@@ -198,7 +144,6 @@ def test_save_load_round_trip_and_append(corpus, tmp_path, mmap):
     for text in QUERIES:
         q = tokenize(text)
         assert np.array_equal(loaded.get_scores(q), index.get_scores(q)), text
-        assert np.array_equal(loaded.top(q, 5)[0], index.top(q, 5)[0]), text
     for doc in corpus[190:]:
         loaded.add(doc)
     fresh = BM25Index(k1=1.2, b=0.6, idf="okapi", epsilon=0.3)
@@ -228,10 +173,10 @@ def test_load_errors(tmp_path):
 def test_empty_index_and_docs():
     index = BM25Index()
     assert len(index) == 0 and index.avgdl == 0.0
-    assert len(index.top(["x"], 5)[0]) == 0
+    assert len(index.score(["x"])[0]) == 0
     assert index.add([]) == 0
     assert index.add_many([[], ["x"]]) == range(1, 3)
-    assert list(index.top(["x"], 5)[0]) == [2]
+    assert list(index.score(["x"])[0]) == [2]
     assert index.doc_len(0) == 0
     with pytest.raises(IndexError):
         index.doc_len(3)

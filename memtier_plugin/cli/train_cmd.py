@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import click
-import numpy as np
 
 from ..errors import ConfigError, MemtierError
 
@@ -32,14 +31,6 @@ def _bar(label: str):
     return update
 
 
-def _current_weights(config) -> np.ndarray:
-    if config.weights.learned_file:
-        from ..trainer import read_learned_weights
-
-        return read_learned_weights(Path(config.weights.learned_file))
-    return np.asarray(config.weights.vector(), dtype=float)
-
-
 def _fmt(v) -> str:
     return "  ".join(f"{x:.3f}" for x in v)
 
@@ -52,8 +43,13 @@ def _fmt(v) -> str:
 @click.option("--limit", type=int, default=0, help="With --longmemeval: only the first N questions.")
 @click.option("--holdout", type=int, default=0,
               help="With --longmemeval: keep N questions (chosen by --seed) out of training and report them apart.")
-@click.option("--embed/--no-embed", default=True, show_default=True,
-              help="With --longmemeval: the MiniLM φsem backend when installed (else w_sem is frozen).")
+@click.option("--embed/--no-embed", default=None,
+              help="With --longmemeval: φsem from the config's embeddings.backend, as recall has it (default: when "
+                   "it is there, else w_sem is frozen); --embed: a missing model is an error (MiniLM when the "
+                   "config names none).")
+@click.option("--rerank/--no-rerank", default=None,
+              help="With --longmemeval: the config's cross-encoder re-ranking, as recall has it (default: when "
+                   "it is fetched); --rerank: a missing model is an error.")
 @click.option("--cache", "cache_dir", type=click.Path(file_okay=False),
               help="With --longmemeval: keep the vector cache here (default: a temporary directory).")
 @click.option("--epochs", type=int, default=4, show_default=True)
@@ -67,7 +63,7 @@ def _fmt(v) -> str:
               help=f"Learned-weights YAML (default <workspace>/{DEFAULT_OUT}); never your config file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.pass_obj
-def train(state, from_traces, lme_path, limit, holdout, embed, cache_dir, epochs, batch_size, group_size, sigma0, lr,
+def train(state, from_traces, lme_path, limit, holdout, embed, rerank, cache_dir, epochs, batch_size, group_size, sigma0, lr,
           seed, freeze, out_path, as_json):
     """Learn the retrieval weights w = [sem, bm25, decay, cw, tier] with PPO.
 
@@ -76,6 +72,9 @@ def train(state, from_traces, lme_path, limit, holdout, embed, cache_dir, epochs
     the gold evidence sessions are retrieved (MemTier eq. 2). The result goes
     to its own YAML file; reference it as weights.learned_file.
     """
+    import numpy as np
+
+    from ..backends import fusion_weights
     from ..trainer import PPOConfig, WEIGHT_NAMES, evaluate_weights, train as ppo, write_learned_weights
 
     if from_traces and lme_path:
@@ -89,20 +88,22 @@ def train(state, from_traces, lme_path, limit, holdout, embed, cache_dir, epochs
             raise ConfigError(f"--freeze: unknown weight {n!r}; expected some of sem,bm25,decay,cw,tier")
         frozen.append(key)
     notes: list[str] = []
-    w0 = _current_weights(config)
+    w0_list, w0_file = fusion_weights(config)  # what recall uses now: the learned file (in the workspace) or weights.*
+    w0 = np.asarray(w0_list, dtype=float)
     cfg = PPOConfig(sigma0=sigma0, lr=lr, epochs=epochs, batch_size=batch_size, group_size=group_size, seed=seed,
                     sigma_min=min(0.02, sigma0))
     out = Path(out_path) if out_path else config.workspace / DEFAULT_OUT
     src = Path(config.source) if config.source and config.source != "<defaults>" else None
     if src is not None and src.is_file() and out.resolve() == src.resolve():
         raise ConfigError(f"--out {out} is your config file; learned weights go to their own file")
-    report: dict = {"source": "longmemeval" if lme_path else "traces", "seed": seed}
+    report: dict = {"source": "longmemeval" if lme_path else "traces", "seed": seed,
+                    "weights_file": None if w0_file is None else str(w0_file)}
     env = None
     try:
         if lme_path:
-            env, reward, train_idx, eval_sets = _longmemeval(lme_path, limit, holdout, embed, cache_dir, seed,
-                                                             notes, report, as_json)
-            if env.opts.embedder is None and "w_sem" not in frozen:
+            env, reward, train_idx, eval_sets = _longmemeval(state, config, lme_path, limit, holdout, embed, rerank,
+                                                             cache_dir, seed, notes, report, as_json)
+            if env.opts.backends.embedder is None and "w_sem" not in frozen:
                 frozen.append("w_sem")
                 notes.append("w_sem frozen: no embedding backend, φsem is 0 for every entry")
         else:
@@ -169,7 +170,10 @@ def train(state, from_traces, lme_path, limit, holdout, embed, cache_dir, epochs
     _print_table(report)
 
 
-def _longmemeval(path, limit, holdout, embed, cache_dir, seed, notes, report, quiet):
+def _longmemeval(state, config, path, limit, holdout, embed, rerank, cache_dir, seed, notes, report, quiet):
+    import numpy as np
+
+    from ..backends import choose
     from ..evaluation.longmemeval import included, load
     from ..training_data import LongMemEvalEnv
 
@@ -180,23 +184,20 @@ def _longmemeval(path, limit, holdout, embed, cache_dir, seed, notes, report, qu
         raise MemtierError(f"{path}: need at least 2 questions with gold evidence, found {len(questions)}")
     if not 0 <= holdout < len(questions):
         raise ConfigError(f"--holdout must be between 0 and {len(questions) - 1}")
-    embedder = None
-    if embed:
-        from ..embeddings import EmbeddingUnavailable, get_embedder
-
-        try:
-            embedder = get_embedder("minilm")
-            embedder.embed(["probe"])
-        except (EmbeddingUnavailable, MemtierError, ImportError, OSError) as exc:
-            notes.append(f"no embeddings ({exc}); trained without φsem")
-            embedder = None
-    env = LongMemEvalEnv(questions, embedder=embedder, cache_dir=Path(cache_dir) if cache_dir else None,
+    # recall's own choice from the same config (EmbeddingUnavailable / RerankerUnavailable: one line, exit 2)
+    backends = choose(config, embed=embed, rerank=rerank, load=True)
+    notes.extend(f"{n}; trained without it" for n in backends.notes)
+    flags = {k: v for k, v in state.flags().items() if k != "paths.workspace" and v is not None}
+    env = LongMemEvalEnv(questions, backends=backends, flags=flags,
+                         config_path=config.source if config.source != "<defaults>" else None,
+                         cache_dir=Path(cache_dir) if cache_dir else None,
                          progress=None if quiet else _bar("building workspaces"))
     order = np.random.default_rng(seed).permutation(len(questions))
     held = sorted(order[:holdout].tolist())
     train_idx = sorted(order[holdout:].tolist())
     report["questions"] = len(questions)
-    report["embeddings"] = embedder.name if embedder is not None else None
+    report["embeddings"] = backends.embedder_name
+    report["reranker"] = backends.reranker_name
     eval_sets = {"dev": list(range(len(questions)))}
     if held:
         eval_sets["train"] = train_idx

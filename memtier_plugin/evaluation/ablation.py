@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..signals import SIGNAL_NAMES
 from . import runner
 from .longmemeval import Question, corpus, evaluate_longmemeval, included
 from .report import lme_scores, stats
@@ -51,9 +52,8 @@ def packing_settings() -> list[tuple[str, int, int]]:
 class SweepRanker(runner.LongMemEvalRanker):
     """A LongMemEval ``rank_fn`` that also packs each question's ranking under several settings.
 
-    The ranking itself is :func:`runner.rank_workspace`'s, unchanged; this class
-    only keeps the :class:`~memtier_plugin.retrieval.Ranked` it produced (by
-    wrapping the retriever's ``rank``) and packs it again per setting.
+    The ranking is :func:`runner.rank_question`'s and is read as
+    :func:`runner.rank_workspace` reads it; this class also packs it again per setting.
     ``self.delivered[name][question_id]`` = ``(tokens, gold sessions delivered,
     gold sessions, gold turn delivered)``.
     """
@@ -72,31 +72,17 @@ class SweepRanker(runner.LongMemEvalRanker):
         root = ws / "memory"
         turn_of = runner.write_sessions(root, runner.question_sessions(q), "longmemeval", self.opts)
         retriever = runner.open_retriever(root, self.opts)
-        captured: list[Any] = []
-        rank = retriever.rank
-
-        def keep_rank(*args, **kwargs):
-            captured.append(rank(*args, **kwargs))
-            return captured[-1]
-
-        retriever.rank = keep_rank  # instance attribute: rank_workspace calls it unchanged
-        ranked_s, ranked_t, tokens = runner.rank_workspace(retriever, q.question, runner._ts(q.question_date),
-                                                           "longmemeval", self.opts, turn_of)
+        ranked = runner.rank_question(retriever, q.question, runner._ts(q.question_date), "longmemeval", self.opts)
+        ranked_s, ranked_t, tokens = runner.read_ranking(retriever, ranked, turn_of)
         self.tokens[q.question_id] = tokens
         self.seconds[q.question_id] = time.perf_counter() - t0
 
         gold_s = {d.raw_id for d in corpus(q, "session") if "answer" in d.id}
         gold_t = {d.raw_id for d in corpus(q, "turn") if "answer" in d.id}
-        ranked = captured[-1] if captured else None
         limit = max(16, 4 * max(k for _, k, _ in self.settings))
         hits = retriever.hits(ranked, limit) if ranked is not None else []
-        where: dict[str, tuple[set[str], str | None]] = {}
-        for idx, doc in (ranked.docs[:limit] if ranked is not None else []):
-            if idx.kind == "episodic":
-                sids = {idx.sessions.names[int(idx.cols["session"][doc])]}
-            else:
-                sids = {idx.sessions.names[s] for s in idx.fact_sessions.get(doc, [])}
-            where[idx.ids[doc]] = (sids, turn_of.get(idx.ids[doc]))
+        where = {idx.ids[doc]: (set(runner.doc_sessions(idx, doc)), turn_of.get(idx.ids[doc]))
+                 for idx, doc in (ranked.docs[:limit] if ranked is not None else [])}
         max_chars = retriever.config.packing.max_chars
         for name, k, budget in self.settings:
             packed = pack(hits[:max(16, 4 * k)], k, budget, max_chars)
@@ -136,15 +122,17 @@ def run_ablations(questions: Sequence[Question], base: runner.Options,
     """``{"rows": [...], "packing": [...]}``; the first row is the full system.
 
     A row whose signal already has weight 0 in ``base`` (φsem without an
-    embedder) is reported as skipped rather than re-run.
+    embedder) is reported as skipped rather than re-run. A weight row zeroes
+    that signal in the weights the full run used (learned ones included).
     """
     work = Path(tempfile.mkdtemp(prefix="memtier-ablate-", dir=workdir))
     try:
-        from ..config import load_config
+        from ..backends import choose
 
-        base_cfg = load_config(flags={"paths.workspace": str(work), **base.flags})
-        base_weights = dict(zip(("sem", "bm25", "decay", "cw", "tier"), base_cfg.weights.vector()))
-        if base.embedder is None:
+        chosen = base.backends or choose(runner.make_config(work, base))
+        base = replace(base, backends=chosen)  # every row shares one embedder, re-ranker and cache
+        base_weights = dict(zip(SIGNAL_NAMES, chosen.weights))
+        if chosen.embedder is None:
             base_weights["sem"] = 0.0
 
         def report(name):
@@ -162,6 +150,9 @@ def run_ablations(questions: Sequence[Question], base: runner.Options,
                 rows.append({"name": name, "flags": change, "skipped": why})
                 continue
             opts = replace(base, flags={**base.flags, **change})
+            if key.startswith("weights."):
+                weights = [0.0 if n == key.split(".")[1] else w for n, w in zip(SIGNAL_NAMES, chosen.weights)]
+                opts = replace(opts, backends=replace(chosen, weights=weights))
             ranker = runner.LongMemEvalRanker(opts, work / name.replace(" ", "_").replace("/", "_"))
             rows.append(_row(name, opts.flags, evaluate_longmemeval(questions, ranker, report(name)), ranker))
         return {"rows": rows, "packing": _packing_rows(sweep, questions)}

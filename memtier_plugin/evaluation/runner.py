@@ -18,11 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import jsonl
+from ..backends import Backends
 from ..config import Config, load_config
 from ..dates import parse_timestamp
 from ..facts import extract_facts
+from ..index import DocIndex
 from ..ledger import Ledger, append_lines, new_id, utc_iso
-from ..retrieval import Retriever
+from ..packing import pack
+from ..retrieval import Ranked, Retriever
 
 AGENT = "user"
 
@@ -32,16 +35,18 @@ class Options:
     """What one evaluation run varies (the ablations of MemTier Table 2)."""
 
     flags: dict[str, Any] = field(default_factory=dict)  # dotted config keys
+    config_path: str | None = None  # the user's config file, read for every question's workspace too
     roles: tuple[str, ...] = ("user",)
     facts: bool = True
-    embedder: Any = None
+    # embedder, re-ranker and weights shared by every question (None: each retriever chooses from its config)
+    backends: Backends | None = None
     vector_cache: Path | None = None  # shared across questions: haystacks repeat sessions
-    reranker: Any = None  # one cross-encoder for every question (rerank.top_n / weight from the config)
     depth: int = 1000
 
 
 def make_config(workspace: Path, opts: Options) -> Config:
-    return load_config(flags={"paths.workspace": str(workspace), **opts.flags})
+    """The run's config (file, environment, ``opts.flags``) with ``workspace`` as the workspace."""
+    return load_config(opts.config_path, flags={**opts.flags, "paths.workspace": str(workspace)})
 
 
 def _ts(date_string: str) -> float:
@@ -86,39 +91,44 @@ def write_sessions(root: Path, sessions: list[tuple[str, float, list[tuple[str, 
 
 
 def open_retriever(root: Path, opts: Options) -> Retriever:
-    retriever = Retriever(make_config(root.parent, opts))
-    if opts.embedder is not None:
-        retriever.set_embedder(opts.embedder, opts.vector_cache)
-    if opts.reranker is not None:
-        retriever.set_reranker(opts.reranker)
-    return retriever
+    return Retriever(make_config(root.parent, opts), backends=opts.backends, vector_cache=opts.vector_cache)
 
 
-def rank_workspace(retriever: Retriever, query: str, now: float, project: str, opts: Options,
-                   turn_of: dict[str, str]) -> tuple[list[str], list[str], int]:
+def rank_question(retriever: Retriever, query: str, now: float, project: str, opts: Options) -> Ranked:
+    """The ranking before_prompt_build packs from, ``opts.depth`` deep, every agent's entries visible."""
+    return retriever.rank(query, agents=None, project=project, now=now, depth=opts.depth)
+
+
+def doc_sessions(idx: DocIndex, doc: int) -> list[str]:
+    """The session ids a ranked document stands for: an entry its own, a fact those it was extracted from."""
+    if idx.kind == "episodic":
+        return [idx.sessions.names[int(idx.cols["session"][doc])]]
+    return [idx.sessions.names[s] for s in idx.fact_sessions.get(doc, [])]
+
+
+def read_ranking(retriever: Retriever, ranked: Ranked, turn_of: dict[str, str]) -> tuple[list[str], list[str], int]:
     """(ranked session ids, ranked turn ids, tokens delivered at the configured k/budget)."""
     cfg = retriever.config
-    ranked = retriever.rank(query, agents=None, project=project, now=now, depth=opts.depth)
     sessions: list[str] = []
     turns: list[str] = []
     seen_s: set[str] = set()
     for idx, doc in ranked.docs:
-        if idx.kind == "episodic":
-            sids = [idx.sessions.names[int(idx.cols["session"][doc])]]
-            turn = turn_of.get(idx.ids[doc])
-            if turn and turn not in turns:
-                turns.append(turn)
-        else:
-            sids = [idx.sessions.names[s] for s in idx.fact_sessions.get(doc, [])]
-        for s in sids:
+        turn = turn_of.get(idx.ids[doc]) if idx.kind == "episodic" else None
+        if turn and turn not in turns:
+            turns.append(turn)
+        for s in doc_sessions(idx, doc):
             if s not in seen_s:
                 seen_s.add(s)
                 sessions.append(s)
-    from ..packing import pack
-
     packed = pack(retriever.hits(ranked, max(16, 4 * cfg.retrieval.top_k)), cfg.retrieval.top_k,
                   cfg.packing.token_budget, cfg.packing.max_chars)
     return sessions, turns, packed.tokens
+
+
+def rank_workspace(retriever: Retriever, query: str, now: float, project: str, opts: Options,
+                   turn_of: dict[str, str]) -> tuple[list[str], list[str], int]:
+    """:func:`rank_question`, read by :func:`read_ranking`."""
+    return read_ranking(retriever, rank_question(retriever, query, now, project, opts), turn_of)
 
 
 def question_sessions(q) -> list[tuple[str, float, list[tuple[str, str, str]]]]:
