@@ -292,11 +292,14 @@ def write_learned_weights(path: Path, result: TrainResult, meta: dict | None = N
 
 def read_learned_weights(path: Path) -> np.ndarray:
     """The learned vector from a learned-weights file, validated (5 values in [0, 1])."""
+    from .config import parse_yaml
+
     path = Path(path)
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read learned weights: {exc}") from exc
+    doc = parse_yaml(text, str(path))  # the config's bounded loader: no alias bomb, no deep nesting
     if not isinstance(doc, dict) or MARKER_KEY not in doc:
         raise ConfigError(f"{path}: not a learned-weights file (no '{MARKER_KEY}' key)")
     vec = doc.get("vector")

@@ -41,7 +41,9 @@ from typing import Callable
 
 import numpy as np
 
+from . import traces
 from .ledger import Ledger, iter_records
+from .records import update_problem
 from .signals import SIGNAL_NAMES
 
 log = logging.getLogger(__name__)
@@ -73,21 +75,14 @@ class TraceStats:
         self.skipped[why] = self.skipped.get(why, 0) + 1
 
 
-def _trace_files(memory_root: Path) -> list[Path]:
-    base = Path(memory_root) / "traces"
-    return sorted(base.rglob("*.jsonl")) if base.is_dir() else []
-
-
 def load_trace_episodes(memory_root: Path | str) -> tuple[list[TraceEpisode], TraceStats]:
     """Join traces, run outcomes and attribution records of one workspace into episodes."""
     root = Path(memory_root)
     delivered: dict[str, dict[str, list[float]]] = defaultdict(dict)  # run -> id -> signal row
     agent_of: dict[str, str] = {}
     outcome: dict[str, bool] = {}
-    for path in _trace_files(root):
-        for rec, _, problem in iter_records(path):
-            if problem or not rec.get("run_id"):
-                continue
+    for rec in traces.iter_traces(root):
+        if rec.get("run_id"):
             run = rec["run_id"]
             if rec.get("kind") == "trace":
                 agent_of.setdefault(run, rec.get("agent_id", ""))
@@ -101,8 +96,9 @@ def load_trace_episodes(memory_root: Path | str) -> tuple[list[TraceEpisode], Tr
     ledger = Ledger(root)
     for path in ledger.files():
         for rec, _, problem in iter_records(path):
-            if not problem and rec.get("kind") == "cw_update" and rec.get("run_id"):
-                credit[rec["run_id"]][rec.get("entry_id", "")] += float(rec.get("delta", 0.0))
+            if not problem and rec.get("kind") == "cw_update" and isinstance(rec.get("run_id"), str) \
+                    and update_problem(rec) is None:
+                credit[rec["run_id"]][rec["entry_id"]] += float(rec["delta"])
     stats = TraceStats(runs=len(delivered))
     episodes = []
     for run in sorted(delivered):
