@@ -58,6 +58,7 @@ class RecallResult:
     mode: str
     stage1_sessions: list[str]
     elapsed_ms: float
+    candidates: list[Hit] = field(default_factory=list)  # the ranked hits packing chose from, best first
 
     @property
     def block(self) -> str:
@@ -67,6 +68,18 @@ class RecallResult:
         return [{"id": h.id, "agent_id": h.agent_id, "content": h.content, "score": round(h.score, 6), "tier": h.tier,
                  "signals": {k: round(v["value"], 6) for k, v in h.signals.items()},
                  **({} if h.rerank is None else {"rerank": round(h.rerank, 6)})} for h in self.hits]
+
+
+def merge_standing(ranked: list[Hit], standing: list[Hit]) -> list[Hit]:
+    """Standing hits placed among the ranked ones by score (stable: ties keep the standing hit first)."""
+    merged = sorted([(h.score, 0, i, h) for i, h in enumerate(standing)]
+                    + [(h.score, 1, i, h) for i, h in enumerate(ranked)], key=lambda t: (-t[0], t[1], t[2]))
+    seen, out = set(), []
+    for *_, h in merged:
+        if h.id not in seen:
+            seen.add(h.id)
+            out.append(h)
+    return out
 
 
 def _top_order(scores: np.ndarray, depth: int) -> np.ndarray:
@@ -384,17 +397,25 @@ class Retriever:
 
     def recall(self, query: str, *, agent_id: str, project: str | None, session_id: str = "",
                agents: list[str] | None, now: float | None = None, run_id: str = "",
-               record_trace: bool = True) -> RecallResult:
-        """The full path of before_prompt_build: rank, pack within budget, trace."""
+               record_trace: bool = True, standing: list[Hit] | None = None) -> RecallResult:
+        """The full path of before_prompt_build: rank, merge standing knowledge, pack within budget, trace.
+
+        ``standing``: hits of the Global and Workspace layers that apply to this
+        query (see :mod:`standing`), already scored; they compete with the
+        episodic and semantic hits for the same k and budget.
+        """
         t0 = time.perf_counter()
         with self._lock:
             self.refresh()
             k, budget = self.config.retrieval.top_k, self.config.packing.token_budget
             ranked = self.rank(query, agents=agents, project=project, session_id=session_id, now=now,
                                depth=max(4 * k, 16))
-            packed = pack(self.hits(ranked, max(4 * k, 16)), k, budget, self.config.packing.max_chars)
+            candidates = self.hits(ranked, max(4 * k, 16))
+            if standing:
+                candidates = merge_standing(candidates, standing)
+            packed = pack(candidates, k, budget, self.config.packing.max_chars)
         result = RecallResult(query, packed.hits, packed.left_out, packed.tokens, ranked.mode,
-                              ranked.stage1_sessions, (time.perf_counter() - t0) * 1000)
+                              ranked.stage1_sessions, (time.perf_counter() - t0) * 1000, candidates)
         self.last_result = result
         if record_trace:
             self._trace(result, agent_id, session_id, run_id, now)
