@@ -126,3 +126,28 @@ def choose(config: Config, *, embed: bool | None = None, rerank: bool | None = N
     emb, emb_note = embedder(config, embed, load=load)
     ce, ce_note = reranker(config, rerank, load=load)
     return Backends(emb, ce, weights, learned, [n for n in (emb_note, ce_note) if n])
+
+
+def standing_embedder(config: Config, shared: Any = None) -> tuple[Any, str | None]:
+    """The embedder that scores standing knowledge (``standing.embedder``) and a note when it is missing.
+
+    ``auto``: bge-small when its runtime and model are there, else none (lexical:
+    topic routes and word overlap). ``shared``: recall's embedder, reused when it is
+    the same model (one ONNX session per process).
+    """
+    name = config.standing.embedder
+    if name == "none":
+        return None, None
+    want = "bge-small" if name == "auto" else name
+    if shared is not None and getattr(shared, "name", "").startswith(want.replace("-small", "-small-en")):
+        return shared, None
+    from .embeddings import BGE_SETUP_HINT, bge_folder, get_embedder
+
+    opts = {"folder": bge_folder(config.embeddings.model_dir)} if want == "bge-small" else {}
+    emb = get_embedder(want, **opts)
+    available = getattr(emb, "available", None)
+    if available is not None and not available():
+        if name == "auto":
+            return None, None  # lexical standing scoring, said once in docs, not on every start
+        return None, f"standing.embedder {name}: not available ({BGE_SETUP_HINT}); standing knowledge scored lexically"
+    return emb, None

@@ -164,6 +164,19 @@ class RerankConfig:
 
 
 @dataclass
+class StandingConfig:
+    """Standing knowledge (the Global layer's preferences, constraints, rules; Workspace skills): issue 12."""
+
+    enabled: bool = True
+    max_items: int = field(default=2, metadata=_rng(0, 100))  # standing items per delivery, within top_k
+    min_score: float = field(default=0.2, metadata=_rng(0, 1))  # applicability below this is not delivered
+    embedder: str = field(default="auto", metadata={"choices": ("auto", "none", "bge-small", "minilm", "hashing")})
+    sem: float = field(default=1.0, metadata=_rng(0, 10))  # weight of the embedding cosine
+    topic: float = field(default=0.3, metadata=_rng(0, 10))  # weight of the topic-route cosine
+    lexical: float = field(default=0.2, metadata=_rng(0, 10))  # weight of the word overlap
+
+
+@dataclass
 class Config:
     preset: str = field(default="paper", metadata={"choices": ("paper", "recommended", "hybrid")})
     weights: WeightsConfig = field(default_factory=WeightsConfig)
@@ -177,6 +190,7 @@ class Config:
     model: ModelSection = field(default_factory=ModelSection)
     embeddings: EmbeddingsConfig = field(default_factory=EmbeddingsConfig)
     rerank: RerankConfig = field(default_factory=RerankConfig)
+    standing: StandingConfig = field(default_factory=StandingConfig)
     source: str = field(default="<defaults>", metadata={"internal": True})
 
     @property

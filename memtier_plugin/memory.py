@@ -45,6 +45,7 @@ class RunState:
     turn: int = 0
     delivered: list[dict] = field(default_factory=list)  # trace rows: id, agent_id, content, signals
     tool_calls: list[dict] = field(default_factory=list)  # name, params, result, error (bounded, redacted)
+    messages: list[tuple] = field(default_factory=list)  # (entry id, role, text) written in this run
     last_seen: float = 0.0
 
 
@@ -114,6 +115,9 @@ class Memory:
         self._lock = threading.Lock()
         self._retriever = None
         self._model_client = None
+        self._global = None
+        self._workspace: dict[tuple[str, str], Any] = {}
+        self._scorer = None
 
     # ---- scoping ---------------------------------------------------------
     def visible_agents(self, agent_id: str) -> list[str] | None:
@@ -177,10 +181,104 @@ class Memory:
             return self._model_client
 
     def recall(self, query: str, ctx: HookContext, now: float | None = None):
-        """Ranked, packed memory for ``query`` as ``ctx.agent_id`` may see it."""
+        """Ranked, packed memory for ``query`` as ``ctx.agent_id`` may see it, standing knowledge included."""
+        when = self._now(now)
+        standing = None
+        if self.config.standing.enabled:
+            try:
+                standing = self.scorer.hits(query, self.standing_items(ctx.project, when))
+            except Exception:  # standing knowledge is best effort; episodes are still recalled
+                log.exception("memtier standing knowledge failed for this prompt")
         return self.retriever.recall(query, agent_id=ctx.agent_id, project=ctx.project,
                                      session_id=ctx.session_id, agents=self.visible_agents(ctx.agent_id),
-                                     now=self._now(now), run_id=ctx.run_id)
+                                     now=when, run_id=ctx.run_id, standing=standing)
+
+    # ---- standing knowledge (Global and Workspace layers) ------------------
+    @property
+    def global_store(self):
+        from .global_memory import GlobalStore
+
+        with self._lock:
+            if self._global is None:
+                self._global = GlobalStore(self.config.memory_root, fsync=self.ledger.fsync)
+            return self._global
+
+    def workspace_store(self, sub: str, project: str):
+        """The project's skills (``procedural``) or working state (``state``) ledger."""
+        from .workspace_memory import ProjectLedger
+
+        with self._lock:
+            key = (sub, project)
+            if key not in self._workspace:
+                self._workspace[key] = ProjectLedger(self.config.memory_root, sub, project, fsync=self.ledger.fsync)
+            return self._workspace[key]
+
+    @property
+    def scorer(self):
+        from .backends import standing_embedder
+        from .standing import StandingScorer
+        from .topics import topic_tree
+
+        with self._lock:
+            if self._scorer is None:
+                shared = self._retriever.embedder if self._retriever is not None else None
+                emb, note = standing_embedder(self.config, shared)
+                if note:
+                    log.warning("%s", note)
+                self._scorer = StandingScorer(self.config, topic_tree(self.config.memory_root), emb)
+            return self._scorer
+
+    def standing_items(self, project: str, now: float) -> list:
+        """Every standing item in scope: current Global nodes for ``project`` and its skills."""
+        from .standing import Item
+        from .tokenize import token_set
+
+        items = []
+        for n in self.global_store.current(project, now):
+            r = n.rec
+            prov = r.get("provenance") or {}
+            items.append(Item(r["id"], r["content"], r["node_kind"], "global", r["timestamp"], r.get("attribute", ""),
+                              list(prov.get("entry_ids") or []), self.scorer.tree.route(r["content"]), n.tokens,
+                              prov.get("agent_id", ""), prov.get("session_id", "")))
+        for r in self.workspace_store("procedural", project).refresh():
+            if r.get("kind") == "skill":
+                prov = r.get("provenance") or {}
+                text = f"{r['goal']} {' '.join(r.get('tools') or [])}"
+                items.append(Item(r["id"], r["content"], "skill", "procedural", r["timestamp"], "",
+                                  list(prov.get("entry_ids") or []), self.scorer.tree.route(text),
+                                  frozenset(token_set(text)), prov.get("agent_id", ""), prov.get("session_id", "")))
+        return items
+
+    def maintain(self, ctx: HookContext, messages: list[tuple[str, str, str]], ts: float) -> list[dict]:
+        """Task-boundary maintenance of the Global layer: extract from the user's words, dedupe, upsert."""
+        if not self.config.standing.enabled or not messages:
+            return []
+        from .preferences import from_session
+
+        return self.global_store.upsert(from_session(messages), agent_id=ctx.agent_id, session_id=ctx.session_id,
+                                        project=ctx.project, ts=ts)
+
+    def session_messages(self, ctx: HookContext) -> list[tuple[str, str, str]]:
+        """(entry id, role, text) of the session's entries of this agent, in order (from the index)."""
+        r = self.retriever
+        r.refresh()
+        ep = r.episodic
+        code = ep.sessions.code.get(ctx.session_id)
+        agent = ep.agents.code.get(ctx.agent_id)
+        if code is None or agent is None:
+            return []
+        from .index import ROLES
+
+        out = []
+        for doc in ep.session_docs.get(code, []):
+            if int(ep.cols["agent"][doc]) != agent:
+                continue
+            try:
+                rec = ep.read_record(doc)
+            except (OSError, ValueError):
+                continue
+            out.append((ep.ids[doc], ROLES[int(ep.cols["role"][doc])], rec.get("content", "")))
+        return out[-400:]
 
     # ---- hooks -----------------------------------------------------------
     def on_prompt(self, event: PromptEvent, ctx: HookContext) -> PromptAddition | None:
@@ -194,8 +292,10 @@ class Memory:
             result = self.recall(query_text(event.prompt), ctx, event.timestamp)
         except Exception:  # recall is best effort; the prompt below is not
             log.exception("memtier recall failed for agent %s; the prompt is still recorded", ctx.agent_id)
-        self._write(ctx, clean_text(str(event.prompt)), "user",
-                    {"turn": state.turn, "source": "before_prompt_build"}, event.timestamp)
+        rec = self._write(ctx, clean_text(str(event.prompt)), "user",
+                          {"turn": state.turn, "source": "before_prompt_build"}, event.timestamp)
+        if len(state.messages) < MAX_CALLS:
+            state.messages.append((rec["id"], "user", rec["content"]))
         if result is None:
             return None
         # every entry delivered at any model call of the run may inform its tool calls
@@ -232,25 +332,56 @@ class Memory:
         state = self.run(ctx)
         for msg in event.messages if isinstance(event.messages, list) else []:
             if isinstance(msg, dict) and msg.get("role") == "assistant" and msg.get("content"):
-                self._write(ctx, str(msg["content"]), "assistant",
-                            {"turn": state.turn, "source": "agent_end"}, event.timestamp)
+                rec = self._write(ctx, str(msg["content"]), "assistant",
+                                  {"turn": state.turn, "source": "agent_end"}, event.timestamp)
+                if len(state.messages) < MAX_CALLS:
+                    state.messages.append((rec["id"], "assistant", rec["content"]))
         from .attribution import attribute_run, record_run_end
 
         try:
             attribute_run(self, ctx, state, success=bool(event.success))
+            self._task_boundary(ctx, state, success=bool(event.success), ts=self._now(event.timestamp))
         finally:
             record_run_end(self, ctx, state, success=bool(event.success), timestamp=self._now(event.timestamp))
             with self._lock:
                 self.runs.pop((state.session_id, state.run_id), None)
 
+    def _task_boundary(self, ctx: HookContext, state: RunState, *, success: bool, ts: float) -> None:
+        """agent_end maintenance: standing knowledge from the run's words; a skill from a successful run;
+        the working state. Best effort: a failure here never costs the run's records."""
+        if not self.config.standing.enabled:
+            return
+        from .workspace_memory import learn_skill, record_state
+
+        try:
+            self.maintain(ctx, state.messages, ts)
+            goal = next((m[2] for m in state.messages if m[1] == "user"), "")
+            if success and state.tool_calls and goal:
+                learn_skill(self.workspace_store("procedural", ctx.project), goal=goal, calls=state.tool_calls,
+                            run_id=state.run_id, session_id=ctx.session_id, agent_id=ctx.agent_id,
+                            entry_ids=[m[0] for m in state.messages], ts=ts)
+            last = next((m[2] for m in reversed(state.messages) if m[1] == "assistant"), "")
+            if last or state.tool_calls:
+                record_state(self.workspace_store("state", ctx.project), session_id=ctx.session_id,
+                             progress=last, calls=state.tool_calls, ts=ts)
+        except Exception:
+            log.exception("memtier task-boundary maintenance failed for run %s", state.run_id)
+
     def on_compaction(self, event, ctx: HookContext) -> None:
-        """Nothing is held only in memory between hooks except run traces: keep them."""
+        """The host compacts the conversation: make sure the session's standing knowledge is kept."""
         ctx = checked_context(ctx)
-        log.debug("compaction in %s: ledgers are already durable", ctx.session_id)
+        self.maintain(ctx, self.session_messages(ctx), self.clock())
 
     def on_session_end(self, ctx: HookContext) -> None:
-        """Forget the runs of exactly this session (never another session's, whatever its name)."""
+        """Keep the session's standing knowledge (maintenance over its entries), then forget exactly
+        this session's runs (never another session's, whatever its name)."""
         ctx = checked_context(ctx)
+        try:
+            self.maintain(ctx, self.session_messages(ctx), self.clock())
+        finally:
+            self._forget_session(ctx)
+
+    def _forget_session(self, ctx: HookContext) -> None:
         with self._lock:
             for key in [k for k, st in self.runs.items() if st.session_id == ctx.session_id]:
                 self.runs.pop(key, None)

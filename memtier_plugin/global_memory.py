@@ -1,0 +1,229 @@
+"""The Global layer: the user's standing knowledge, shared by every project (MemSidecar §3.2).
+
+``memory/global/knowledge.jsonl``, append-only JSONL like the other ledgers,
+readable by hand. A topic tree (:mod:`topics`) indexes knowledge nodes:
+
+* ``{"kind": "knowledge", "id": "gk-…", "node_kind": "preference|constraint|rule|identity|choice",
+  "content": <the user's words>, "attribute": <what a revision replaces, or "">,
+  "topics": [...], "applies": {"projects": "*" | [names], "from": null, "until": null},
+  "provenance": {"entry_ids": [...], "session_id", "agent_id", "speaker": "user", "form": "stated|choice"}}``
+* ``{"kind": "retired", "node_id": …, "by": <newer node>, "reason": …}``: a revision.
+
+Maintenance (:meth:`GlobalStore.upsert`, MemSidecar eq. A3–A4): a candidate
+whose content a current node already holds is dropped (the stored wording
+stays); one with the attribute of a current node in the same scope retires
+that node only (per attribute: revising the hotel budget leaves "aisle seat"
+alone); anything else is inserted. Standing knowledge has validity, not age:
+a node is current until retired or out of its ``applies`` window.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import jsonl
+from .ledger import append_lines, clean_id, new_id, parse_iso, tail_records, utc_iso
+from .paths import is_valid_id
+from .preferences import Candidate
+from .redact import redact
+from .tokenize import jaccard, token_set
+from .topics import topic_tree
+
+log = logging.getLogger(__name__)
+SUB, FILE = "global", "knowledge.jsonl"
+NODE_KINDS = ("preference", "constraint", "rule", "identity", "choice")
+DUPLICATE_JACCARD = 0.8
+
+
+def node_problem(rec: dict) -> str | None:
+    """Why a Global-layer record cannot be used, or None."""
+    kind = rec.get("kind")
+    if kind == "retired":
+        return None if isinstance(rec.get("node_id"), str) else "retired record has no string 'node_id'"
+    if kind != "knowledge":
+        return f"unknown record kind {str(kind)[:30]!r}"
+    for key in ("id", "content", "timestamp"):
+        if not isinstance(rec.get(key), str) or not rec[key]:
+            return f"knowledge field {key!r} is not a non-empty string"
+    if rec.get("node_kind") not in NODE_KINDS:
+        return f"knowledge 'node_kind' {str(rec.get('node_kind'))[:20]!r} is not one of {', '.join(NODE_KINDS)}"
+    if not isinstance(rec.get("attribute", ""), str):
+        return "knowledge 'attribute' is not a string"
+    topics = rec.get("topics", [])
+    if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+        return "knowledge 'topics' is not a list of strings"
+    applies = rec.get("applies", {})
+    if not isinstance(applies, dict):
+        return "knowledge 'applies' is not an object"
+    projects = applies.get("projects", "*")
+    if projects != "*" and not (isinstance(projects, list) and all(isinstance(p, str) for p in projects)):
+        return "knowledge 'applies.projects' is not '*' or a list of names"
+    for key in ("from", "until"):
+        v = applies.get(key)
+        if v is not None:
+            try:
+                parse_iso(v)
+            except (TypeError, ValueError, AttributeError):
+                return f"knowledge 'applies.{key}' is not an ISO-8601 time"
+    prov = rec.get("provenance", {})
+    if not isinstance(prov, dict) or not all(isinstance(i, str) for i in prov.get("entry_ids", [])):
+        return "knowledge 'provenance.entry_ids' is not a list of strings"
+    try:
+        parse_iso(rec["timestamp"])
+    except ValueError:
+        return "knowledge 'timestamp' is not an ISO-8601 time"
+    return None
+
+
+@dataclass
+class Node:
+    """One current or retired knowledge node, as folded from the ledger."""
+
+    rec: dict
+    retired_by: str | None = None
+    tokens: frozenset = field(default_factory=frozenset)
+
+    @property
+    def id(self) -> str:
+        return self.rec["id"]
+
+    def applies(self, project: str, now: float) -> bool:
+        """In scope for ``project`` at ``now`` (and not retired)."""
+        if self.retired_by is not None:
+            return False
+        a = self.rec.get("applies") or {}
+        projects = a.get("projects", "*")
+        if projects != "*" and project not in projects:
+            return False
+        if a.get("from") and now < parse_iso(a["from"]):
+            return False
+        return not (a.get("until") and now > parse_iso(a["until"]))
+
+
+class GlobalStore:
+    """Read, fold and upsert ``memory/global/knowledge.jsonl`` (safe across processes)."""
+
+    def __init__(self, memory_root: Path | str, *, fsync: bool = True):
+        self.root = Path(memory_root)
+        self.path = self.root / SUB / FILE
+        self.fsync = fsync
+        self.nodes: dict[str, Node] = {}
+        self._offset = 0
+        self._ino = None
+        self._lock = threading.RLock()
+        self.problems: list[str] = []
+
+    # ---- reading -----------------------------------------------------------
+    def refresh(self) -> None:
+        """Fold what was appended since the last read (a replaced or shrunk file is read again)."""
+        with self._lock:
+            try:
+                st = os.stat(self.path)
+            except FileNotFoundError:
+                self.nodes, self._offset, self._ino = {}, 0, None
+                return
+            if st.st_ino != self._ino or st.st_size < self._offset:
+                self.nodes, self._offset, self._ino = {}, 0, st.st_ino
+            if st.st_size == self._offset:
+                return
+            for line_at, end, rec in tail_records(self.path, self._offset):
+                self._offset = end
+                if rec is None:
+                    continue
+                problem = node_problem(rec)
+                if problem:
+                    self.problems.append(f"{self.path}: byte {line_at}: {problem}")
+                    log.warning("%s: byte %d: skipped: %s", self.path, line_at, problem)
+                    continue
+                self._fold(rec)
+
+    def _fold(self, rec: dict) -> None:
+        if rec["kind"] == "knowledge":
+            if rec["id"] not in self.nodes:
+                self.nodes[rec["id"]] = Node(rec, tokens=frozenset(token_set(rec["content"])))
+        else:
+            node = self.nodes.get(rec["node_id"])
+            if node is not None and node.retired_by is None:
+                node.retired_by = rec.get("by") or "?"
+
+    def current(self, project: str | None = None, now: float | None = None) -> list[Node]:
+        """Nodes not retired (and, given a project and time, in scope there), in ledger order."""
+        self.refresh()
+        return [n for n in self.nodes.values() if n.retired_by is None and
+                (project is None or n.applies(project, now if now is not None else 0.0))]
+
+    def history(self, node_id: str) -> list[Node]:
+        """``node_id`` and every node it retired or that retired it, oldest first."""
+        self.refresh()
+        chain, seen = [], set()
+        cur = self.nodes.get(node_id)
+        while cur is not None and cur.id not in seen:  # walk back to the oldest
+            seen.add(cur.id)
+            prev = next((n for n in self.nodes.values() if n.retired_by == cur.id), None)
+            if prev is None:
+                break
+            cur = prev
+        while cur is not None and cur.id not in {n.id for n in chain}:
+            chain.append(cur)
+            cur = self.nodes.get(cur.retired_by or "")
+        return chain
+
+    # ---- maintenance -------------------------------------------------------
+    def upsert(self, candidates: list[Candidate], *, agent_id: str, session_id: str, project: str,
+               ts: float) -> list[dict]:
+        """Insert new knowledge, retire what a candidate revises; returns the records written."""
+        if not candidates:
+            return []
+        tree = topic_tree(self.root)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / SUB / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # read-decide-append is one step across processes
+            with self._lock:
+                self.refresh()
+                out: list[dict] = []
+                for cand in candidates:
+                    recs = self._decide(cand, tree, agent_id=agent_id, session_id=session_id,
+                                        project=project, ts=ts)
+                    for rec in recs:
+                        self._fold(rec)
+                    out.extend(recs)
+                if out:
+                    append_lines(self.path, b"".join(jsonl.dumps(r) for r in out), fsync=self.fsync)
+                    self.refresh()
+                return out
+        finally:
+            os.close(fd)
+
+    def _decide(self, cand: Candidate, tree, *, agent_id: str, session_id: str, project: str,
+                ts: float) -> list[dict]:
+        content = redact(cand.content)[0]
+        toks = frozenset(token_set(content))
+        if not toks:
+            return []
+        scope = [project] if cand.project_scoped and project else "*"
+        same_scope = [n for n in self.nodes.values() if n.retired_by is None
+                      and (n.rec.get("applies") or {}).get("projects", "*") == scope]
+        for n in same_scope:
+            if n.tokens == toks or jaccard(n.tokens, toks) >= DUPLICATE_JACCARD:
+                return []  # already held: its wording stays
+        route = tree.route(content)
+        rec = {"v": jsonl.SCHEMA_VERSION, "kind": "knowledge", "id": new_id("gk", ts), "timestamp": utc_iso(ts),
+               "node_kind": cand.node_kind, "content": content, "attribute": cand.attribute,
+               "topics": tree.top(route, 4), "applies": {"projects": scope, "from": None, "until": None},
+               "provenance": {"entry_ids": [i for i in cand.entry_ids if isinstance(i, str)][:8],
+                              "session_id": clean_id(session_id), "agent_id": agent_id if is_valid_id(agent_id) else "",
+                              "speaker": "user", "form": cand.form}}
+        out = [rec]
+        if cand.attribute:
+            for n in same_scope:
+                if n.rec.get("attribute") == cand.attribute and n.rec["node_kind"] != "choice":
+                    out.append({"v": jsonl.SCHEMA_VERSION, "kind": "retired", "id": new_id("up", ts),
+                                "timestamp": utc_iso(ts), "node_id": n.id, "by": rec["id"],
+                                "reason": f"{cand.attribute} revised"})
+        return out

@@ -1,0 +1,133 @@
+"""Delivering standing knowledge: what applies to this prompt, with no time decay.
+
+Standing knowledge (the Global layer's preferences, constraints, rules,
+identity and revealed choices; the Workspace layer's skills) holds until
+revised or out of scope, so it is not ranked like an episode. For a prompt:
+
+1. the prompt is routed to topics (:mod:`topics`);
+2. every current item in scope (the project, the time) gets an applicability
+   score in [0, 1] from three signals — the embedding cosine of prompt and item
+   (when an embedder is available; mapped from bge-small's scale to [0, 1]),
+   the cosine of their topic routes, and their word overlap — weighted by
+   ``standing.sem``, ``standing.topic``, ``standing.lexical``;
+3. an item whose attribute the prompt itself sets ("a hotel under $400 this
+   time") is left out: a current explicit requirement overrides a stored
+   preference within its scope (MemSidecar A.1);
+4. the best ``standing.max_items`` with applicability ≥ ``standing.min_score``
+   become hits; their tier multiplier (global 1.2 like the semantic tier,
+   skills 1.4, the procedural tier) orders them, and they go ahead of
+   episodes in the same ``top_k`` and token budget — the packed block labels
+   them as standing preferences, rules or skills.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .packing import Hit
+from .preferences import requirement_attributes
+from .tokenize import token_set
+from .topics import TopicTree, cosine
+
+log = logging.getLogger(__name__)
+STANDING_BASE = 10.0
+SEM_FLOOR, SEM_SPAN = 0.30, 0.25  # embedding cosine → [0, 1] applicability (bge-small's scale)  # standing hits sort ahead of fused episode scores (which stay below ~3)
+
+
+@dataclass
+class Item:
+    """One standing item a prompt may be given."""
+
+    id: str
+    content: str
+    label: str  # preference | constraint | rule | identity | choice | skill
+    tier: str  # global | procedural
+    timestamp: str
+    attribute: str = ""
+    sources: list = field(default_factory=list)
+    route: dict = field(default_factory=dict)
+    tokens: frozenset = field(default_factory=frozenset)
+    agent_id: str = ""
+    session_id: str = ""
+
+
+def overlap(q: frozenset, d: frozenset) -> float:
+    """Share of the item's words the prompt has, damped for very short items (in [0, 1])."""
+    if not q or not d:
+        return 0.0
+    return len(q & d) / (len(d) ** 0.5 * max(1.0, len(q)) ** 0.5)
+
+
+class StandingScorer:
+    """Scores items for a prompt; holds the embedder and the item vectors it has computed."""
+
+    def __init__(self, config, tree: TopicTree, embedder=None):
+        self.cfg = config.standing
+        self.mu = config.retrieval.tier_multipliers
+        self.tree = tree
+        self.embedder = embedder
+        self._vectors: dict[str, np.ndarray] = {}
+        self._failed = False
+
+    def _sem(self, query: str, items: list[Item]) -> np.ndarray | None:
+        if self.embedder is None or self._failed or not items or self.cfg.sem <= 0:
+            return None
+        try:
+            missing = [it for it in items if it.id not in self._vectors]
+            if missing:
+                vecs = self.embedder.embed([it.content for it in missing])
+                for it, v in zip(missing, vecs):
+                    self._vectors[it.id] = np.asarray(v, dtype=np.float32)
+            embed_query = getattr(self.embedder, "embed_query", None)
+            qv = embed_query(query) if embed_query is not None else self.embedder.embed([query])[0]
+            cos = np.array([float(self._vectors[it.id] @ qv) for it in items])
+        except Exception as exc:  # a model failure keeps the lexical signals
+            log.warning("standing knowledge: embedder failed (%s); topic and word signals only", exc)
+            self._failed = True
+            return None
+        # bge-small puts unrelated text at ~0.30-0.40 and an applicable preference at ~0.45-0.55
+        return np.clip((cos - SEM_FLOOR) / SEM_SPAN, 0.0, 1.0)
+
+    def score(self, query: str, items: list[Item]) -> list[tuple[Item, float, dict]]:
+        """(item, applicability, signals) for every item, best first."""
+        if not items:
+            return []
+        qroute = self.tree.route(query)
+        qtoks = frozenset(token_set(query))
+        sem = self._sem(query, items)
+        w_sem = self.cfg.sem if sem is not None else 0.0
+        total = w_sem + self.cfg.topic + self.cfg.lexical
+        out = []
+        for i, it in enumerate(items):
+            sig = {"sem": float(sem[i]) if sem is not None else 0.0, "topic": cosine(qroute, it.route),
+                   "lexical": min(1.0, overlap(qtoks, it.tokens))}
+            s = (w_sem * sig["sem"] + self.cfg.topic * sig["topic"] + self.cfg.lexical * sig["lexical"]) / total \
+                if total > 0 else 0.0
+            out.append((it, s, sig))
+        out.sort(key=lambda t: (-t[1], t[0].id))
+        return out
+
+    def hits(self, query: str, items: list[Item]) -> list[Hit]:
+        """The standing items to deliver for ``query`` (see the module docstring)."""
+        t0 = time.perf_counter()
+        if self.cfg.max_items <= 0:
+            return []
+        overridden = requirement_attributes(query)
+        items = [it for it in items if not (it.attribute and it.attribute in overridden)]
+        out = []
+        for it, s, sig in self.score(query, items):
+            if s < self.cfg.min_score or len(out) >= self.cfg.max_items:
+                break
+            mu = float(self.mu.get("procedural" if it.tier == "procedural" else "semantic", 1.0))
+            signals = {k: {"value": v, "weight": getattr(self.cfg, k), "contribution": v * getattr(self.cfg, k)}
+                       for k, v in sig.items()}
+            signals["tier"] = {"value": mu - 1.0, "weight": 1.0, "contribution": mu - 1.0}
+            out.append(Hit(id=it.id, content=it.content, timestamp=it.timestamp, session_id=it.session_id,
+                           agent_id=it.agent_id, role=it.label, tier=it.tier, score=STANDING_BASE + s * mu,
+                           signals=signals, sources=list(it.sources)))
+        log.debug("standing: %d of %d items in %.1f ms", len(out), len(items), (time.perf_counter() - t0) * 1000)
+        return out
