@@ -157,6 +157,16 @@ class GlobalStore:
         return [n for n in self.nodes.values() if n.retired_by is None and
                 (project is None or n.applies(project, now if now is not None else 0.0))]
 
+    def revised_sources(self) -> dict[str, str]:
+        """Entry id → the node that revised what it said, for every retired node's sources."""
+        self.refresh()
+        out: dict[str, str] = {}
+        for n in self.nodes.values():
+            if n.retired_by is not None:
+                for eid in (n.rec.get("provenance") or {}).get("entry_ids") or []:
+                    out.setdefault(eid, n.retired_by)
+        return out
+
     def history(self, node_id: str) -> list[Node]:
         """``node_id`` and every node it retired or that retired it, oldest first."""
         self.refresh()

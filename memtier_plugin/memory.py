@@ -180,7 +180,7 @@ class Memory:
                 self._model_client = ModelClient(ModelConfig.from_section(self.config.model))
             return self._model_client
 
-    def recall(self, query: str, ctx: HookContext, now: float | None = None):
+    def recall(self, query: str, ctx: HookContext, now: float | None = None, *, record_trace: bool = True):
         """Ranked, packed memory for ``query`` as ``ctx.agent_id`` may see it, standing knowledge included."""
         when = self._now(now)
         standing = None
@@ -189,9 +189,20 @@ class Memory:
                 standing = self.scorer.hits(query, self.standing_items(ctx.project, when))
             except Exception:  # standing knowledge is best effort; episodes are still recalled
                 log.exception("memtier standing knowledge failed for this prompt")
-        return self.retriever.recall(query, agent_id=ctx.agent_id, project=ctx.project,
-                                     session_id=ctx.session_id, agents=self.visible_agents(ctx.agent_id),
-                                     now=when, run_id=ctx.run_id, standing=standing)
+        result = self.retriever.recall(query, agent_id=ctx.agent_id, project=ctx.project,
+                                       session_id=ctx.session_id, agents=self.visible_agents(ctx.agent_id),
+                                       now=when, run_id=ctx.run_id, standing=standing, record_trace=record_trace)
+        if self.config.standing.enabled and result.hits:
+            self._mark_revised(result)
+        return result
+
+    def _mark_revised(self, result) -> None:
+        """Label delivered episodes whose standing knowledge was revised since (their old value is not current)."""
+        revised = self.global_store.revised_sources()
+        for hit in result.hits:
+            if not hit.standing:
+                by = next((revised[s] for s in hit.sources if s in revised), "")
+                hit.revised_by = by
 
     # ---- standing knowledge (Global and Workspace layers) ------------------
     @property

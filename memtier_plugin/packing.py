@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .tokenize import count_tokens, jaccard, token_set
+from .tokenize import count_tokens, jaccard, token_set, tokenize
 
 OPEN = "<memtier-memory>"
 CLOSE = "</memtier-memory>"
@@ -39,6 +39,13 @@ class Hit:
     signals: dict = field(default_factory=dict)  # name -> {value, weight, contribution}
     rerank: float | None = None  # scaled cross-encoder value when the hit was in the re-ranked head
     sources: list = field(default_factory=list)  # episodic entry ids it stands for (itself, or a fact's sources)
+    route: list = field(default_factory=list)  # topics a standing item hangs under (Global layer routing)
+    revised_by: str = ""  # a standing item that revised what this episode said (its old value is not current)
+
+    @property
+    def layer(self) -> str:
+        """Where the hit lives: global, workspace (skills), semantic or episodic."""
+        return {"global": "global", "procedural": "workspace"}.get(self.tier, self.tier)
 
     @property
     def standing(self) -> bool:
@@ -51,7 +58,8 @@ class Hit:
             text = " ".join(self.content.split()).replace(CLOSE, "</ memtier-memory>")
             return f"- [{self.id} | {what} · since {self.timestamp[:10]}] {text}"
         src = f"{self.tier}" + (f" · session {self.session_id}" if self.session_id else "") + \
-              (f" · {self.role}" if self.role else "")
+              (f" · {self.role}" if self.role else "") + \
+              (f" · revised since by {self.revised_by}, not current" if self.revised_by else "")
         text = " ".join(self.content.split()).replace(CLOSE, "</ memtier-memory>")
         return f"- [{self.id} | {self.timestamp[:10]} | {src}] {text}"
 
@@ -73,8 +81,21 @@ class Packed:
         return render(self.hits)
 
 
+_ACK = frozenset("ok okay noted note got it thank thanks perfect great sure yes yeah yep go done fine right cool good "
+                 "sound sounds will do understood alright awesome nice excellent agreed absolutely please lets let "
+                 "thing on that me you i we can no problem welcome hi hello hey bye".split())
+
+
+def has_content(text: str) -> bool:
+    """Whether ``text`` says something of its own (not a bare "Noted." or "Yes, go.")."""
+    return any(t not in _ACK and not t.isdigit() for t in tokenize(text))
+
+
 def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packed:
-    """Greedy in rank order: take a hit if it is not a duplicate and fits both budgets.
+    """Greedy in rank order: take a hit if it says something of its own, is not a duplicate and fits both budgets.
+
+    An acknowledgement ("Noted.", "Perfect, thanks.") matched only through the
+    message it answers never spends a slot.
 
     ``budget`` (packing.token_budget) and ``max_chars`` (packing.max_chars) cap
     the whole delivery, all entries together (MemSidecar: at most 6,000
@@ -88,6 +109,9 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
     for hit in ranked:
         if len(taken) >= k:
             left.append(f"{hit.id}: beyond top k={k}")
+            continue
+        if not has_content(hit.content):
+            left.append(f"{hit.id}: no content of its own")
             continue
         ts = token_set(hit.content)
         dup = next((t for t, s in zip(taken, sets)

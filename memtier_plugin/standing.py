@@ -128,6 +128,6 @@ class StandingScorer:
             signals["tier"] = {"value": mu - 1.0, "weight": 1.0, "contribution": mu - 1.0}
             out.append(Hit(id=it.id, content=it.content, timestamp=it.timestamp, session_id=it.session_id,
                            agent_id=it.agent_id, role=it.label, tier=it.tier, score=STANDING_BASE + s * mu,
-                           signals=signals, sources=list(it.sources)))
+                           signals=signals, sources=list(it.sources), route=self.tree.top(it.route, 3)))
         log.debug("standing: %d of %d items in %.1f ms", len(out), len(items), (time.perf_counter() - t0) * 1000)
         return out

@@ -70,7 +70,7 @@ def test_tool_call_ids_are_unique():
     assert len(ids) == len(set(ids))
 
 
-def test_story_has_a_failure_a_changed_preference_and_two_agents():
+def test_story_has_a_failure_a_changed_preference_and_three_agents():
     recs = _all_records()
     failed = [r for r in recs if r["type"] == "tool_call" and r["error"]]
     assert failed and failed[0]["tool"] == "deploy"
@@ -80,7 +80,8 @@ def test_story_has_a_failure_a_changed_preference_and_two_agents():
     assert users.index("under $200 a night") < users.index("$300 a night")
     assert "never book flights before 8am" in users
     heads = [_records(p)[0] for p in SCENARIO]
-    assert {h["agent_id"] for h in heads} == {"assistant", "deployer"}
+    assert {h["agent_id"] for h in heads} == {"assistant", "deployer", "planner"}
+    assert {h["project"] for h in heads} == {"travel", "atlas", "conference"}  # the Global layer crosses projects
 
 
 def test_every_secret_is_in_the_scenario_and_caught_by_redaction():

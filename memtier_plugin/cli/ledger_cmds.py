@@ -147,6 +147,7 @@ def _short(text, width: int) -> str:
 
 
 @click.command()
+@click.argument("layer", required=False, type=click.Choice(["topics", "workspace"]))
 @click.option("--agent", "-a", multiple=True, help="Only these agents (repeatable).")
 @click.option("--session", "-s", multiple=True, help="Only these sessions (repeatable).")
 @click.option("--project", "-p", multiple=True, help="Only these projects (repeatable).")
@@ -161,12 +162,20 @@ def _short(text, width: int) -> str:
 @click.option("--costs", is_flag=True, help="Store and Retrieve tokens per session (and run, with --json).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per entry per line.")
 @click.pass_obj
-def inspect(state, agent, session, project, dates, entry_id, history, role, limit, show_facts, costs, as_json):
-    """Show the folded current state of the episodic ledgers.
+def inspect(state, layer, agent, session, project, dates, entry_id, history, role, limit, show_facts, costs, as_json):
+    """Show the folded current state of the episodic ledgers (or of a standing layer).
 
-    Unreadable lines (corrupt or torn) are skipped and named on stderr by file
-    and line; everything else is shown.
+    LAYER: ``topics`` shows the Global layer, the topic tree with the user's
+    preferences, constraints and rules under each topic (--history: retired
+    ones too); ``workspace`` shows each project's skills and working state
+    (--project filters). Unreadable lines (corrupt or torn) are skipped and
+    named on stderr by file and line; everything else is shown.
     """
+    if layer:
+        from .layers_cmd import inspect_topics, inspect_workspace
+
+        return inspect_topics(state, as_json, history) if layer == "topics" else \
+            inspect_workspace(state, project, as_json)
     if show_facts:
         return _inspect_facts(state, agent, project, entry_id, history, as_json)
     if costs:

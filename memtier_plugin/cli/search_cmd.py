@@ -31,16 +31,21 @@ def search(state, query, agent, project, session, explain, top_k, budget, no_two
     flags = dict(state.flags())
     flags.update({"retrieval.top_k": top_k, "packing.token_budget": budget,
                   "retrieval.two_stage": False if no_two_stage else None})
+    from ..events import HookContext
+    from ..memory import checked_context
+
     cfg = load_config(state.config_path, flags=flags)
-    agents = Memory(cfg).visible_agents(agent)
-    retriever = Retriever(cfg, progress=_progress())
-    result = retriever.recall(query, agent_id=agent, project=project, session_id=session, agents=agents,
-                              record_trace=False)
+    memory = Memory(cfg)
+    memory._retriever = Retriever(cfg, memory.ledger, progress=_progress())
+    ctx = checked_context(HookContext(agent_id=agent, session_id=session, project=project or ""))
+    result = memory.recall(query, ctx, record_trace=False) if project is not None else \
+        _recall_all_projects(memory, query, ctx)
     if as_json:
         click.echo(json_line({
             "query": query, "mode": result.mode, "stage1_sessions": result.stage1_sessions,
             "tokens": result.tokens, "elapsed_ms": round(result.elapsed_ms, 3), "left_out": result.left_out,
-            "hits": [{"id": h.id, "score": h.score, "tier": h.tier, "session_id": h.session_id,
+            "hits": [{"id": h.id, "score": h.score, "tier": h.tier, "layer": h.layer, "route": h.route,
+                      "sources": h.sources, "session_id": h.session_id,
                       "agent_id": h.agent_id, "timestamp": h.timestamp, "content": h.content,
                       "raw_bm25": h.raw_bm25, "signals": h.signals, "rerank": h.rerank} for h in result.hits],
             "block": result.block}))
@@ -54,14 +59,32 @@ def search(state, query, agent, project, session, explain, top_k, budget, no_two
         click.echo(printable_lines(result.block))
 
 
+def _recall_all_projects(memory, query, ctx):
+    """``memtier search`` without --project: episodes of every project, standing knowledge for all projects."""
+    standing = None
+    if memory.config.standing.enabled:
+        standing = memory.scorer.hits(query, memory.standing_items("", memory.clock()))
+    return memory.retriever.recall(query, agent_id=ctx.agent_id, project=None, session_id=ctx.session_id,
+                                   agents=memory.visible_agents(ctx.agent_id), record_trace=False,
+                                   standing=standing)
+
+
 def explain_table(result) -> str:
     """The signal breakdown of each delivered hit as a fixed-width table."""
+    from ..standing import STANDING_BASE
+
     reranked = any(h.rerank is not None for h in result.hits)
     lines = [printable(f"query: {result.query}"), printable(f"mode: {result.mode}"
              + (f" (sessions: {', '.join(result.stage1_sessions)})" if result.stage1_sessions else "")),
              f"{'rank':<4} {'id':<26} {'score':>6}  {'sem':>11} {'bm25':>11} {'decay':>11} {'cw':>11} {'tier':>11}"
              + (f" {'rerank':>6}" if reranked else "") + "  content"]
     for rank, h in enumerate(result.hits, 1):
+        if h.standing:  # a standing item: its own signals (docs/standing.md), its layer and topic route
+            cells = " ".join(f"{k}={v['value']:.2f}×{v['weight']:.2f}" for k, v in h.signals.items())
+            where = f"{h.layer} {h.role}" + (f" · route {', '.join(h.route)}" if h.route else "")
+            lines.append(printable(f"{rank:<4} {h.id:<26} {h.score - STANDING_BASE:>6.3f}  [{where}] {cells}  "
+                                   f"{' '.join(h.content.split())[:60]}"))
+            continue
         cells = " ".join(f"{h.signals[s]['value']:.2f}×{h.signals[s]['weight']:.2f}".rjust(11)
                          for s in ("sem", "bm25", "decay", "cw", "tier"))
         if reranked:
@@ -71,6 +94,8 @@ def explain_table(result) -> str:
     for why in result.left_out:
         lines.append(f"     left out: {printable(why)}")
     lines.append("cells are value×weight; tier value is μ−1; score = Σ value×weight"
+                 + ("; a [layer] row is standing knowledge: its score is its applicability × μ (docs/standing.md)"
+                    if any(h.standing for h in result.hits) else "")
                  + ("\nrerank: the cross-encoder's scaled value; it re-ordered the episodic head, and a moved "
                     "entry takes its new place's score, so there score ≠ Σ (docs/retrieval.md)" if reranked else ""))
     return "\n".join(lines)

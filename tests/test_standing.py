@@ -1,0 +1,187 @@
+"""Issue 12: standing memory (the Global and Workspace layers) through the reference host."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_cli
+from memtier_plugin import plugin
+from memtier_plugin.events import (AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolResultEvent)
+from memtier_plugin.global_memory import GlobalStore
+from memtier_plugin.host import Host
+from memtier_plugin.packing import Hit, has_content, pack
+from memtier_plugin.preferences import extract, from_session
+
+DAY = 86400.0
+T0 = 1_790_000_000.0
+
+
+@pytest.fixture(params=["lexical", "default"])
+def host(request, workspace, monkeypatch):
+    """The reference host with memtier; 'lexical' forces the no-embedding path, 'default' uses what is installed."""
+    if request.param == "lexical":
+        monkeypatch.setenv("MEMTIER_STANDING__EMBEDDER", "none")
+    h = Host()
+    h.register(plugin, "memtier")
+    return h
+
+
+def say(host, ws, text, *, project, session, agent="assistant", day=0.0, assistant=None, success=True):
+    ctx = HookContext(agent_id=agent, session_id=session, run_id=f"{session}-r", project=project, workspace_dir=str(ws))
+    addition = host.before_prompt_build(PromptEvent(text, timestamp=T0 + day * DAY), ctx)
+    msgs = [{"role": "assistant", "content": assistant}] if assistant else []
+    host.agent_end(AgentEndEvent(messages=msgs, success=success, timestamp=T0 + day * DAY + 5), ctx)
+    host.session_end(SessionEndEvent("done", timestamp=T0 + day * DAY + 9), ctx)
+    return addition.prepend_context or ""
+
+
+def ask(host, ws, text, *, project, session, agent="assistant", day=30.0):
+    ctx = HookContext(agent_id=agent, session_id=session, run_id=f"{session}-q", project=project,
+                      workspace_dir=str(ws))
+    return host.before_prompt_build(PromptEvent(text, timestamp=T0 + day * DAY), ctx).prepend_context or ""
+
+
+def test_a_preference_stated_in_one_project_is_delivered_in_another(host, workspace):
+    say(host, workspace, "Ground rules for anything you book for me: I always want an aisle seat, vegetarian meals, "
+        "and hotels under $200 a night.", project="travel", session="s1")
+    for i in range(30):  # unrelated chatter in between, in the other project
+        say(host, workspace, f"Refactor module {i} of the parser and run the unit tests.", project="compiler",
+            session=f"c{i}", day=1 + i * 0.5)
+    block = ask(host, workspace, "Book my flight to Berlin for the compiler conference.", project="compiler",
+                session="q1")
+    assert "I always want an aisle seat" in block and "standing preference" in block
+    assert block.index("aisle seat") < block.index("</memtier-memory>")
+
+
+def test_a_revised_attribute_is_never_delivered_as_current_and_the_others_stay(host, workspace):
+    say(host, workspace, "I always want an aisle seat, vegetarian meals, and hotels under $200 a night.",
+        project="travel", session="s1")
+    say(host, workspace, "Change of plans. I've changed my mind on hotels: my budget is now up to $300 a night.",
+        project="travel", session="s2", day=5)
+    block = ask(host, workspace, "Find me a hotel in Porto for two nights.", project="travel", session="q")
+    assert "$300" in block
+    for line in block.splitlines():  # the old value only ever appears in an episode labelled as revised
+        assert "$200" not in line or ("episodic" in line and "revised since by gk-" in line and "not current" in line)
+    nodes = json.loads(run_cli("inspect", "topics", "--json").stdout)["nodes"]
+    current = {n["content"] for n in nodes if n["current"]}
+    assert "I always want an aisle seat" in current and "I always want vegetarian meals" in current
+    assert not any("$200" in c for c in current)
+    history = json.loads(run_cli("inspect", "topics", "--history", "--json").stdout)["nodes"]
+    old = [n for n in history if "$200" in n["content"]]
+    assert old and old[0]["retired_by"] and not old[0]["current"]
+
+
+def test_a_current_explicit_requirement_overrides_the_stored_preference(host, workspace):
+    say(host, workspace, "I always want hotels under $200 a night.", project="travel", session="s1")
+    block = ask(host, workspace, "Book a hotel in Paris under $450 a night this time, it is a special trip.",
+                project="travel", session="q")
+    assert not [line for line in block.splitlines() if "standing" in line and "$200" in line]
+    plain = ask(host, workspace, "Book a hotel in Paris for the trade fair.", project="travel", session="q2")
+    assert [line for line in plain.splitlines() if "standing constraint" in line and "$200" in line]
+
+
+def test_a_skill_is_learned_from_a_successful_run_and_recalled_in_the_procedural_tier(host, workspace):
+    ctx = HookContext(agent_id="deployer", session_id="d1", run_id="d1-r1", project="atlas", workspace_dir=str(workspace))
+    host.before_prompt_build(PromptEvent("Fix the failing migration and get staging green.", timestamp=T0), ctx)
+    host.post_tool(ToolResultEvent("deploy", {"env": "staging"}, tool_call_id="c0", error="migration 42 failed"), ctx)
+    host.post_tool(ToolResultEvent("edit_file", {"path": "migrations/0042.sql"}, tool_call_id="c1",
+                                   result={"ok": True}), ctx)
+    host.post_tool(ToolResultEvent("deploy", {"env": "staging", "ref": "v1.4.1"}, tool_call_id="c2",
+                                   result={"ok": True}), ctx)
+    host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": "Staging is green."}], success=True,
+                                 timestamp=T0 + 60), ctx)
+    failed = HookContext(agent_id="deployer", session_id="d2", run_id="d2-r1", project="atlas",
+                         workspace_dir=str(workspace))
+    host.before_prompt_build(PromptEvent("Rotate the database password on production.", timestamp=T0 + 100), failed)
+    host.post_tool(ToolResultEvent("rotate_secret", {"env": "production"}, error="permission denied"), failed)
+    host.agent_end(AgentEndEvent(success=False, timestamp=T0 + 120), failed)
+    skills = [json.loads(line) for line in (workspace / "memory" / "procedural" / "atlas.jsonl").read_text().splitlines()]
+    assert len(skills) == 1 and [s["tool"] for s in skills[0]["steps"]] == ["edit_file", "deploy"]  # after the failure
+    proc = run_cli("search", "the staging migration fails again, fix it", "--agent", "deployer", "--project", "atlas",
+                   "--json")
+    hits = json.loads(proc.stdout)["hits"]
+    skill = next(h for h in hits if h["id"] == skills[0]["id"])
+    assert skill["layer"] == "workspace" and skill["tier"] == "procedural"
+    assert skill["signals"]["tier"]["value"] == pytest.approx(0.4)  # μ 1.4 for the procedural tier
+    explain = run_cli("search", "the staging migration fails again, fix it", "--agent", "deployer", "--project",
+                      "atlas", "--explain").stdout
+    assert "[workspace skill" in explain and "route" in explain
+
+
+def test_choice_reveals_a_preference_with_every_exchange_message_as_provenance():
+    cands = from_session([("q", "user", "What kind of winter coat should I buy this year?"),
+                          ("o", "assistant", "Here are a few options: 1. A wool peacoat. 2. A leather jacket. "
+                                             "3. A shearling coat. 4. A synthetic insulated parka."),
+                          ("s", "user", "I'll go with the insulated parka. The other options don't suit me."),
+                          ("a", "assistant", "Understood, the parka it is.")])
+    (c,) = [c for c in cands if c.form == "choice"]
+    assert c.entry_ids == ["q", "o", "s"] and "insulated parka" in c.content and "winter coat" in c.content
+
+
+@pytest.mark.parametrize("text,role", [
+    ("I prefer tabs over spaces and I always want type hints.", "assistant"),  # not the user's own words
+    ("Can you find me a hotel near the venue?", "user"),  # a request
+    ("Do you prefer window seats?", "user"),  # a question
+    ("I want you to act as a Linux terminal.", "user"),  # a prompt, not a preference
+    ("Perfect, thanks.", "user"),  # chit-chat
+    ("deploy failed: I prefer not to retry automatically", "tool"),  # a tool output
+])
+def test_chit_chat_requests_and_other_voices_never_become_knowledge(text, role):
+    assert extract(text, role=role, entry_id="e") == []
+
+
+def test_preferences_in_many_wordings_are_extracted():
+    for text in ("I have an acute fear of heights, so I avoid anything involving elevation.",
+                 "I find flashcards ineffective and prefer storytelling.", "I'm a strict vegetarian.",
+                 "I exclusively read non-fiction books.", "I never wear heels.",
+                 "Production deploys only on weekdays, never on Saturday or Sunday."):
+        assert extract(text, role="user", entry_id="e"), text
+
+
+def test_a_bare_acknowledgement_never_spends_a_slot():
+    hits = [Hit(id=f"e{i}", content=c, timestamp="2026-01-01", session_id="s", agent_id="a", role="assistant",
+                tier="episodic", score=1.0 - i / 10) for i, c in enumerate(["Noted.", "Yes, go.", "Marriott, for the points."])]
+    packed = pack(hits, 4, 300)
+    assert [h.id for h in packed.hits] == ["e2"] and "e0: no content of its own" in packed.left_out
+    assert not has_content("Perfect, thanks.") and has_content("Noted: Postgres 16 everywhere")
+
+
+def test_the_demo_scenario_no_longer_delivers_bare_acknowledgements(tmp_path):
+    out = run_cli("demo", "--into", str(tmp_path / "d")).stdout
+    delivered = [line for line in out.splitlines() if line.startswith("    ") and "score=" in line
+                 and not line.strip().startswith("(left out")]
+    assert delivered and not any(line.rstrip().endswith(("Noted.", "Noted", "Perfect, thanks.")) for line in delivered)
+    # the Global layer reaches another project, the Workspace layer reuses a skill
+    berlin = out[out.index("s-2026-10-28-p-r1"):][:1500]
+    assert "aisle seat" in berlin or "before 8am" in berlin
+    again = out[out.index("s-2026-11-02-d-r1"):][:1500]
+    assert "sk-" in again and "Skill that worked" in again
+
+
+def test_two_processes_maintaining_the_same_session_write_each_node_once(workspace):
+    code = ("import sys; from memtier_plugin.global_memory import GlobalStore; from memtier_plugin.preferences import extract;"
+            "s = GlobalStore(sys.argv[1]);"
+            "c = extract('I always want an aisle seat, vegetarian meals, and hotels under $200 a night.', role='user', entry_id='e1');"
+            "[s.upsert(c, agent_id='a', session_id='s1', project='p', ts=1.79e9) for _ in range(20)]")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(workspace / "memory")]) for _ in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    store = GlobalStore(workspace / "memory")
+    assert sorted(n.rec["content"] for n in store.current()) == [
+        "I always want an aisle seat", "I always want hotels under $200 a night", "I always want vegetarian meals"]
+
+
+def test_a_failing_maintenance_never_costs_the_run(workspace, monkeypatch, caplog):
+    from memtier_plugin import memory
+
+    monkeypatch.setattr(memory.Memory, "maintain", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    h = Host()
+    h.register(plugin, "memtier")
+    ctx = HookContext(agent_id="a", session_id="s", run_id="r", project="p", workspace_dir=str(workspace))
+    h.before_prompt_build(PromptEvent("I always want an aisle seat."), ctx)
+    h.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": "Saved your seat preference."}]), ctx)
+    traces = "".join(p.read_text() for p in (workspace / "memory" / "traces").rglob("*.jsonl"))
+    assert '"kind":"run_end"' in traces and "boom" in caplog.text
