@@ -78,6 +78,7 @@ class ConsolidationReport:
     promoted: list[str] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)      # {"entry_id", "reason"}
     quarantined: list[dict] = field(default_factory=list)  # {"file", "line", "entry_id", "reason"}: bad records
+    knowledge: list[dict] = field(default_factory=list)    # Global-layer nodes written from the batch's entries
     errors: list[str] = field(default_factory=list)
     store_tokens: int = 0                                   # model output tokens (0 on the heuristic path)
     duplicates: int = 0
@@ -90,7 +91,7 @@ class ConsolidationReport:
     elapsed_s: float = 0.0
 
     def merge(self, other: "ConsolidationReport") -> None:
-        for name in ("new_facts", "promoted", "skipped", "quarantined", "errors"):
+        for name in ("new_facts", "promoted", "skipped", "quarantined", "errors", "knowledge"):
             getattr(self, name).extend(getattr(other, name))
         for name in ("store_tokens", "duplicates", "superseded", "resumed", "fallbacks", "batches", "failed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -399,6 +400,7 @@ class Consolidator:
         if promoted:
             write_journal(self.root, pending, promoted, self.clock)
         self._commit(pending, promoted, report)
+        self._standing(work, report)
         drop_journal(self.root)  # before the checkpoint: a journal's entries always lie beyond it
         save_checkpoints(self.root, new_cps, self.clock)
         for rel, n in taken.items():
@@ -406,6 +408,27 @@ class Consolidator:
         report.duplicates += placed.duplicates
         report.superseded += placed.superseded
         report.resumed += placed.resumed
+
+    def _standing(self, work: list, report: ConsolidationReport) -> None:
+        """The Global layer from the batch's entries, session by session (MemSidecar: maintenance in the
+        daemon as at task boundaries). Idempotent: a redone batch finds its nodes already held."""
+        if not self.config.standing.enabled or not work:
+            return
+        from .global_memory import GlobalStore
+        from .preferences import from_session
+
+        sessions: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
+        for entry, _rel, _at in sorted(work, key=lambda w: w[0]["timestamp"]):
+            key = (entry["agent_id"], entry["session_id"], entry.get("project") or "")
+            sessions.setdefault(key, []).append((entry["id"], entry.get("role") or "user", entry["content"]))
+        store = GlobalStore(self.root, fsync=self.store.fsync)
+        try:
+            for (agent, session, project), msgs in sessions.items():
+                recs = store.upsert(from_session(msgs), agent_id=agent, session_id=session, project=project,
+                                    ts=self.clock())
+                report.knowledge.extend(r for r in recs if r["kind"] == "knowledge")
+        except Exception as exc:  # the facts are committed; standing knowledge is redone at the next boundary
+            log.warning("standing knowledge not maintained in this batch: %s", exc)
 
     def _commit(self, facts: dict[str, list[dict]], promoted: list[tuple[str, dict]],
                 report: ConsolidationReport) -> None:

@@ -185,3 +185,17 @@ def test_a_failing_maintenance_never_costs_the_run(workspace, monkeypatch, caplo
     h.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": "Saved your seat preference."}]), ctx)
     traces = "".join(p.read_text() for p in (workspace / "memory" / "traces").rglob("*.jsonl"))
     assert '"kind":"run_end"' in traces and "boom" in caplog.text
+
+
+def test_the_daemon_maintains_the_global_layer_too(workspace):
+    from conftest import run_cli as cli
+
+    cli("add", "I always want an aisle seat, vegetarian meals, and hotels under $200 a night.", "--agent", "a",
+        "--session", "s1", "--project", "travel")
+    cli("add", "Please book the Lisbon hotel for Nov 10.", "--agent", "a", "--session", "s1", "--project", "travel")
+    report = json.loads(cli("daemon", "--once", "--json").stdout)
+    assert sorted(k["content"] for k in report["knowledge"]) == [
+        "I always want an aisle seat", "I always want hotels under $200 a night", "I always want vegetarian meals"]
+    again = json.loads(cli("daemon", "--once", "--json").stdout)
+    assert again["knowledge"] == []
+    assert len(GlobalStore(workspace / "memory").current()) == 3
