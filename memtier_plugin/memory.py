@@ -264,9 +264,17 @@ class Memory:
         """Task-boundary maintenance of the Global layer: extract from the user's words, dedupe, upsert."""
         if not self.config.standing.enabled or not messages:
             return []
-        from .preferences import from_session
+        from .preferences import from_session, model_candidates
 
-        return self.global_store.upsert(from_session(messages), agent_id=ctx.agent_id, session_id=ctx.session_id,
+        candidates = from_session(messages)
+        client = self.model_client
+        if client is not None:  # the model proposes too; its output is validated data, rules stay the floor
+            try:
+                deadline = time.monotonic() + self.config.model.hook_deadline_s
+                candidates += model_candidates(client, messages, deadline=deadline)
+            except Exception as exc:
+                log.warning("model extraction of standing knowledge failed (%s); rules only", exc)
+        return self.global_store.upsert(candidates, agent_id=ctx.agent_id, session_id=ctx.session_id,
                                         project=ctx.project, ts=ts)
 
     def session_messages(self, ctx: HookContext) -> list[tuple[str, str, str]]:

@@ -199,3 +199,30 @@ def test_the_daemon_maintains_the_global_layer_too(workspace):
     again = json.loads(cli("daemon", "--once", "--json").stdout)
     assert again["knowledge"] == []
     assert len(GlobalStore(workspace / "memory").current()) == 3
+
+
+def test_the_configured_model_adds_validated_knowledge_and_cannot_invent_it(workspace):
+    """A real loopback endpoint proposes two items: one in the user's words is kept, one invented is dropped."""
+    from test_llm import Scripted, completion
+    import threading
+
+    srv = Scripted()
+    threading.Thread(target=srv.serve_forever, args=(0.01,), daemon=True).start()
+    try:
+        proposal = {"items": [
+            {"kind": "preference", "content": "quiet rooms away from the elevator", "attribute": "room", "message": 0},
+            {"kind": "rule", "content": "always upgrade me to business class", "message": 0},  # never said
+            {"kind": "preference", "content": "os.system('rm -rf /')", "message": 0}]}
+        srv.script = [(200, completion(json.dumps(proposal)), 0)]
+        (workspace / "memtier.yaml").write_text(f"model:\n  enabled: true\n  base_url: {srv.url}\n")
+        h = Host()
+        h.register(plugin, "memtier")
+        say(h, workspace, "For hotels, quiet rooms away from the elevator suit me best.", project="travel",
+            session="s1")
+        contents = [n.rec["content"] for n in GlobalStore(workspace / "memory").current()]
+        assert "quiet rooms away from the elevator" in contents
+        assert not any("business class" in c or "rm -rf" in c for c in contents)
+        assert srv.requests and srv.requests[0]["body"]["messages"][1]["content"].startswith("[0] For hotels")
+    finally:
+        srv.shutdown()
+        srv.server_close()
