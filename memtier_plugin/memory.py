@@ -118,6 +118,7 @@ class Memory:
         self._global = None
         self._workspace: dict[tuple[str, str], Any] = {}
         self._scorer = None
+        self._items: dict[str, Any] = {}  # standing item per node/skill id (records never change: cached)
 
     # ---- scoping ---------------------------------------------------------
     def visible_agents(self, agent_id: str) -> list[str] | None:
@@ -244,20 +245,29 @@ class Memory:
         from .standing import Item
         from .tokenize import token_set
 
+        tree = self.scorer.tree
         items = []
         for n in self.global_store.current(project, now):
-            r = n.rec
-            prov = r.get("provenance") or {}
-            items.append(Item(r["id"], r["content"], r["node_kind"], "global", r["timestamp"], r.get("attribute", ""),
-                              list(prov.get("entry_ids") or []), self.scorer.tree.route(r["content"]), n.tokens,
-                              prov.get("agent_id", ""), prov.get("session_id", "")))
+            it = self._items.get(n.id)
+            if it is None:
+                r, prov = n.rec, n.rec.get("provenance") or {}
+                it = self._items[n.id] = Item(r["id"], r["content"], r["node_kind"], "global", r["timestamp"],
+                                              r.get("attribute", ""), list(prov.get("entry_ids") or []),
+                                              tree.route(r["content"]), n.tokens, prov.get("agent_id", ""),
+                                              prov.get("session_id", ""))
+            items.append(it)
         for r in self.workspace_store("procedural", project).refresh():
-            if r.get("kind") == "skill":
+            if r.get("kind") != "skill":
+                continue
+            it = self._items.get(r["id"])
+            if it is None:
                 prov = r.get("provenance") or {}
                 text = f"{r['goal']} {' '.join(r.get('tools') or [])}"
-                items.append(Item(r["id"], r["content"], "skill", "procedural", r["timestamp"], "",
-                                  list(prov.get("entry_ids") or []), self.scorer.tree.route(text),
-                                  frozenset(token_set(text)), prov.get("agent_id", ""), prov.get("session_id", "")))
+                it = self._items[r["id"]] = Item(r["id"], r["content"], "skill", "procedural", r["timestamp"], "",
+                                                 list(prov.get("entry_ids") or []), tree.route(text),
+                                                 frozenset(token_set(text)), prov.get("agent_id", ""),
+                                                 prov.get("session_id", ""))
+            items.append(it)
         return items
 
     def maintain(self, ctx: HookContext, messages: list[tuple[str, str, str]], ts: float) -> list[dict]:
