@@ -24,6 +24,8 @@ COMMANDS = [
     ("train_cmd", "train"),
     ("daemon_cmd", "daemon"),
     ("model_cmd", "model"),
+    ("serve_cmd", "serve"),
+    ("mcp_cmd", "mcp"),
 ]
 
 
