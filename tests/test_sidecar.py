@@ -373,3 +373,21 @@ def test_eight_clients_times_a_thousand_requests_lose_nothing(sidecar, tmp_path)
                      for c in range(clients) for i in range(n) if i % 10 not in (0, 5)])
     assert len(got) == len(want) == clients * n * 8 // 10 + clients * n // 10
     assert got == want
+
+
+def test_bench_bridge_measures_each_path_over_the_same_prompts(tmp_path):
+    proc = run_cli("bench", "bridge", "--entries", "300", "--calls", "12", "--warmup", "2", "--json",
+                   "--workdir", str(tmp_path))
+    row = json.loads(proc.stdout)
+    assert (row["entries"], row["calls"]) == (300, 12)
+    paths = ["in_process", "http"] + (["plugin"] if "plugin_p50_ms" in row else [])
+    for p in paths:
+        assert 0 < row[f"{p}_p50_ms"] <= row[f"{p}_p95_ms"]
+    # every path answered the same prompts over the same corpus: memory was delivered alike
+    assert len({row[f"{p}_delivered"] for p in paths}) == 1 and row["in_process_delivered"] > 0
+    if "plugin_p50_ms" in row:
+        assert row["added_p95_ms"] == pytest.approx(row["plugin_p95_ms"] - row["in_process_p95_ms"], abs=1e-3)
+        assert isinstance(row["target_met"], bool)
+    else:
+        assert row["plugin_skipped"] and row["target_met"] is None
+    assert list(tmp_path.iterdir()) == [], "the temporary workspaces are removed"
