@@ -142,6 +142,8 @@ def consolidation(appends, as_json, json_out, seed, workdir, quiet):
 @click.option("--calls", type=click.IntRange(10, 100_000), default=300, show_default=True,
               help="Timed before_prompt_build calls per path.")
 @click.option("--warmup", type=click.IntRange(0, 10_000), default=20, show_default=True, help="Untimed calls first.")
+@click.option("--rounds", type=click.IntRange(1, 100), default=5, show_default=True,
+              help="Interleaved rounds (each path in turn), so a load change hits all paths alike.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Corpus and prompt seed.")
 @click.option("--node", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Node binary for the plugin path (default: $MEMTIER_NODE, the e2e test's Node 24, node on PATH).")
@@ -151,14 +153,14 @@ def consolidation(appends, as_json, json_out, seed, workdir, quiet):
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--json-out", type=click.Path(dir_okay=False), default=None, help="Also write the JSON object to this file.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
-def bridge(entries, calls, warmup, seed, node, plugin, workdir, as_json, json_out, quiet):
+def bridge(entries, calls, warmup, rounds, seed, node, plugin, workdir, as_json, json_out, quiet):
     """before_prompt_build in process vs over the sidecar (http.client) vs through the OpenClaw plugin
     under Node: p50/p95 per path and what the sidecar adds (issue 15 target: ≤ 5 ms at p95)."""
     from ..bench_bridge import bench_bridge
 
     say = None if quiet or as_json else (lambda msg: click.echo(f"memtier bench bridge: {msg}", err=True))
     try:
-        row = bench_bridge(entries=entries, calls=calls, warmup=warmup, seed=seed, node=node, plugin=plugin,
+        row = bench_bridge(entries=entries, calls=calls, warmup=warmup, rounds=rounds, seed=seed, node=node, plugin=plugin,
                            workdir=workdir, progress=say)
     except RuntimeError as exc:
         click.echo(f"memtier bench bridge: {exc}", err=True)
@@ -167,8 +169,9 @@ def bridge(entries, calls, warmup, seed, node, plugin, workdir, as_json, json_ou
     if as_json:
         click.echo(doc)
         return
-    click.echo(f"before_prompt_build over {row['entries']:,} entries, {row['calls']} calls per path "
-               f"(after {row['warmup']} warm-up calls):")
+    click.echo(f"before_prompt_build over {row['entries']:,} entries, {row['calls']} calls per path in "
+               f"{row['rounds']} interleaved rounds (after {row['warmup']} warm-up calls; "
+               f"load average {row['load_before']} → {row['load_after']}):")
     paths = [("in process (Host)", "in_process"), ("sidecar via http.client", "http")]
     if "plugin_p50_ms" in row:
         paths.append((f"OpenClaw plugin (node {row['node']}) + sidecar", "plugin"))
