@@ -431,7 +431,8 @@ def test_a_killed_sidecar_fails_open_then_the_plugin_starts_a_new_one(toolchain,
     got = drive(toolchain, tmp_path, config, [remember])  # starts the sidecar, records the prompt
     pid = _endpoint(ws)["pid"]
     sidecar_pids.append(pid)
-    steps = [PROMPT, {"kill": pid}, {"sleepMs": 200}, PROMPT, TOOL, {"sleepMs": 8000}, PROMPT]
+    run = [{**PROMPT, "ctx": {**PROMPT["ctx"], "runId": f"r{i}"}} for i in range(3)]  # three runs, one prompt each
+    steps = [run[0], {"kill": pid}, {"sleepMs": 200}, run[1], TOOL, {"sleepMs": 8000}, run[2]]
     out = drive(toolchain, tmp_path, config, steps)["out"]
     before, down, tool, back = out
     assert "make ship on tuesdays" in before["result"]["prependContext"]
@@ -441,3 +442,20 @@ def test_a_killed_sidecar_fails_open_then_the_plugin_starts_a_new_one(toolchain,
     sidecar_pids.append(new_pid)
     assert new_pid != pid
     assert "make ship on tuesdays" in back["result"]["prependContext"], "the restarted sidecar serves memory again"
+
+
+def test_a_rebuilt_prompt_gets_the_same_memory_and_is_recorded_once(toolchain, tmp_path, sidecar_pids):
+    ws = tmp_path / "ws"
+    config = {"workspace": str(ws), "command": [sys.executable, "-m", "memtier_plugin"], "idleExitSeconds": 120}
+    remember = {**PROMPT, "event": {"prompt": "we deploy with make ship on tuesdays", "messages": []},
+                "ctx": {**PROMPT["ctx"], "runId": "r0"}}
+    admitted = {**PROMPT, "event": {**PROMPT["event"], "currentUserMessageId": "m1"}}
+    next_run = {**PROMPT, "ctx": {**PROMPT["ctx"], "runId": "r2"}}
+    out = drive(toolchain, tmp_path, config, [remember, PROMPT, PROMPT, admitted, admitted, next_run])["out"]
+    sidecar_pids.append(_endpoint(ws)["pid"])
+    first, rebuilt, by_id, by_id_again, later = [o["result"] for o in out[1:]]
+    assert "make ship on tuesdays" in first["prependContext"] and rebuilt == first
+    assert by_id == by_id_again
+    prompts = [e.content for e in Ledger(ws / "memory").read(["main"]).entries.values() if e.role == "user"]
+    # r1 once, its admission m1 once, r2 once: a rebuild of one request is not a new prompt
+    assert sorted(prompts) == sorted(["we deploy with make ship on tuesdays"] + ["how do we deploy?"] * 3)

@@ -17,7 +17,7 @@
  */
 import { resolveConfig } from "./config.js";
 import { SidecarClient } from "./client.js";
-import { MAX_TEXT, OWN_TOOLS, RunStarts, WRAPPER_TOOLS, memtierCtx, messagesOf, payloadOf, promptOf, } from "./mapping.js";
+import { MAX_TEXT, OWN_TOOLS, PromptAnswers, RunStarts, WRAPPER_TOOLS, memtierCtx, messagesOf, payloadOf, promptOf, } from "./mapping.js";
 /** Messages of the conversation so far sent with before_prompt_build (memtier's recall reads the prompt). */
 const PROMPT_HISTORY = 20;
 /** Largest tool params sent to pre_tool as they are (a bigger call is checked by its name alone). */
@@ -43,22 +43,28 @@ export function register(api) {
     const cfg = resolveConfig(api.pluginConfig, api.config?.agents?.defaults?.workspace);
     const client = new SidecarClient(cfg, api.logger);
     const runs = new RunStarts();
+    const answered = new PromptAnswers();
+    const orNothing = (r) => (r.prependContext || r.prependSystemContext ? r : undefined);
     const debug = (msg) => api.logger.debug?.(`memtier: ${msg}`);
     api.on("before_prompt_build", async (event, ctx) => {
         const prompt = promptOf(event);
         if (!prompt.trim())
             return undefined;
         const mctx = memtierCtx(ctx, cfg.project);
+        const key = PromptAnswers.key(event, mctx.run_id, prompt);
+        const again = answered.get(key);
+        if (again)
+            return orNothing(again); // a rebuild of a request memtier has recorded already
         runs.start(mctx.run_id, event.messages);
         const history = Array.isArray(event.messages) ? event.messages.slice(-PROMPT_HISTORY) : [];
         try {
             const a = await client.call("before_prompt_build", { ctx: mctx, event: { prompt, messages: messagesOf(history) } }, cfg.promptTimeoutMs);
-            if (!a?.prepend_context && !a?.prepend_system_context)
-                return undefined;
-            return {
-                ...(a.prepend_context ? { prependContext: String(a.prepend_context) } : {}),
-                ...(a.prepend_system_context ? { prependSystemContext: String(a.prepend_system_context) } : {}),
+            const result = {
+                ...(a?.prepend_context ? { prependContext: String(a.prepend_context) } : {}),
+                ...(a?.prepend_system_context ? { prependSystemContext: String(a.prepend_system_context) } : {}),
             };
+            answered.set(key, result);
+            return orNothing(result);
         }
         catch (err) {
             debug(`before_prompt_build without memory: ${err.message}`);

@@ -102,6 +102,31 @@ export function payloadOf(value) {
     return json.length <= MAX_TEXT ? JSON.parse(json) : clip(json);
 }
 /**
+ * Answers of before_prompt_build by admitted request: OpenClaw may rebuild the
+ * prompt of one request (a retry, a failover); the rebuild gets the same memory
+ * again without the sidecar recording the prompt a second time.
+ */
+export class PromptAnswers {
+    max;
+    answers = new Map();
+    constructor(max = 64) {
+        this.max = max;
+    }
+    /** The key of one admitted request: its admission id when the host gives one, else run and text. */
+    static key(event, runId, prompt) {
+        return typeof event.currentUserMessageId === "string" && event.currentUserMessageId
+            ? `id:${event.currentUserMessageId}` : `run:${runId}\u0000${prompt}`;
+    }
+    get(key) {
+        return this.answers.get(key);
+    }
+    set(key, answer) {
+        this.answers.set(key, answer);
+        while (this.answers.size > this.max)
+            this.answers.delete(this.answers.keys().next().value);
+    }
+}
+/**
  * Which of agent_end's messages belong to the run: OpenClaw hands over the whole
  * session; memtier wants the run's own. before_prompt_build records how many
  * messages the session had; agent_end keeps what came after (or, when that is

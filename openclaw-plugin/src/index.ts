@@ -19,7 +19,7 @@
 import { resolveConfig } from "./config.js";
 import { SidecarClient } from "./client.js";
 import {
-  MAX_TEXT, OWN_TOOLS, RunStarts, WRAPPER_TOOLS, memtierCtx, messagesOf, payloadOf, promptOf,
+  MAX_TEXT, OWN_TOOLS, PromptAnswers, RunStarts, WRAPPER_TOOLS, memtierCtx, messagesOf, payloadOf, promptOf,
 } from "./mapping.js";
 import type {
   AfterToolCallEvent, AgentContext, AgentEndEvent, AgentTool, BeforeCompactionEvent, BeforePromptBuildEvent,
@@ -53,22 +53,28 @@ export function register(api: PluginApi): void {
   const cfg = resolveConfig(api.pluginConfig, api.config?.agents?.defaults?.workspace);
   const client = new SidecarClient(cfg, api.logger);
   const runs = new RunStarts();
+  const answered = new PromptAnswers<BeforePromptBuildResult>();
+  const orNothing = (r: BeforePromptBuildResult) => (r.prependContext || r.prependSystemContext ? r : undefined);
   const debug = (msg: string) => api.logger.debug?.(`memtier: ${msg}`);
 
   api.on("before_prompt_build", async (event: BeforePromptBuildEvent, ctx: AgentContext): Promise<BeforePromptBuildResult | undefined> => {
     const prompt = promptOf(event);
     if (!prompt.trim()) return undefined;
     const mctx = memtierCtx(ctx, cfg.project);
+    const key = PromptAnswers.key(event, mctx.run_id, prompt);
+    const again = answered.get(key);
+    if (again) return orNothing(again); // a rebuild of a request memtier has recorded already
     runs.start(mctx.run_id, event.messages);
     const history = Array.isArray(event.messages) ? event.messages.slice(-PROMPT_HISTORY) : [];
     try {
       const a = await client.call("before_prompt_build",
         { ctx: mctx, event: { prompt, messages: messagesOf(history) } }, cfg.promptTimeoutMs);
-      if (!a?.prepend_context && !a?.prepend_system_context) return undefined;
-      return {
-        ...(a.prepend_context ? { prependContext: String(a.prepend_context) } : {}),
-        ...(a.prepend_system_context ? { prependSystemContext: String(a.prepend_system_context) } : {}),
+      const result: BeforePromptBuildResult = {
+        ...(a?.prepend_context ? { prependContext: String(a.prepend_context) } : {}),
+        ...(a?.prepend_system_context ? { prependSystemContext: String(a.prepend_system_context) } : {}),
       };
+      answered.set(key, result);
+      return orNothing(result);
     } catch (err) {
       debug(`before_prompt_build without memory: ${(err as Error).message}`);
       return undefined;

@@ -120,6 +120,32 @@ export function payloadOf(value: unknown): unknown {
 }
 
 /**
+ * Answers of before_prompt_build by admitted request: OpenClaw may rebuild the
+ * prompt of one request (a retry, a failover); the rebuild gets the same memory
+ * again without the sidecar recording the prompt a second time.
+ */
+export class PromptAnswers<T> {
+  private answers = new Map<string, T>();
+
+  constructor(private readonly max = 64) {}
+
+  /** The key of one admitted request: its admission id when the host gives one, else run and text. */
+  static key(event: { currentUserMessageId?: unknown }, runId: string, prompt: string): string {
+    return typeof event.currentUserMessageId === "string" && event.currentUserMessageId
+      ? `id:${event.currentUserMessageId}` : `run:${runId}\u0000${prompt}`;
+  }
+
+  get(key: string): T | undefined {
+    return this.answers.get(key);
+  }
+
+  set(key: string, answer: T): void {
+    this.answers.set(key, answer);
+    while (this.answers.size > this.max) this.answers.delete(this.answers.keys().next().value as string);
+  }
+}
+
+/**
  * Which of agent_end's messages belong to the run: OpenClaw hands over the whole
  * session; memtier wants the run's own. before_prompt_build records how many
  * messages the session had; agent_end keeps what came after (or, when that is

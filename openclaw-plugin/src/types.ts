@@ -44,6 +44,7 @@ export interface SessionContext {
 export interface BeforePromptBuildEvent {
   prompt: string;
   currentUserMessage?: string;
+  currentUserMessageId?: string;
   messages: unknown[];
 }
 
