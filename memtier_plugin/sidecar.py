@@ -197,7 +197,8 @@ def parse_event(hook: str, obj: Any):
 
 
 class Sidecar:
-    """The transport-free core: one request (path, JSON body) in, (status, JSON answer) out."""
+    """The transport-free core: one request (endpoint name, parsed JSON body) in, its JSON answer out;
+    a request it refuses raises :class:`RequestError` (status and one line)."""
 
     def __init__(self, host: Host, workspace: Path | str):
         self.host = host
@@ -246,9 +247,7 @@ class Sidecar:
             if name == "memory_get":
                 return tools.memory_get(mem, ctx, params.get("id"))
             return tools.memory_add(mem, ctx, params.get("content"), role=params.get("role") or "user")
-        except InvalidIdError as exc:
-            raise RequestError(400, str(exc)) from None
-        except MemtierError as exc:
+        except MemtierError as exc:  # a bad argument (InvalidIdError included)
             raise RequestError(400, str(exc)) from None
         except Exception as exc:
             log.exception("sidecar: %s failed", name)

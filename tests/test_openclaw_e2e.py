@@ -428,7 +428,7 @@ def test_a_killed_sidecar_fails_open_then_the_plugin_starts_a_new_one(toolchain,
     config = {"workspace": str(ws), "command": [sys.executable, "-m", "memtier_plugin"], "idleExitSeconds": 120,
               "promptTimeoutMs": 1500, "toolTimeoutMs": 1500, "startTimeoutMs": 12000}
     remember = {**PROMPT, "event": {"prompt": "we deploy with make ship on tuesdays", "messages": []}}
-    got = drive(toolchain, tmp_path, config, [remember])  # starts the sidecar, records the prompt
+    drive(toolchain, tmp_path, config, [remember])  # starts the sidecar, records the prompt
     pid = _endpoint(ws)["pid"]
     sidecar_pids.append(pid)
     run = [{**PROMPT, "ctx": {**PROMPT["ctx"], "runId": f"r{i}"}} for i in range(3)]  # three runs, one prompt each
