@@ -38,6 +38,8 @@ COMMANDS = {
     "train": ("train_cmd", "train"),
     "daemon": ("daemon_cmd", "daemon"),
     "model": ("model_cmd", "model"),
+    "serve": ("serve_cmd", "serve"),
+    "mcp": ("mcp_cmd", "mcp"),
 }
 
 

@@ -113,9 +113,7 @@ def consolidation(appends, as_json, json_out, seed, workdir, quiet):
     except Terminated:
         click.echo("memtier bench consolidation: terminated; daemon stopped, workspace removed", err=True)
         raise SystemExit(143) from None
-    doc = json.dumps({k: _round(v) for k, v in row.items()}, indent=1)
-    if json_out:
-        Path(json_out).write_text(doc + "\n")
+    doc = _dump(row, json_out)
     if as_json:
         click.echo(doc)
     else:
@@ -136,6 +134,67 @@ def consolidation(appends, as_json, json_out, seed, workdir, quiet):
         click.echo(f"memtier bench consolidation: the daemon exited {row['daemon_exit_code']} on SIGTERM "
                    "(None: killed after 30 s)", err=True)
         raise SystemExit(1)
+
+
+@bench.command("bridge")
+@click.option("--entries", type=click.IntRange(100, 1_000_000), default=10_000, show_default=True,
+              help="Synthetic corpus size (episodic entries).")
+@click.option("--calls", type=click.IntRange(10, 100_000), default=300, show_default=True,
+              help="Timed before_prompt_build calls per path.")
+@click.option("--warmup", type=click.IntRange(0, 10_000), default=20, show_default=True, help="Untimed calls first.")
+@click.option("--rounds", type=click.IntRange(1, 100), default=5, show_default=True,
+              help="Interleaved rounds (each path in turn), so a load change hits all paths alike.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Corpus and prompt seed.")
+@click.option("--node", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Node binary for the plugin path (default: $MEMTIER_NODE, the e2e test's Node 24, node on PATH).")
+@click.option("--plugin", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The built OpenClaw plugin (default: openclaw-plugin/dist/index.js of this checkout).")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where to write the temporary workspaces.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json-out", type=click.Path(dir_okay=False), default=None, help="Also write the JSON object to this file.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+def bridge(entries, calls, warmup, rounds, seed, node, plugin, workdir, as_json, json_out, quiet):
+    """before_prompt_build in process vs over the sidecar (http.client) vs through the OpenClaw plugin
+    under Node: p50/p95 per path and what the sidecar adds (issue 15 target: ≤ 5 ms at p95)."""
+    from ..bench_bridge import bench_bridge
+
+    say = None if quiet or as_json else (lambda msg: click.echo(f"memtier bench bridge: {msg}", err=True))
+    try:
+        row = bench_bridge(entries=entries, calls=calls, warmup=warmup, rounds=rounds, seed=seed, node=node, plugin=plugin,
+                           workdir=workdir, progress=say)
+    except RuntimeError as exc:
+        click.echo(f"memtier bench bridge: {exc}", err=True)
+        raise SystemExit(1) from None
+    doc = _dump(row, json_out)
+    if as_json:
+        click.echo(doc)
+        return
+    click.echo(f"before_prompt_build over {row['entries']:,} entries, {row['calls']} calls per path in "
+               f"{row['rounds']} interleaved rounds (after {row['warmup']} warm-up calls; "
+               f"load average {row['load_before']} → {row['load_after']}):")
+    paths = [("in process (Host)", "in_process"), ("sidecar via http.client", "http")]
+    if "plugin_p50_ms" in row:
+        paths.append((f"OpenClaw plugin (node {row['node']}) + sidecar", "plugin"))
+    for label, key in paths:
+        click.echo(f"  {label:<44} p50 {row[key + '_p50_ms']:7.2f} ms   p95 {row[key + '_p95_ms']:7.2f} ms   "
+                   f"memory delivered {row[key + '_delivered']}/{row['calls']}")
+    click.echo(f"  sidecar adds (http.client)                   p50 {row['http_added_p50_ms']:+7.2f} ms   "
+               f"p95 {row['http_added_p95_ms']:+7.2f} ms")
+    if "plugin_p50_ms" in row:
+        click.echo(f"  sidecar adds (through the plugin)            p50 {row['added_p50_ms']:+7.2f} ms   "
+                   f"p95 {row['added_p95_ms']:+7.2f} ms")
+        click.echo(f"issue 15 target: p95 added ≤ {row['target_added_p95_ms']:.0f} ms: "
+                   f"{'met' if row['target_met'] else 'MISSED'}")
+    else:
+        click.echo(f"  plugin path left out: {row['plugin_skipped']}")
+
+
+def _dump(row: dict, json_out: str | None) -> str:
+    """``row`` as indented JSON (floats rounded), also written to ``json_out`` when given."""
+    doc = json.dumps({k: _round(v) for k, v in row.items()}, indent=1)
+    if json_out:
+        Path(json_out).write_text(doc + "\n")
+    return doc
 
 
 def _round(v):

@@ -1,0 +1,64 @@
+"""`memtier serve`: the workspace's hook contract over loopback HTTP (the sidecar of docs/integrations.md)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+import orjson
+
+
+def export_config(state):
+    """The command's config, also handed to the hooks through the environment.
+
+    The hooks load their config by workspace (``memory.memory_for``), flag-free;
+    a long-running server is the whole process, so exporting ``--workspace``,
+    ``--config`` and ``--preset`` makes them see what this command was given.
+    A bad config stops here, with one line.
+    """
+    cfg = state.config
+    os.environ["MEMTIER_WORKSPACE"] = str(cfg.workspace)
+    if state.config_path:
+        os.environ["MEMTIER_CONFIG"] = str(Path(state.config_path).resolve())
+    if state.preset:
+        os.environ["MEMTIER_PRESET"] = state.preset
+    return cfg
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Loopback address to listen on (127.0.0.1 or ::1).")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Port (0: any free port; clients find it in <memory>/.sidecar/endpoint.json).")
+@click.option("--token-file", type=click.Path(dir_okay=False),
+              help="Where the token lives (default <memory>/.sidecar/token, mode 0600).")
+@click.option("--max-body", type=int, default=None, help="Largest request body in bytes (default 1 MiB).")
+@click.option("--plugin-dir", type=click.Path(file_okay=False, exists=True),
+              help="Also load the hook plugins of this directory (memtier itself is always loaded).")
+@click.option("--idle-exit", type=click.FloatRange(min=0), default=0, show_default=True,
+              help="Exit after this many seconds without requests (0: never).")
+@click.option("--json", "as_json", is_flag=True, help="Print the ready line as one JSON object.")
+@click.pass_obj
+def serve(state, host, port, token_file, max_body, plugin_dir, idle_exit, as_json):
+    """Serve this workspace's memory to a runtime over loopback HTTP until SIGTERM or Ctrl-C.
+
+    Every request needs the token from the token file. Once listening, one line
+    on stdout says where (with --json: url, token_file, pid, workspace).
+    """
+    from ..sidecar import MAX_BODY, serve as run
+
+    cfg = export_config(state)
+
+    def ready(ep) -> None:
+        if as_json:
+            click.echo(orjson.dumps({"url": ep.url, "token_file": ep.token_file, "pid": ep.pid,
+                                     "workspace": ep.workspace, "version": ep.version}).decode())
+        else:
+            click.echo(f"memtier serve: {ep.url} for {ep.workspace} (token in {ep.token_file}; pid {ep.pid})")
+        sys.stdout.flush()
+
+    code = run(cfg.workspace, cfg.memory_root, host=host, port=port, token_file=token_file,
+               max_body=MAX_BODY if max_body is None else max_body, plugin_dir=plugin_dir,
+               idle_exit_s=idle_exit, on_ready=ready)
+    sys.exit(code)

@@ -1,0 +1,100 @@
+"""The memory tools an agent calls on purpose: memory_search, memory_get, memory_add.
+
+Plain functions over one workspace's :class:`~memtier_plugin.memory.Memory`,
+free of pluggy and of any transport: the sidecar (``memtier serve``), the MCP
+server (``memtier mcp``) and a reference host call the same code, so a tool
+answers alike everywhere. Scoping is the hooks' scoping: ``ctx.agent_id`` is
+checked before it becomes a path (:class:`~memtier_plugin.errors.InvalidIdError`),
+an agent reads only the episodic ledgers it may read
+(``agents.global_read``), and project-shared facts are visible to every agent.
+
+Each answer is a JSON-ready dict. A search writes no trace (the agent asked;
+nothing was delivered on memory's initiative) and does not touch run state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import MemtierError
+from .events import HookContext
+from .memory import Memory, checked_context, query_text
+
+#: Roles an added entry may take (the ledger's own roles, less ``fact``: facts come from consolidation).
+ADD_ROLES = ("user", "assistant", "tool", "system")
+#: The longest id memory_get looks up (ids are short; anything longer cannot exist).
+MAX_ID_CHARS = 200
+
+
+def _hit(h) -> dict[str, Any]:
+    return {"id": h.id, "tier": h.tier, "score": round(h.score, 6), "timestamp": h.timestamp,
+            "agent_id": h.agent_id, "session_id": h.session_id, "role": h.role, "content": h.content}
+
+
+def memory_search(mem: Memory, ctx: HookContext, query: str, *, limit: int | None = None) -> dict[str, Any]:
+    """Recall for ``query`` as ``ctx.agent_id`` may see it (the before_prompt_build ranking and packing).
+
+    Returns ``{"query", "mode", "hits": [{id, tier, score, timestamp, agent_id,
+    session_id, role, content}], "block"}``; ``limit`` only shortens ``hits``.
+    """
+    ctx = checked_context(ctx)
+    if not isinstance(query, str) or not query.strip():
+        raise MemtierError("memory_search: 'query' must be a non-empty string")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise MemtierError(f"memory_search: 'limit' must be a positive integer, got {limit!r}")
+    text = query_text(query)
+    result = mem.retriever.recall(text, agent_id=ctx.agent_id, project=ctx.project, session_id=ctx.session_id,
+                                  agents=mem.visible_agents(ctx.agent_id), record_trace=False)
+    hits = result.hits[:limit] if limit else result.hits
+    return {"query": text, "mode": result.mode, "hits": [_hit(h) for h in hits], "block": result.block}
+
+
+def memory_get(mem: Memory, ctx: HookContext, entry_id: str) -> dict[str, Any]:
+    """One episodic entry (``ep-...``) or semantic fact (``sf-...``) by id.
+
+    ``{"found": false, "id"}`` when there is no such id *or* ``ctx.agent_id``
+    may not read it (the answer does not tell the two apart).
+    """
+    ctx = checked_context(ctx)
+    if not isinstance(entry_id, str) or not entry_id.strip() or len(entry_id) > MAX_ID_CHARS:
+        raise MemtierError(f"memory_get: 'id' must be an entry or fact id, got {str(entry_id)[:60]!r}")
+    entry_id = entry_id.strip()
+    retriever = mem.retriever
+    retriever.refresh()
+    visible = mem.visible_agents(ctx.agent_id)
+    for tier in ("episodic", "semantic"):
+        idx = getattr(retriever, tier)
+        doc = idx.pos.get(entry_id)
+        if doc is None:
+            continue
+        rec = idx.read_record(doc)
+        if tier == "episodic":
+            if visible is not None and rec.get("agent_id") not in visible:
+                break
+            if idx.col("system")[doc]:
+                break  # [system] entries are never recalled; they are not handed out by id either
+        return {"found": True, "id": entry_id, "tier": tier, "timestamp": rec.get("timestamp", ""),
+                "agent_id": rec.get("agent_id") or rec.get("origin_agent", ""),
+                "session_id": rec.get("session_id") or ",".join(rec.get("session_ids") or []),
+                "project": rec.get("project", ""), "role": rec.get("role", "fact" if tier == "semantic" else ""),
+                "content": rec.get("content", ""),
+                **({"current": not bool(idx.col("superseded")[doc])} if tier == "semantic" else {})}
+    return {"found": False, "id": entry_id}
+
+
+def memory_add(mem: Memory, ctx: HookContext, content: str, *, role: str = "user") -> dict[str, Any]:
+    """Append one entry to ``ctx.agent_id``'s episodic ledger (redacted, durable before the answer).
+
+    Returns ``{"id", "agent_id", "session_id", "project", "role", "timestamp", "redacted"}``.
+    """
+    ctx = checked_context(ctx)
+    if not isinstance(content, str) or not content.strip():
+        raise MemtierError("memory_add: 'content' must be a non-empty string")
+    if role not in ADD_ROLES:
+        raise MemtierError(f"memory_add: 'role' must be one of {', '.join(ADD_ROLES)}, got {str(role)[:30]!r}")
+    text = content if role != "system" or content.startswith("[system]") else "[system] " + content
+    rec = mem.ledger.add(agent_id=ctx.agent_id, session_id=ctx.session_id, project=ctx.project, content=text,
+                         role=role, provenance={"run_id": ctx.run_id, "source": "memory_add"})
+    return {"id": rec["id"], "agent_id": rec["agent_id"], "session_id": rec["session_id"],
+            "project": rec["project"], "role": rec["role"], "timestamp": rec["timestamp"],
+            "redacted": rec["provenance"].get("redacted", [])}

@@ -1,0 +1,160 @@
+/**
+ * OpenClaw's hook shapes → memtier's hook contract (docs/hooks.md), as plain data.
+ *
+ * Pure functions: no I/O, so they are the same in the Gateway, in
+ * `openclaw agent --local` and in a test harness. Payloads are bounded here so
+ * a request always fits the sidecar's body limit (1 MiB): memtier keeps at most
+ * 32,000 characters of an entry and 2,000 of a tool payload, so clipping to
+ * those lengths (head and tail for a prompt, whose tail recall reads) changes
+ * nothing memtier stores or recalls.
+ */
+/** Characters of one message or tool payload sent (memtier keeps 32,000 of an entry). */
+export const MAX_TEXT = 32_768;
+/** Characters of all messages of one agent_end or before_compaction together (newest kept first). */
+export const MAX_MESSAGES_TEXT = 200_000;
+/**
+ * Wrapper tools of OpenClaw's Tool Search: the inner call fires its own before/after_tool_call,
+ * so memtier checks and records that one, not the wrapper.
+ */
+export const WRAPPER_TOOLS = new Set(["tool_call", "tool_search", "tool_describe"]);
+/** memtier's own tools: their results are memory already; recording them again would echo memory into itself. */
+export const OWN_TOOLS = new Set(["memory_search", "memory_get"]);
+export function memtierCtx(ctx, project, runId) {
+    const c = (ctx ?? {});
+    return {
+        agent_id: c.agentId || "main",
+        session_key: c.sessionKey ?? "",
+        session_id: c.sessionId || c.sessionKey || "",
+        run_id: c.runId || runId || "",
+        project,
+    };
+}
+/** ``text`` within ``limit`` characters: its head and tail, so both ends stay what memtier reads. */
+export function clip(text, limit = MAX_TEXT) {
+    if (text.length <= limit)
+        return text;
+    const half = Math.floor(limit / 2);
+    return text.slice(0, half) + text.slice(text.length - half);
+}
+/** The text of a message content: a string, or the text parts of a content array (tool calls, images left out). */
+export function textOf(content) {
+    if (typeof content === "string")
+        return content;
+    if (!Array.isArray(content))
+        return "";
+    const parts = [];
+    for (const part of content) {
+        if (part && typeof part === "object" && part.type === "text") {
+            const t = part.text;
+            if (typeof t === "string")
+                parts.push(t);
+        }
+    }
+    return parts.join("\n");
+}
+/** The request this turn answers: currentUserMessage when the host gives it, else the prompt. */
+export function promptOf(event) {
+    const text = typeof event.currentUserMessage === "string" ? event.currentUserMessage
+        : typeof event.prompt === "string" ? event.prompt : "";
+    return clip(text, 2 * MAX_TEXT);
+}
+const ROLE = { user: "user", assistant: "assistant", toolResult: "tool", tool: "tool", system: "system" };
+/** OpenClaw messages as memtier's ``{role, content}`` list, each clipped, the total bounded (newest kept). */
+export function messagesOf(messages) {
+    if (!Array.isArray(messages))
+        return [];
+    const out = [];
+    let budget = MAX_MESSAGES_TEXT;
+    for (let i = messages.length - 1; i >= 0 && budget > 0; i--) {
+        const m = messages[i];
+        if (!m || typeof m !== "object" || typeof m.role !== "string" || !(m.role in ROLE))
+            continue;
+        const content = clip(textOf(m.content), Math.min(MAX_TEXT, budget));
+        budget -= content.length;
+        const msg = { role: ROLE[m.role], content };
+        if (typeof m.toolName === "string")
+            msg.name = m.toolName;
+        out.push(msg);
+    }
+    return out.reverse();
+}
+/** A tool's params or result as memtier receives it: text when the result has text, else bounded JSON. */
+export function payloadOf(value) {
+    if (value === undefined || value === null)
+        return null;
+    if (typeof value === "string")
+        return clip(value);
+    if (typeof value === "object" && Array.isArray(value.content)) {
+        const text = textOf(value.content);
+        if (text)
+            return clip(text);
+        value = value.details ?? null;
+        if (value === null)
+            return null;
+    }
+    let json;
+    try {
+        json = JSON.stringify(value) ?? "null";
+    }
+    catch {
+        return clip(String(value));
+    }
+    return json.length <= MAX_TEXT ? JSON.parse(json) : clip(json);
+}
+/**
+ * Answers of before_prompt_build by admitted request: OpenClaw may rebuild the
+ * prompt of one request (a retry, a failover); the rebuild gets the same memory
+ * again without the sidecar recording the prompt a second time.
+ */
+export class PromptAnswers {
+    max;
+    answers = new Map();
+    constructor(max = 64) {
+        this.max = max;
+    }
+    /** The key of one admitted request: its admission id when the host gives one, else run and text. */
+    static key(event, runId, prompt) {
+        return typeof event.currentUserMessageId === "string" && event.currentUserMessageId
+            ? `id:${event.currentUserMessageId}` : `run:${runId}\u0000${prompt}`;
+    }
+    get(key) {
+        return this.answers.get(key);
+    }
+    set(key, answer) {
+        this.answers.set(key, answer);
+        while (this.answers.size > this.max)
+            this.answers.delete(this.answers.keys().next().value);
+    }
+}
+/**
+ * Which of agent_end's messages belong to the run: OpenClaw hands over the whole
+ * session; memtier wants the run's own. before_prompt_build records how many
+ * messages the session had; agent_end keeps what came after (or, when that is
+ * unknown, everything from the last user message on).
+ */
+export class RunStarts {
+    max;
+    starts = new Map();
+    constructor(max = 256) {
+        this.max = max;
+    }
+    start(runId, sessionMessages) {
+        if (!runId)
+            return;
+        this.starts.set(runId, Array.isArray(sessionMessages) ? sessionMessages.length : 0);
+        while (this.starts.size > this.max)
+            this.starts.delete(this.starts.keys().next().value);
+    }
+    runMessages(runId, messages) {
+        const all = Array.isArray(messages) ? messages : [];
+        const start = this.starts.get(runId);
+        this.starts.delete(runId);
+        if (start !== undefined && start <= all.length)
+            return all.slice(start);
+        for (let i = all.length - 1; i >= 0; i--) {
+            if (all[i]?.role === "user")
+                return all.slice(i);
+        }
+        return all;
+    }
+}

