@@ -171,6 +171,7 @@ class StandingConfig:
     max_items: int = field(default=2, metadata=_rng(0, 100))  # standing items per delivery, within top_k
     min_score: float = field(default=0.2, metadata=_rng(0, 1))  # applicability below this is not delivered
     embedder: str = field(default="auto", metadata={"choices": ("auto", "none", "bge-small", "minilm", "hashing")})
+    extractor: str = field(default="heuristic", metadata={"choices": ("heuristic", "model")})  # model: also ask model.*
     sem: float = field(default=1.0, metadata=_rng(0, 10))  # weight of the embedding cosine
     topic: float = field(default=0.3, metadata=_rng(0, 10))  # weight of the topic-route cosine
     lexical: float = field(default=0.2, metadata=_rng(0, 10))  # weight of the word overlap

@@ -277,7 +277,7 @@ class Memory:
         from .preferences import from_session, model_candidates
 
         candidates = from_session(messages)
-        client = self.model_client
+        client = self.model_client if self.config.standing.extractor == "model" else None
         if client is not None:  # the model proposes too; its output is validated data, rules stay the floor
             try:
                 deadline = time.monotonic() + self.config.model.hook_deadline_s

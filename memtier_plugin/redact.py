@@ -54,7 +54,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .secret_context import CONTEXT_KINDS, is_placeholder, key_kind, scan_context
-from .secret_tokens import FORMAT_KINDS, OTHER_KINDS, RUN_CHARS, format_kind, scan_tokens
+from .secret_tokens import FORMAT_KINDS, OTHER_KINDS, P_CONTEXT, RUN_CHARS, format_kind, scan_tokens
 
 __all__ = [
     "DEFAULT_MAX_CHARS", "KINDS", "MARKER_RE", "TRUNCATION_RE", "is_secret_key", "marker",
@@ -133,6 +133,25 @@ def _drop_marker_overlaps(text: str, spans: list) -> list:
 # Public API
 
 
+_CODE_CALL_RE = re.compile(r"(?=[a-z_][a-z0-9_.]*[._])[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*\(")
+
+
+_CODE_CHAIN_RE = re.compile(r"[A-Z][A-Za-z0-9]*\((?:[^()\n]|\([^()\n]*\))*\)\.[a-z_]")  # Path(...).read_text()
+
+
+def _is_code_call(text: str, span: tuple) -> bool:
+    """A context span (a secret-named value) that is a function call in code: ``token = make_token(32)``,
+    ``token = secrets.token_urlsafe(32)`` — a snake_case or dotted callee. ``password=hunter2(`` is not code.
+
+    Token formats (a known prefix, priority below the context patterns) are never dropped.
+    """
+    start, end, prio, _kind = span
+    if prio < P_CONTEXT:
+        return False
+    m = _CODE_CALL_RE.match(text, start) or _CODE_CHAIN_RE.match(text, start)
+    return m is not None and m.start() == start
+
+
 def redact(text: str, max_chars: int | None = None) -> tuple[str, list[str]]:
     """Replace every secret in ``text`` with ``[REDACTED:<kind>]``.
 
@@ -154,6 +173,8 @@ def redact(text: str, max_chars: int | None = None) -> tuple[str, list[str]]:
     spans = _spans(text)
     if spans and ("[REDACTED:" in text or "[TRUNCATED:" in text):
         spans = _drop_marker_overlaps(text, spans)
+    if spans and "(" in text:
+        spans = [sp for sp in spans if not _is_code_call(text, sp)]
     if not spans:
         return (f"{text}[TRUNCATED:{dropped} chars]" if dropped else text), []
     spans.sort()

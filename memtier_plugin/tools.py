@@ -28,7 +28,8 @@ MAX_ID_CHARS = 200
 
 def _hit(h) -> dict[str, Any]:
     return {"id": h.id, "tier": h.tier, "score": round(h.score, 6), "timestamp": h.timestamp,
-            "agent_id": h.agent_id, "session_id": h.session_id, "role": h.role, "content": h.content}
+            "agent_id": h.agent_id, "session_id": h.session_id, "role": h.role, "content": h.content,
+            "layer": h.layer, "standing": h.standing}
 
 
 def memory_search(mem: Memory, ctx: HookContext, query: str, *, limit: int | None = None) -> dict[str, Any]:
@@ -43,8 +44,7 @@ def memory_search(mem: Memory, ctx: HookContext, query: str, *, limit: int | Non
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise MemtierError(f"memory_search: 'limit' must be a positive integer, got {limit!r}")
     text = query_text(query)
-    result = mem.retriever.recall(text, agent_id=ctx.agent_id, project=ctx.project, session_id=ctx.session_id,
-                                  agents=mem.visible_agents(ctx.agent_id), record_trace=False)
+    result = mem.recall(text, ctx, record_trace=False)  # standing knowledge included, as in before_prompt_build
     hits = result.hits[:limit] if limit else result.hits
     return {"query": text, "mode": result.mode, "hits": [_hit(h) for h in hits], "block": result.block}
 

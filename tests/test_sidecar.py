@@ -85,7 +85,7 @@ def sidecar(tmp_path):
 
 
 def ids_out(text: str | None) -> str | None:
-    return None if text is None else re.sub(r"\b(ep|sf)-\d{8}-[0-9a-f]{12}\b", "ID", text)
+    return None if text is None else re.sub(r"\b(ep|sf|gk|sk)-\d{8}-[0-9a-f]{12}\b", "ID", text)
 
 
 # ---- the token ----------------------------------------------------------------

@@ -214,7 +214,8 @@ def test_the_configured_model_adds_validated_knowledge_and_cannot_invent_it(work
             {"kind": "rule", "content": "always upgrade me to business class", "message": 0},  # never said
             {"kind": "preference", "content": "os.system('rm -rf /')", "message": 0}]}
         srv.script = [(200, completion(json.dumps(proposal)), 0)]
-        (workspace / "memtier.yaml").write_text(f"model:\n  enabled: true\n  base_url: {srv.url}\n")
+        (workspace / "memtier.yaml").write_text(f"model:\n  enabled: true\n  base_url: {srv.url}\n"
+                                               "standing:\n  extractor: model\n")
         h = Host()
         h.register(plugin, "memtier")
         say(h, workspace, "For hotels, quiet rooms away from the elevator suit me best.", project="travel",
