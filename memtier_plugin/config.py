@@ -178,6 +178,15 @@ class StandingConfig:
 
 
 @dataclass
+class SchedulingConfig:
+    """Memory scheduling beside the agent (issue 13): what pre_tool may do."""
+
+    # retrieval: pre_tool stays silent; hooks: bound memory as supplements; intervention: silent /
+    # supplement / intervene on conflicting calls (intervention.py); combined: hooks and intervention
+    mode: str = field(default="intervention", metadata={"choices": ("retrieval", "hooks", "intervention", "combined")})
+
+
+@dataclass
 class Config:
     preset: str = field(default="paper", metadata={"choices": ("paper", "recommended", "hybrid")})
     weights: WeightsConfig = field(default_factory=WeightsConfig)
@@ -192,6 +201,7 @@ class Config:
     embeddings: EmbeddingsConfig = field(default_factory=EmbeddingsConfig)
     rerank: RerankConfig = field(default_factory=RerankConfig)
     standing: StandingConfig = field(default_factory=StandingConfig)
+    scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
     source: str = field(default="<defaults>", metadata={"internal": True})
 
     @property

@@ -118,6 +118,7 @@ class Memory:
         self._global = None
         self._workspace: dict[tuple[str, str], Any] = {}
         self._scorer = None
+        self._lexical = None
         self._items: dict[str, Any] = {}  # standing item per node/skill id (records never change: cached)
 
     # ---- scoping ---------------------------------------------------------
@@ -339,8 +340,80 @@ class Memory:
         return PromptAddition(prepend_context=result.block)
 
     def on_pre_tool(self, event: ToolCallEvent, ctx: HookContext) -> ToolDecision | None:
-        checked_context(ctx)
+        """Pre-commit intervention (intervention.py): silent (None), a supplement, or a held call."""
+        ctx = checked_context(ctx)
+        if self.config.scheduling.mode not in ("intervention", "combined") or not self.config.standing.enabled:
+            return None
+        from .intervention import decide
+
+        tool = clip_text(clean_text(str(event.tool_name)), 200)
+        params = clean_obj(event.params) if isinstance(event.params, dict) else {}
+        ts = self._now(event.timestamp)
+        state = self.run(ctx)
+        task = " ".join(m[2] for m in state.messages if m[1] == "user")[-4000:]
+        items = self.standing_items(ctx.project, ts)
+        scored = [(it, s) for it, s, _ in self.lexical_scorer.score(f"{tool.replace('_', ' ')} {task[-500:]}", items)]
+        decision = decide(tool, params, ts=ts, task_text=task, standing=scored, failures=self._failures(tool, params, ctx))
+        from . import traces
+
+        traces.append(self.config.memory_root, ctx.agent_id, traces.decision_record(
+            ts=ts, run_id=ctx.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id, tool=tool,
+            tool_call_id=clean_id(event.tool_call_id), action=decision.action,
+            evidence=[e.id for e in decision.evidence], features=decision.features), ts)
+        if decision.action == "intervene":
+            return ToolDecision(block=True, block_reason=redact(decision.text())[0])
+        if decision.action == "supplement":
+            return ToolDecision(supplement=redact(decision.text())[0])
         return None
+
+    @property
+    def lexical_scorer(self):
+        """Standing applicability from topic routes and words only (pre_tool stays well under a millisecond)."""
+        from .standing import StandingScorer
+        from .topics import topic_tree
+
+        with self._lock:
+            if self._lexical is None:
+                self._lexical = StandingScorer(self.config, topic_tree(self.config.memory_root), None)
+            return self._lexical
+
+    def _failures(self, tool: str, params: dict, ctx: HookContext) -> list:
+        """Earlier identical calls (tool and arguments) of the agents ``ctx`` may read that failed, never succeeded since."""
+        from .index import ROLES
+        from .intervention import Evidence, call_line
+        from .tokenize import tokenize
+
+        prefix = tool_text(tool, params, None, None).rsplit(" -> ", 1)[0] + " -> "
+        r = self.retriever
+        r.refresh()
+        ep = r.episodic
+        if ep.n == 0:
+            return []
+        docs, raw = ep.bm25.score(tokenize(call_line(tool, params)))
+        if not len(docs):
+            return []
+        tool_role = ROLES.index("tool")
+        visible = self.visible_agents(ctx.agent_id)
+        codes = None if visible is None else {ep.agents.code.get(a) for a in visible}
+        rows = []
+        for d in docs[(-raw).argsort()[:64]].tolist():
+            if int(ep.cols["role"][d]) != tool_role or (codes is not None and int(ep.cols["agent"][d]) not in codes):
+                continue
+            try:
+                rec = ep.read_record(d)
+            except (OSError, ValueError):
+                continue
+            content = rec.get("content", "")
+            if content.startswith(prefix):
+                rows.append((float(ep.cols["ts"][d]), ep.ids[d], content))
+        rows.sort()
+        out = []
+        for _ts, eid, content in rows:
+            if content[len(prefix):].startswith("FAILED"):
+                out.append(Evidence(eid, content[:300], "failure", "the same call failed"))
+            else:
+                out = []  # a later success of the same call: the failure is history
+        return out
 
     def on_post_tool(self, event: ToolResultEvent, ctx: HookContext) -> None:
         ctx = checked_context(ctx)

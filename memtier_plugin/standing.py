@@ -35,7 +35,8 @@ from .topics import TopicTree, cosine
 
 log = logging.getLogger(__name__)
 STANDING_BASE = 10.0
-SEM_FLOOR, SEM_SPAN = 0.30, 0.25  # embedding cosine → [0, 1] applicability (bge-small's scale)  # standing hits sort ahead of fused episode scores (which stay below ~3)
+SEM_FLOOR, SEM_SPAN = 0.30, 0.25  # embedding cosine → [0, 1] applicability (bge-small's scale)
+TOPIC_GATE, LEXICAL_GATE, SEM_GATE = 0.15, 0.05, 0.7  # see routed()  # standing hits sort ahead of fused episode scores (which stay below ~3)
 
 
 @dataclass
@@ -60,6 +61,12 @@ def overlap(q: frozenset, d: frozenset) -> float:
     if not q or not d:
         return 0.0
     return len(q & d) / (len(d) ** 0.5 * max(1.0, len(q)) ** 0.5)
+
+
+def routed(sig: dict) -> bool:
+    """The prompt reaches the item through its topics or its words (or a near-certain embedding match):
+    the topic index decides where to look, the score what to deliver (MemSidecar §3.2)."""
+    return sig["topic"] >= TOPIC_GATE or sig["lexical"] >= LEXICAL_GATE or sig["sem"] >= SEM_GATE
 
 
 class StandingScorer:
@@ -122,6 +129,8 @@ class StandingScorer:
         for it, s, sig in self.score(query, items):
             if s < self.cfg.min_score or len(out) >= self.cfg.max_items:
                 break
+            if not routed(sig):
+                continue
             mu = float(self.mu.get("procedural" if it.tier == "procedural" else "semantic", 1.0))
             signals = {k: {"value": v, "weight": getattr(self.cfg, k), "contribution": v * getattr(self.cfg, k)}
                        for k, v in sig.items()}

@@ -10,6 +10,8 @@ Kinds:
   (redacted), ``mode``, ``stage1_sessions``, ``delivered`` (rows: ``id``,
   ``agent_id``, ``score``, ``tier``, ``signals``, optional ``rerank``),
   ``left_out``, ``tokens``, ``elapsed_ms``;
+* ``decision`` — a pre_tool decision: ``tool``, ``tool_call_id``, ``action``
+  (silent / supplement / intervene), ``evidence`` (ids), ``features``;
 * ``run_end`` — a finished run: ``run_id``, ``agent_id``, ``session_id``,
   ``project``, ``success``, ``tool_calls``, ``failed_calls``, ``delivered``
   (ids).
@@ -72,6 +74,9 @@ def run_end_record(*, ts: float, run_id: str, agent_id: str, session_id: str, pr
 def trace_problem(rec: dict) -> str | None:
     """Why a trace-ledger record cannot be used, or None."""
     kind = rec.get("kind", "trace")
+    if kind == "decision":
+        ok = isinstance(rec.get("action"), str) and isinstance(rec.get("evidence", []), list)
+        return None if ok else "decision record lacks a string 'action' or a list 'evidence'"
     if kind not in ("trace", "run_end"):
         return f"unknown trace record kind {str(kind)[:30]!r}"
     for key in ("run_id", "agent_id", "session_id"):
@@ -123,3 +128,11 @@ def iter_traces(memory_root: Path | str, agents: Iterable[str] | None = None,
                 continue
             if rec:
                 yield rec
+
+
+def decision_record(*, ts: float, run_id: str, agent_id: str, session_id: str, tool: str, tool_call_id: str,
+                    action: str, evidence: list[str], features: dict) -> dict:
+    """A ``decision`` record: what pre_tool decided for a proposed call, on which evidence and features."""
+    return {"v": jsonl.SCHEMA_VERSION, "kind": "decision", "timestamp": utc_iso(ts), "run_id": clean_id(run_id),
+            "agent_id": checked_id(agent_id), "session_id": clean_id(session_id), "tool": clean_id(tool),
+            "tool_call_id": tool_call_id, "action": action, "evidence": evidence, "features": features}

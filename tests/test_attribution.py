@@ -96,6 +96,7 @@ def flipped(tmp_path, monkeypatch):
     ws = tmp_path / "ws"
     ws.mkdir()
     monkeypatch.setenv("MEMTIER_WORKSPACE", str(ws))
+    monkeypatch.setenv("MEMTIER_SCHEDULING__MODE", "retrieval")  # attribution alone: every recorded call runs
     host = Host()
     host.register(plugin)
     reports, before = [], None

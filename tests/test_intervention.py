@@ -1,0 +1,94 @@
+"""Issue 13 (first part): pre-commit intervention by rules, through the reference host and the demo scenario."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+from memtier_plugin import plugin
+from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent
+from memtier_plugin.host import Host, replay_session
+from memtier_plugin.intervention import conflicts, decide, explicit_in_task
+from memtier_plugin.standing import Item
+
+SAT = 1_793_437_200.0  # 2026-10-31, a Saturday (UTC)
+MON = SAT + 2 * 86400
+
+
+def item(content, label="rule", attribute=""):
+    return Item(id="gk-x", content=content, label=label, tier="global", timestamp="2026-10-13", attribute=attribute)
+
+
+@pytest.mark.parametrize("content,tool,params,ts,held", [
+    ("production deploys only on weekdays, never on Saturday or Sunday.", "deploy", {"env": "production"}, SAT, True),
+    ("production deploys only on weekdays, never on Saturday or Sunday.", "deploy", {"env": "production"}, MON, False),
+    ("production deploys only on weekdays, never on Saturday or Sunday.", "schedule_deploy",
+     {"env": "production", "at": "2026-11-02T09:00:00Z"}, SAT, False),  # runs on a Monday
+    ("production deploys only on weekdays, never on Saturday or Sunday.", "read_logs", {"app": "atlas"}, SAT, False),
+    ("never book flights before 8am, I'm useless that early.", "book_flight", {"depart": "2026-12-01T06:15"}, MON, True),
+    ("never book flights before 8am, I'm useless that early.", "book_flight", {"depart": "2026-12-01T10:20"}, MON, False),
+    ("I've changed my mind on hotels: my budget is now up to $300 a night.", "book_hotel",
+     {"hotel_id": "x", "price_per_night_usd": 420}, MON, True),
+    ("I've changed my mind on hotels: my budget is now up to $300 a night.", "book_hotel",
+     {"hotel_id": "x", "price_per_night_usd": 165}, MON, False),
+])
+def test_a_call_is_held_only_when_its_arguments_conflict(content, tool, params, ts, held):
+    assert (conflicts(item(content), tool, params, ts) is not None) == held
+
+
+def test_an_explicit_instruction_in_the_task_overrides_a_habit():
+    """Pulse §4.4.3: the user usually writes in Notion, but this task says Obsidian: silent."""
+    habit = item("I always keep my meeting notes in Notion, never in plain files.", label="preference")
+    task = "Save these meeting notes to Obsidian this time."
+    assert explicit_in_task(task, {"app": "Obsidian", "title": "notes"})
+    d = decide("save_note", {"app": "Obsidian", "title": "meeting notes"}, ts=MON, task_text=task,
+               standing=[(habit, 0.9)], failures=[])
+    assert d.action == "silent"
+
+
+def test_a_repeated_failing_call_is_held_with_its_evidence_through_the_host(workspace):
+    host = Host()
+    host.register(plugin, "memtier")
+    ctx = HookContext(agent_id="ops", session_id="s1", run_id="r1", project="payments", workspace_dir=str(workspace))
+    call = ToolCallEvent("shell", {"host": "pay-legacy-1", "cmd": "payctl bounce"}, "c1")
+    host.before_prompt_build(PromptEvent("restart the payments worker"), ctx)
+    assert not host.pre_tool(call, ctx).block  # first time: nothing known
+    from memtier_plugin.events import ToolResultEvent
+
+    host.post_tool(ToolResultEvent("shell", call.params, "c1", error="ssh: No route to host"), ctx)
+    host.agent_end(AgentEndEvent(success=False), ctx)
+    ctx2 = HookContext(agent_id="ops", session_id="s2", run_id="r2", project="payments", workspace_dir=str(workspace))
+    host.before_prompt_build(PromptEvent("restart the payments worker again"), ctx2)
+    decision = host.pre_tool(ToolCallEvent("shell", {"cmd": "payctl bounce", "host": "pay-legacy-1"}, "c2"), ctx2)
+    assert decision.block and "No route to host" in decision.block_reason and "[ep-" in decision.block_reason
+    other = host.pre_tool(ToolCallEvent("shell", {"host": "pay-app-2", "cmd": "systemctl restart payworker"}, "c3"), ctx2)
+    assert not other.block
+    traces = [json.loads(line) for p in (workspace / "memory" / "traces").rglob("*.jsonl")
+              for line in p.read_text().splitlines()]
+    decisions = [t for t in traces if t["kind"] == "decision"]
+    assert [d["action"] for d in decisions] == ["silent", "intervene", "silent"]
+    assert decisions[1]["evidence"] and decisions[1]["features"]["failures"] == 1
+
+
+def test_retrieval_mode_never_holds(workspace, monkeypatch):
+    monkeypatch.setenv("MEMTIER_SCHEDULING__MODE", "retrieval")
+    host = Host()
+    host.register(plugin, "memtier")
+    ctx = HookContext(agent_id="d", session_id="s", run_id="r", project="atlas", workspace_dir=str(workspace))
+    host.before_prompt_build(PromptEvent("A rule going forward: production deploys only on weekdays."), ctx)
+    host.agent_end(AgentEndEvent(), ctx)
+    host.session_end(SessionEndEvent(), ctx)
+    assert not host.pre_tool(ToolCallEvent("deploy", {"env": "production"}, timestamp=SAT), ctx).block
+
+
+def test_the_demo_holds_the_saturday_deploy_the_hotel_over_budget_and_the_dead_host(tmp_path):
+    out = run_cli("demo", "--into", str(tmp_path / "d")).stdout
+    saturday = out[out.index("s-2026-10-24-d-r1"):][:2500]
+    assert "tool deploy [blocked]" in saturday and "standing rule" in saturday
+    assert "tool schedule_deploy [allowed]" in saturday or "tool schedule_deploy [supplemented]" in saturday
+    berlin = out[out.index("s-2026-10-28-p-r3"):][:2500]
+    assert "tool book_hotel [blocked]" in berlin and "420" in berlin
+    assert berlin.count("tool book_hotel [blocked]") == 1  # the $165 one goes through
+    assert out.count("this exact call failed before") >= 2  # pay-legacy-1 after its first failure
