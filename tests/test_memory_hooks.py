@@ -8,6 +8,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
+from memtier_plugin.cli import cli
 from memtier_plugin.config import load_config
 from memtier_plugin.errors import ConfigError
 from memtier_plugin.hook_language import (HOOK_STEPS, MAX_INPUT, Event, HookError, compile_predicate, index_key,
@@ -222,6 +225,13 @@ def test_bad_files_are_one_line_naming_the_file(tmp_path):
 def _w(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def test_a_thousand_realistic_hooks_load_from_one_file(tmp_path):
+    from memtier_plugin.bench_sidecar import hook_mix, write_hooks
+
+    folder = write_hooks(tmp_path, hook_mix(1000, seed=3))
+    assert len(load_hooks_file(next(folder.iterdir()))) == 1000
 
 
 # ---- hostile predicates: rejected, or harmless data ---------------------------------------------
@@ -640,6 +650,26 @@ def test_the_configured_model_proposes_hooks_over_a_real_endpoint():
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+# ---- the benchmark command ----------------------------------------------------------------------
+def test_bench_sidecar_reports_times_beside_a_same_run_reference():
+    result = CliRunner().invoke(cli, ["bench", "sidecar", "--hooks", "0,50", "--calls", "200", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    rows = {r["hooks"]: r for r in doc["sidecar"]}
+    assert set(rows) == {0, 50} and doc["meta"]["path"] == "no-model"
+    for r in rows.values():
+        assert 0 < r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"] <= r["max_ms"]
+        assert r["ref_json_dumps_p50_ms"] > 0 and r["p50_over_ref"] > 0
+    assert rows[0]["evaluated_max"] == 0 and rows[50]["evaluated_mean"] < 50  # the index keeps most unevaluated
+    adv = doc["adversarial"]
+    assert adv["skipped_by_budget"] > 0 and adv["steps"] <= adv["event_steps_budget"]
+
+
+def test_bench_sidecar_rejects_bad_sizes_with_exit_2():
+    result = CliRunner().invoke(cli, ["bench", "sidecar", "--hooks", "ten"])
+    assert result.exit_code == 2 and "--hooks" in result.output
 
 
 # ---- the docs stay true --------------------------------------------------------------------------
