@@ -66,6 +66,10 @@ class HookError(MemtierError):
 
 
 def _show(value: Any, width: int = 40) -> str:
+    """A bad value as one short line (a container by its type and size: its repr could be huge or too deep)."""
+    if isinstance(value, (dict, list, tuple)) and (len(value) > 8 or any(isinstance(v, (dict, list, tuple))
+                                                                        for v in list(value)[:8])):
+        return f"a {type(value).__name__} of {len(value)} items"
     text = repr(value)
     return text if len(text) <= width else f"{text[:width - 1]}… ({len(text)} characters)"
 

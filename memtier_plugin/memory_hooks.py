@@ -301,9 +301,12 @@ def hook_from_node(rec: dict) -> Hook | None:
     when = _rule_predicate(content[:MAX_STRING])
     if when is None:
         return None
-    projects = (rec.get("applies") or {}).get("projects", "*")
-    if isinstance(projects, list) and projects and all(isinstance(p, str) and len(p) <= MAX_STRING for p in projects):
-        when["all"].append({"state": {"key": "project", "in": projects[:64]}})
+    projects = (rec.get("applies") or {}).get("projects", "*") if isinstance(rec.get("applies"), dict) else "*"
+    if projects != "*":  # scoped: the hook holds only there (a scope it cannot state means no hook, not a wider one)
+        if not (isinstance(projects, list) and 0 < len(projects) <= 64
+                and all(isinstance(p, str) and 0 < len(p) <= MAX_STRING for p in projects)):
+            return None
+        when["all"].append({"state": {"key": "project", "in": projects}})
     try:
         return parse_hook({"id": "rule", "events": ["pre_tool"], "when": when}, f"rule {node_id}",
                           entry=content.strip()[:MAX_ENTRY], entry_id=node_id, key_prefix=f"rule:{node_id}:")

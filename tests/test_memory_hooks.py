@@ -601,6 +601,8 @@ def test_rules_and_constraints_that_name_an_action_become_hooks_others_do_not():
     assert hook_from_node(node("Always answer in French.")) is None  # no action to gate on
     assert hook_from_node(node("I prefer deploys in the morning", kind="preference")) is None
     assert hook_from_node({"node_kind": "rule", "content": "never deploy on fridays", "id": "../x"}) is None
+    assert hook_from_node(node("Never deploy on Fridays.", projects=["x" * 501])) is None  # never a wider hook
+    assert hook_from_node(node("Never deploy on Fridays.", projects=[])) is None
     assert len(rule_hooks([node("Never deploy on Fridays."), node("Always answer in French.")])) == 1
 
 
@@ -622,6 +624,18 @@ def test_a_models_proposal_is_checked_as_data_and_bound_to_the_asked_entry():
         with pytest.raises(HookError, match="^model") as info:
             hooks_from_model(bad, entry="e", entry_id="gk-1")
         assert needle in str(info.value)
+
+
+def test_a_deep_or_huge_proposal_is_one_short_line():
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    for when, needle in [(deep, "when: expected a mapping with exactly one of"),
+                         ({"all": deep}, "when.all[0]: expected a mapping with exactly one of"),
+                         ({"tool": {"in": list(range(100_000))}}, "when.tool.in: expected a list of 1 to 64")]:
+        with pytest.raises(HookError) as info:
+            hooks_from_model({"hooks": [{"id": "x", "events": ["pre_tool"], "when": when}]}, entry="e", entry_id="gk-1")
+        assert needle in str(info.value) and len(str(info.value)) < 300
 
 
 def test_the_configured_model_proposes_hooks_over_a_real_endpoint():
