@@ -183,7 +183,16 @@ class SchedulingConfig:
 
     # retrieval: pre_tool stays silent; hooks: bound memory as supplements; intervention: silent /
     # supplement / intervene on conflicting calls (intervention.py); combined: hooks and intervention
-    mode: str = field(default="intervention", metadata={"choices": ("retrieval", "hooks", "intervention", "combined")})
+    mode: str = field(default="combined", metadata={"choices": ("retrieval", "hooks", "intervention", "combined")})
+
+
+@dataclass
+class HooksConfig:
+    """Hooks: memory entries bound to event predicates, each fired at most once per task (issue 13)."""
+
+    enabled: bool = True
+    max_entries: int = field(default=6, metadata=_rng(1, 100))  # entries per delivery (MemSidecar: 6)
+    max_chars: int = field(default=6000, metadata=_rng(1, 1_000_000))  # characters per delivery (MemSidecar: 6,000)
 
 
 @dataclass
@@ -202,6 +211,7 @@ class Config:
     rerank: RerankConfig = field(default_factory=RerankConfig)
     standing: StandingConfig = field(default_factory=StandingConfig)
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
+    hooks: HooksConfig = field(default_factory=HooksConfig)
     source: str = field(default="<defaults>", metadata={"internal": True})
 
     @property
@@ -373,9 +383,10 @@ def _nest(dotted: dict[str, Any], where: str) -> dict:
 class _ConfigLoader(yaml.SafeLoader):
     """yaml.SafeLoader that bounds nesting while composing and names the key of a value it cannot build."""
 
-    def __init__(self, stream: str, where: str):
+    def __init__(self, stream: str, where: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES):
         super().__init__(stream)
         self.where = where
+        self.max_depth, self.max_nodes = max_depth, max_nodes
         self.path: list[str] = []  # key path of the node being composed
         self.names: dict[int, str] = {}  # id(node) -> its key path, filled by _check_graph
         self.scalars: list = []  # (scalar node, key path), filled by _check_graph
@@ -388,9 +399,9 @@ class _ConfigLoader(yaml.SafeLoader):
         else:
             self.path.append("")  # the document root, or a mapping key being composed
         try:
-            if len(self.path) > MAX_DEPTH:
+            if len(self.path) > self.max_depth:
                 mark = self.peek_event().start_mark
-                raise ConfigError(f"{self.where}: {_dotted(self.path)}: nested deeper than {MAX_DEPTH} levels "
+                raise ConfigError(f"{self.where}: {_dotted(self.path)}: nested deeper than {self.max_depth} levels "
                                   f"(line {mark.line + 1})")
             return super().compose_node(parent, index)
         finally:
@@ -419,7 +430,7 @@ def _check_graph(loader: _ConfigLoader, root) -> None:
     Aliased nodes are shared in the graph, so this walk is memoised by node:
     linear in the file, however far the aliases would expand when built.
     """
-    where = loader.where
+    where, max_depth, max_nodes = loader.where, loader.max_depth, loader.max_nodes
     memo: dict[int, tuple[int, int]] = {}  # id(node) -> (values after expansion, height)
     open_nodes: set[int] = set()
 
@@ -427,13 +438,13 @@ def _check_graph(loader: _ConfigLoader, root) -> None:
         key = id(node)
         if key in memo:
             size, height = memo[key]
-            if len(path) + height > MAX_DEPTH:
-                raise ConfigError(f"{where}: {_dotted(path)}: aliases nest deeper than {MAX_DEPTH} levels")
+            if len(path) + height > max_depth:
+                raise ConfigError(f"{where}: {_dotted(path)}: aliases nest deeper than {max_depth} levels")
             return size, height
         if key in open_nodes:
             raise ConfigError(f"{where}: {_dotted(path)}: an alias refers to itself")
-        if len(path) >= MAX_DEPTH:
-            raise ConfigError(f"{where}: {_dotted(path)}: aliases nest deeper than {MAX_DEPTH} levels")
+        if len(path) >= max_depth:
+            raise ConfigError(f"{where}: {_dotted(path)}: aliases nest deeper than {max_depth} levels")
         loader.names.setdefault(key, _dotted(path))
         if isinstance(node, yaml.ScalarNode):
             if len(node.value) > MAX_TEXT:
@@ -456,19 +467,19 @@ def _check_graph(loader: _ConfigLoader, root) -> None:
                 for child in (k, v):
                     s, h = walk(child, path + [label])
                     size, height = size + s, max(height, h + 1)
-                    if size > MAX_NODES:
+                    if size > max_nodes:
                         break
-                if size > MAX_NODES:
+                if size > max_nodes:
                     break
         else:
             for i, child in enumerate(node.value):
                 s, h = walk(child, path + [f"[{i}]"])
                 size, height = size + s, max(height, h + 1)
-                if size > MAX_NODES:
+                if size > max_nodes:
                     break
         open_nodes.discard(key)
-        if size > MAX_NODES:
-            raise ConfigError(f"{where}: {_dotted(path)}: expands to more than {MAX_NODES} values "
+        if size > max_nodes:
+            raise ConfigError(f"{where}: {_dotted(path)}: expands to more than {max_nodes} values "
                               "(aliases: a config needs a few dozen)")
         memo[key] = (size, height)
         return memo[key]
@@ -480,15 +491,18 @@ class _NotYaml(ConfigError):
     """The text is not YAML at all (an override value then stays plain text)."""
 
 
-def parse_yaml(text: str, where: str) -> Any:
-    """Safe-load one YAML document within the bounds above; every problem is one ConfigError line."""
+def parse_yaml(text: str, where: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> Any:
+    """Safe-load one YAML document within the bounds above; every problem is one ConfigError line.
+
+    ``max_depth`` and ``max_nodes`` default to a config's bounds; other YAML data (hooks files) passes its own.
+    """
     bad = yaml.reader.Reader.NON_PRINTABLE.search(text)
     if bad is not None:  # PyYAML refuses these too, without naming a line or key
         line = text.count("\n", 0, bad.start()) + 1
         key = _key_at(text, bad.start())
         raise _NotYaml(f"{where}: {key + ': ' if key else ''}control character {bad.group()!r} is not allowed "
                        f"(line {line})")
-    loader = _ConfigLoader(text, where)
+    loader = _ConfigLoader(text, where, max_depth, max_nodes)
     try:
         node = loader.get_single_node()
         if node is None:

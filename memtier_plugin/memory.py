@@ -119,6 +119,7 @@ class Memory:
         self._workspace: dict[tuple[str, str], Any] = {}
         self._scorer = None
         self._lexical = None
+        self._hooks = None
         self._items: dict[str, Any] = {}  # standing item per node/skill id (records never change: cached)
 
     # ---- scoping ---------------------------------------------------------
@@ -326,8 +327,9 @@ class Memory:
                           {"turn": state.turn, "source": "before_prompt_build"}, event.timestamp)
         if len(state.messages) < MAX_CALLS:
             state.messages.append((rec["id"], "user", rec["content"]))
+        bound = self.hook_matches("query", ctx, self._now(event.timestamp), query=query_text(event.prompt))
         if result is None:
-            return None
+            return PromptAddition(prepend_context=_hook_block(bound)) if bound else None
         # every entry delivered at any model call of the run may inform its tool calls
         seen = {row["id"]: i for i, row in enumerate(state.delivered)}
         for row in result.trace_rows():
@@ -335,20 +337,20 @@ class Memory:
                 state.delivered[seen[row["id"]]] = row
             elif len(state.delivered) < MAX_DELIVERED:
                 state.delivered.append(row)
-        if not result.block:
-            return None
-        return PromptAddition(prepend_context=result.block)
+        block = "\n".join(b for b in (result.block, _hook_block(bound)) if b)
+        return PromptAddition(prepend_context=block) if block else None
 
     def on_pre_tool(self, event: ToolCallEvent, ctx: HookContext) -> ToolDecision | None:
         """Pre-commit intervention (intervention.py): silent (None), a supplement, or a held call."""
         ctx = checked_context(ctx)
-        if self.config.scheduling.mode not in ("intervention", "combined") or not self.config.standing.enabled:
-            return None
-        from .intervention import decide
-
         tool = clip_text(clean_text(str(event.tool_name)), 200)
         params = clean_obj(event.params) if isinstance(event.params, dict) else {}
         ts = self._now(event.timestamp)
+        bound = self.hook_matches("pre_tool", ctx, ts, tool_name=tool, params=params)
+        if self.config.scheduling.mode not in ("intervention", "combined") or not self.config.standing.enabled:
+            return ToolDecision(supplement=redact(f"[memtier] bound memory for this call:\n{bound}")[0]) if bound else None
+        from .intervention import decide
+
         state = self.run(ctx)
         task = " ".join(m[2] for m in state.messages if m[1] == "user")[-4000:]
         items = self.standing_items(ctx.project, ts)
@@ -362,9 +364,42 @@ class Memory:
             evidence=[e.id for e in decision.evidence], features=decision.features), ts)
         if decision.action == "intervene":
             return ToolDecision(block=True, block_reason=redact(decision.text())[0])
-        if decision.action == "supplement":
-            return ToolDecision(supplement=redact(decision.text())[0])
-        return None
+        parts = [decision.text()] if decision.action == "supplement" else []
+        if bound:
+            parts.append(f"[memtier] bound memory for this call:\n{bound}")
+        return ToolDecision(supplement=redact("\n".join(parts))[0]) if parts else None
+
+    # ---- Hooks (memory bound to event predicates; docs/hooks_memory.md) ------
+    def hooks_active(self) -> bool:
+        return self.config.hooks.enabled and self.config.scheduling.mode in ("hooks", "combined")
+
+    @property
+    def hook_scheduler(self):
+        from .memory_hooks import HookScheduler
+
+        with self._lock:
+            if self._hooks is None:
+                self._hooks = HookScheduler(self.config.memory_root / "hooks", max_entries=self.config.hooks.max_entries,
+                                            max_chars=self.config.hooks.max_chars, clock=self.clock)
+            return self._hooks
+
+    def hook_matches(self, event_type: str, ctx: HookContext, ts: float, **call) -> str:
+        """The entries bound hooks deliver at this event (each at most once per task), as cited lines; "" none."""
+        if not self.hooks_active():
+            return ""
+        from datetime import datetime, timezone
+
+        from .memory_hooks import format_matches
+
+        when = datetime.fromtimestamp(ts, tz=timezone.utc)
+        state = {"weekday": when.strftime("%a"), "hour": when.hour, "project": ctx.project, "agent": ctx.agent_id,
+                 **call.pop("state", {})}
+        try:
+            return format_matches(self.hook_scheduler.match(event_type, state, task_key=ctx.session_id or ctx.run_id
+                                                            or "-", **call))
+        except Exception:  # a hook problem costs the hooks of this event, never the turn
+            log.exception("memtier hooks failed at %s", event_type)
+            return ""
 
     @property
     def lexical_scorer(self):
@@ -487,6 +522,16 @@ class Memory:
         with self._lock:
             for key in [k for k, st in self.runs.items() if st.session_id == ctx.session_id]:
                 self.runs.pop(key, None)
+
+
+def _hook_block(lines: str) -> str:
+    """Entries delivered by bound hooks, as their own fenced block (they hold for this task)."""
+    if not lines:
+        return ""
+    from .packing import CLOSE, OPEN
+
+    return "\n".join([OPEN, "Memory bound to this situation by hooks (docs/hooks_memory.md); cite by id.", lines,
+                      CLOSE])
 
 
 _services: dict[str, Memory] = {}

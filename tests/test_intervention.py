@@ -92,3 +92,36 @@ def test_the_demo_holds_the_saturday_deploy_the_hotel_over_budget_and_the_dead_h
     assert "tool book_hotel [blocked]" in berlin and "420" in berlin
     assert berlin.count("tool book_hotel [blocked]") == 1  # the $165 one goes through
     assert out.count("this exact call failed before") >= 2  # pay-legacy-1 after its first failure
+
+
+def test_hooks_in_memory_hooks_yaml_deliver_once_per_task_through_the_host(workspace):
+    hooks = workspace / "memory" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "deploys.yaml").write_text(
+        "hooks:\n"
+        "  - id: tests-before-deploy\n"
+        "    entry: \"Run the unit tests before deploying atlas.\"\n"
+        "    events: [pre_tool]\n"
+        "    when:\n"
+        "      all:\n"
+        "        - tool: {in: [deploy]}\n"
+        "        - arg: {path: app, equals: atlas}\n"
+        "  - id: runbook-on-restart\n"
+        "    entry: \"Runbook: restart payworker with systemctl on pay-app-2.\"\n"
+        "    events: [query]\n"
+        "    when:\n"
+        "      query: {any: [restart, restarting]}\n")
+    host = Host()
+    host.register(plugin, "memtier")
+    ctx = HookContext(agent_id="d", session_id="s1", run_id="r1", project="atlas", workspace_dir=str(workspace))
+    block = host.before_prompt_build(PromptEvent("please restart the worker", timestamp=MON), ctx).prepend_context
+    assert "Runbook: restart payworker" in block and "runbook-on-restart" in block
+    again = host.before_prompt_build(PromptEvent("restart it again", timestamp=MON), ctx).prepend_context or ""
+    assert "Runbook: restart payworker" not in again  # at most once per task
+    first = host.pre_tool(ToolCallEvent("deploy", {"app": "atlas", "env": "staging"}, timestamp=MON), ctx)
+    assert not first.block and "Run the unit tests before deploying atlas." in first.supplement
+    second = host.pre_tool(ToolCallEvent("deploy", {"app": "atlas", "env": "staging"}, timestamp=MON), ctx)
+    assert not second.supplement or "unit tests" not in second.supplement
+    other_task = HookContext(agent_id="d", session_id="s2", run_id="r2", project="atlas", workspace_dir=str(workspace))
+    third = host.pre_tool(ToolCallEvent("deploy", {"app": "atlas"}, timestamp=MON), other_task)
+    assert "Run the unit tests" in third.supplement  # a new task: the hook fires again

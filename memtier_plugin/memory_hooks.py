@@ -1,0 +1,647 @@
+"""Hooks: memory entries bound to events by predicates, each fired at most once per task.
+
+MemSidecar §3.3 and Algorithm A1. A hook is h_j = (m_j, E_j, χ_j): a bound
+entry, the event types it listens to (``query``, ``pre_tool``, ``post_tool``)
+and a predicate over the visible state and the proposed action
+(:mod:`hook_language`). At an event, every valid hook not yet delivered in this
+task whose event type matches and whose predicate holds returns its entry; the
+entries are merged, deduplicated and packed (at most 6 entries and 6,000
+characters), and the hooks behind them join the task's fired set (eq. 10).
+
+Where hooks come from:
+
+* people write them in ``<workspace>/memory/hooks/*.yaml`` (or ``.yml``/``.json``):
+  :class:`HookFiles` loads each file on its own (a bad one is skipped with one
+  line naming the file, the hook and the key; the others load) and reloads a
+  file when its mtime, size or inode changes;
+* :func:`hook_from_node` proposes one from a standing rule or constraint of the
+  Global layer ("production deploys only on weekdays" → a pre_tool hook on
+  deploy-like calls to production on Saturday or Sunday);
+* :func:`hooks_from_model` checks a model's JSON proposal through the same
+  schema: nothing model-written is executed.
+
+:class:`HookScheduler` holds the hooks of one Memory, indexed by event type and
+tool name (or another value a predicate requires, such as ``state.project``)
+so an event evaluates only the hooks that could hold for it, and the per-task fired sets (a task is idle-expired after an hour).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .config import parse_yaml
+from .errors import ConfigError
+from .hook_language import (EVENTS, MAX_STRING, Event, HookError, Predicate, _Bad, _show, compile_predicate,
+                            index_key)
+from .paths import is_valid_id
+
+log = logging.getLogger(__name__)
+
+HOOKS_DIR = "hooks"  # under the memory root
+SUFFIXES = (".yaml", ".yml", ".json")
+MAX_FILE_BYTES = 1 << 20
+MAX_HOOKS_PER_FILE = 1000
+MAX_FILES = 256
+MAX_ENTRY = 2000  # characters of an entry a hook carries (a delivery holds 6,000)
+YAML_DEPTH = 24  # hooks / [i] / when / 8 levels of all/any/not / leaf / operator / [i]
+YAML_VALUES = 200_000  # values after alias expansion (1,000 hooks of ~64 nodes)
+EVENT_STEPS = 20_000  # evaluation steps one event may spend on all its hooks (~5-10 ms at worst)
+MAX_ENTRIES, MAX_CHARS = 6, 6000  # MemSidecar's delivery budget
+TASK_TTL_S = 3600.0  # MemSidecar's task lifetime
+MAX_TASKS = 1024
+HOOK_KEYS = ("id", "entry", "entry_id", "events", "when")
+_HOOK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+@dataclass(frozen=True)
+class Hook:
+    """h_j = (m_j, E_j, χ_j): the bound entry (its text, or the id of a memory entry), events, predicate."""
+
+    key: str  # unique among loaded hooks: "<file name>:<id>", "rule:<node id>", "model:<node id>:<id>"
+    id: str
+    events: frozenset
+    predicate: Predicate
+    entry: str = ""  # the text delivered ("" when only entry_id names it)
+    entry_id: str = ""  # the memory entry it is bound to (gk-…, sk-…, an episode id)
+    source: str = ""  # the file it came from, or "rule gk-…" / "model gk-…"
+
+
+def parse_hook(data: Any, where: str, *, index: int = 0, entry: str | None = None, entry_id: str | None = None,
+               key_prefix: str = "", source: str = "") -> Hook:
+    """Check one hook mapping against the schema and compile its predicate.
+
+    ``where`` names the file (or "rule gk-…"); every problem is one HookError line
+    ``<where>: hook '<id>': <key>: <what was expected>``. ``entry``/``entry_id``
+    given here bind the hook to that entry (rules and model proposals), and the
+    mapping may then not name one itself.
+    """
+    label = f"hooks[{index}]"
+    if not isinstance(data, dict):
+        raise HookError(f"{where}: {label}: expected a mapping with {', '.join(HOOK_KEYS)}, got {_show(data)}")
+    hid = data.get("id")
+    if not (isinstance(hid, str) and _HOOK_ID.fullmatch(hid)):
+        raise HookError(f"{where}: {label}: id: expected letters, digits, '.', '_' or '-' (starting with a letter "
+                        f"or digit, at most 64), got {_show(hid)}")
+    at = f"{where}: hook {hid!r}"
+    bound = entry is not None or entry_id is not None
+    for k in data:
+        if k not in HOOK_KEYS or (bound and k in ("entry", "entry_id")):
+            allowed = [x for x in HOOK_KEYS if not (bound and x in ("entry", "entry_id"))]
+            raise HookError(f"{at}: unknown key {_show(k)}; expected one of: {', '.join(allowed)}")
+    if not bound:
+        entry, entry_id = data.get("entry"), data.get("entry_id")
+        if (entry is None) == (entry_id is None):
+            raise HookError(f"{at}: entry: give exactly one of entry (the text) or entry_id (a memory entry's id)")
+    entry = "" if entry is None else entry
+    entry_id = "" if entry_id is None else entry_id
+    if not isinstance(entry, str) or (not bound and entry_id == "" and not entry.strip()):
+        raise HookError(f"{at}: entry: expected non-empty text, got {_show(entry)}")
+    if len(entry) > MAX_ENTRY:
+        raise HookError(f"{at}: entry: {len(entry)} characters; at most {MAX_ENTRY}")
+    if entry_id and not is_valid_id(entry_id):
+        raise HookError(f"{at}: entry_id: expected a memory entry id (letters, digits, '.', '_' or '-'), "
+                        f"got {_show(entry_id)}")
+    events = data.get("events")
+    if not isinstance(events, list) or not events or not all(isinstance(e, str) and e in EVENTS for e in events):
+        raise HookError(f"{at}: events: expected a non-empty list of {', '.join(EVENTS)}, got {_show(events)}")
+    if "when" not in data:
+        raise HookError(f"{at}: when: missing (the predicate deciding when the entry is delivered)")
+    try:
+        predicate = compile_predicate(data["when"], "when")
+    except _Bad as exc:
+        raise HookError(f"{at}: {exc}") from None
+    except RecursionError:
+        raise HookError(f"{at}: when: nested too deeply") from None
+    return Hook(f"{key_prefix}{hid}", hid, frozenset(events), predicate, entry.strip(), entry_id, source or where)
+
+
+def parse_hooks(data: Any, where: str, key_prefix: str = "") -> list[Hook]:
+    """Every hook of one parsed file ``{"hooks": [...]}``; the first problem raises one HookError line."""
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        raise HookError(f"{where}: top level: expected a mapping with 'hooks', got {_show(data)}")
+    for k in data:
+        if k != "hooks":
+            raise HookError(f"{where}: unknown key {_show(k)}; expected: hooks")
+    items = data.get("hooks")
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise HookError(f"{where}: hooks: expected a list of hooks, got {_show(items)}")
+    if len(items) > MAX_HOOKS_PER_FILE:
+        raise HookError(f"{where}: hooks: {len(items)} hooks; at most {MAX_HOOKS_PER_FILE} per file")
+    out, seen = [], set()
+    for i, item in enumerate(items):
+        hook = parse_hook(item, where, index=i, key_prefix=key_prefix)
+        if hook.id in seen:
+            raise HookError(f"{where}: hook {hook.id!r}: id: given twice in this file")
+        seen.add(hook.id)
+        out.append(hook)
+    return out
+
+
+def load_hooks_file(path: Path | str) -> list[Hook]:
+    """The hooks of one file (YAML or JSON, read with the safe loader); HookError names what is wrong."""
+    path = Path(path)
+    where = str(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise HookError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise HookError(f"{where}: larger than {MAX_FILE_BYTES // (1 << 20)} MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HookError(f"{where}: not UTF-8 (byte {exc.start})") from None
+    try:
+        data = parse_yaml(text, where, max_depth=YAML_DEPTH, max_nodes=YAML_VALUES)
+    except ConfigError as exc:
+        raise HookError(str(exc)) from None
+    return parse_hooks(data, where, key_prefix=f"{path.name}:")
+
+
+class HookFiles:
+    """``<memory root>/hooks/*.yaml``: loaded file by file, reloaded when a file changes."""
+
+    def __init__(self, directory: Path | str):
+        self.dir = Path(directory)
+        self._files: dict[str, tuple[tuple, list[Hook]]] = {}  # name -> (stat signature, hooks)
+        self.problems: dict[str, str] = {}  # name -> the one line saying why it was skipped
+
+    def refresh(self) -> bool:
+        """Load new and changed files, forget removed ones; True when the set of hooks changed."""
+        try:
+            entries = sorted((e for e in os.scandir(self.dir) if e.name.endswith(SUFFIXES)
+                              and not e.name.startswith(".")), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            entries = []
+        except OSError as exc:
+            log.warning("%s: cannot list hooks: %s", self.dir, exc.strerror or exc)
+            return False
+        changed = False
+        names = set()
+        for e in entries[:MAX_FILES]:
+            try:
+                st = e.stat()
+            except OSError:
+                continue
+            if not e.is_file():
+                continue
+            names.add(e.name)
+            sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+            old = self._files.get(e.name)
+            if old is not None and old[0] == sig:
+                continue
+            changed = True
+            try:
+                hooks = load_hooks_file(e.path)
+                self.problems.pop(e.name, None)
+            except HookError as exc:
+                hooks = []
+                self.problems[e.name] = str(exc)
+                log.warning("hooks file skipped: %s", exc)
+            self._files[e.name] = (sig, hooks)
+        if len(entries) > MAX_FILES:
+            self.problems["*"] = f"{self.dir}: {len(entries)} hooks files; only the first {MAX_FILES} are read"
+        for gone in set(self._files) - names:
+            del self._files[gone]
+            self.problems.pop(gone, None)
+            changed = True
+        return changed
+
+    @property
+    def hooks(self) -> list[Hook]:
+        return [h for name in sorted(self._files) for h in self._files[name][1]]
+
+
+# ---- proposals ------------------------------------------------------------------------------------
+#: Action families a rule can be about: words in the rule -> a regex over tool names and commands.
+ACTIONS = {
+    "deploy": (r"\b(?:deploy\w*|releas\w*|roll ?outs?|ship\w*)\b", r"deploy|release|rollout|ship|publish|promote"),
+    "push": (r"\b(?:push\w*|merg\w*)\b", r"push|merge"),
+    "delete": (r"\b(?:delet\w*|remov\w*|drop\w*|destroy\w*|truncat\w*|wip\w*)\b",
+               r"delete|remove|drop|destroy|truncate|wipe|\brm\b"),
+    "ssh": (r"\b(?:ssh\w*|log ?in to|connect\w* to)\b", r"ssh|connect|remote"),
+    "book": (r"\b(?:hotels?|book\w*|reserv\w*|flights?|rooms?)\b", r"book|reserv|hotel|flight|room"),
+    "send": (r"\b(?:e-?mails?|send\w*|messag\w*|post\w*)\b", r"mail|send|message|post"),
+}
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_DAY_WORD = {d.lower(): d for d in _DAYS} | {"monday": "Mon", "tuesday": "Tue", "wednesday": "Wed", "thursday": "Thu",
+                                            "friday": "Fri", "saturday": "Sat", "sunday": "Sun"}
+_DAY_RE = r"(mondays?|tuesdays?|wednesdays?|thursdays?|fridays?|saturdays?|sundays?|weekdays|weekends?)"
+_ONLY_ON = re.compile(rf"\bonly (?:on|during) {_DAY_RE}\b", re.IGNORECASE)
+_NOT_ON = re.compile(rf"\b(?:never|not|no|don't|do not)\b[\w ]{{0,30}}? (?:on|during) {_DAY_RE}\b", re.IGNORECASE)
+_PROD = re.compile(r"\b(?:production|prod)\b", re.IGNORECASE)
+_MONEY_LIMIT = re.compile(r"\b(under|below|less than|at most|no more than|up to|max(?:imum)?|within|over|above|"
+                          r"more than|at least)\s+[$€£]\s?(\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
+_PRICE_ARGS = ("price", "price_per_night", "nightly_rate", "rate", "amount", "cost", "total", "fare")
+_ENV_ARGS = ("env", "environment", "target", "stage")
+
+
+def _days(word: str) -> set[str]:
+    w = word.lower().rstrip("s")
+    if w == "weekday":
+        return set(_DAYS[:5])
+    if w == "weekend":
+        return {"Sat", "Sun"}
+    return {_DAY_WORD.get(w, _DAY_WORD.get(w[:3], ""))} - {""}
+
+
+def _rule_predicate(content: str) -> dict | None:
+    """The predicate a standing rule or constraint implies for pre_tool, as language data (None: none)."""
+    families = [fam for fam, (words, _) in ACTIONS.items() if re.search(words, content, re.IGNORECASE)]
+    if not families:
+        return None
+    pattern = "|".join(ACTIONS[f][1] for f in families)
+    action = {"any": [{"tool": {"matches": pattern}}, {"arg": {"path": "command", "matches": pattern}}]}
+    conds: list[dict] = [action]
+    bad_days: set[str] = set()
+    for m in _ONLY_ON.finditer(content):
+        bad_days |= set(_DAYS) - _days(m.group(1))
+    for m in _NOT_ON.finditer(content):
+        bad_days |= _days(m.group(1))
+    if bad_days:
+        conds.append({"state": {"key": "weekday", "in": [d for d in _DAYS if d in bad_days]}})
+    if _PROD.search(content):
+        conds.append({"any": [{"arg": {"path": a, "matches": "prod"}} for a in _ENV_ARGS]
+                      + [{"arg": {"path": "command", "matches": r"\bprod"}}]})
+    m = _MONEY_LIMIT.search(content)
+    if m and "book" in families:
+        amount = float(m.group(2).replace(",", ""))
+        op = "lt" if m.group(1).lower() in ("over", "above", "more than", "at least") else "gt"
+        conds.append({"any": [{"arg": {"path": a, op: amount}} for a in _PRICE_ARGS]})
+    if len(conds) == 1 and not re.search(r"\b(?:never|don't|do not|always|only|before|after|must)\b", content,
+                                         re.IGNORECASE):
+        return None  # names an action but sets no condition on it: retrieval covers it
+    return {"all": conds}
+
+
+def hook_from_node(rec: dict) -> Hook | None:
+    """A pre_tool hook proposed from a Global-layer rule or constraint record (None when none applies).
+
+    The predicate is built as language data and goes through the same checks as
+    a person's file. A node scoped to projects adds ``state.project in [...]``.
+    """
+    if not isinstance(rec, dict) or rec.get("node_kind") not in ("rule", "constraint"):
+        return None
+    content, node_id = rec.get("content"), rec.get("id")
+    if not isinstance(content, str) or not content.strip() or not is_valid_id(node_id):
+        return None
+    when = _rule_predicate(content[:MAX_STRING])
+    if when is None:
+        return None
+    projects = (rec.get("applies") or {}).get("projects", "*") if isinstance(rec.get("applies"), dict) else "*"
+    if projects != "*":  # scoped: the hook holds only there (a scope it cannot state means no hook, not a wider one)
+        if not (isinstance(projects, list) and 0 < len(projects) <= 64
+                and all(isinstance(p, str) and 0 < len(p) <= MAX_STRING for p in projects)):
+            return None
+        when["all"].append({"state": {"key": "project", "in": projects}})
+    try:
+        return parse_hook({"id": "rule", "events": ["pre_tool"], "when": when}, f"rule {node_id}",
+                          entry=content.strip()[:MAX_ENTRY], entry_id=node_id, key_prefix=f"rule:{node_id}:")
+    except HookError as exc:  # a rule whose words make an invalid predicate: no hook, retrieval still has it
+        log.debug("no hook from %s: %s", node_id, exc)
+        return None
+
+
+def rule_hooks(records: Iterable[dict]) -> list[Hook]:
+    """Hooks proposed from current Global-layer records (retired nodes are not passed, so their hooks go)."""
+    return [h for h in (hook_from_node(r) for r in records) if h is not None]
+
+
+MODEL_PROMPT = (
+    "Write hooks that deliver the memory entry below to an agent at the moment it matters. Answer with JSON: "
+    '{"hooks": [{"id": "short-name", "events": ["pre_tool"|"query"|"post_tool"], "when": PREDICATE}]}. '
+    "PREDICATE is one of: {\"all\": [PREDICATE, ...]}, {\"any\": [...]}, {\"not\": PREDICATE}, "
+    '{"tool": {"equals"|"in"|"matches": ...}}, {"arg": {"path": "dotted.key", "equals"|"contains"|"matches"|"in"|'
+    '"lt"|"le"|"gt"|"ge"|"exists": ...}}, {"state": {"key": "weekday"|"hour"|"project"|"agent", ...same operators}}, '
+    '{"phase": {"equals"|"in": ...}}, {"query": {"any"|"all": [words]}}. At most 2 hooks; answer {"hooks": []} '
+    "when the entry needs none.")
+
+
+def hooks_from_model(data: Any, *, entry: str, entry_id: str, where: str = "model") -> list[Hook]:
+    """Check a model's JSON proposal ``{"hooks": [...]}`` for ``entry`` through the same schema.
+
+    The model chooses events and predicates only; the bound entry is the one it
+    was asked about. Anything else (unknown keys, code, a catastrophic regex) is
+    a HookError line, and nothing in the proposal is ever executed.
+    """
+    if not isinstance(data, dict) or set(data) != {"hooks"} or not isinstance(data["hooks"], list):
+        raise HookError(f"{where}: expected {{\"hooks\": [...]}}, got {_show(data)}")
+    if len(data["hooks"]) > 8:
+        raise HookError(f"{where}: hooks: {len(data['hooks'])} hooks; at most 8 for one entry")
+    out = []
+    for i, item in enumerate(data["hooks"]):
+        out.append(parse_hook(item, where, index=i, entry=entry[:MAX_ENTRY], entry_id=entry_id,
+                              key_prefix=f"model:{entry_id}:", source=where))
+    return out
+
+
+def propose_with_model(client, rec: dict, *, deadline: float | None = None) -> list[Hook]:
+    """Hooks the configured model proposes for one knowledge record (validated data, never executed)."""
+    content, node_id = rec.get("content", ""), rec.get("id", "")
+    result = client.chat([{"role": "system", "content": MODEL_PROMPT},
+                          {"role": "user", "content": str(content)[:MAX_ENTRY]}],
+                         schema={"type": "object", "required": ["hooks"]}, deadline=deadline)
+    return hooks_from_model(result.data, entry=str(content), entry_id=str(node_id), where=f"model {node_id}")
+
+
+# ---- scheduling -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Match:
+    """One delivered entry and the hooks that matched it (merged when several bind the same text)."""
+
+    entry: str
+    entry_id: str
+    hooks: tuple  # keys of the hooks behind it
+    source: str  # where the first of them came from
+
+
+@dataclass
+class Delivery:
+    """What one event delivered, and what it left out and why."""
+
+    matches: list[Match] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (hook key, reason)
+    evaluated: int = 0  # predicates evaluated
+    steps: int = 0  # evaluation steps spent
+
+
+@dataclass
+class _Task:
+    fired: set = field(default_factory=set)
+    last_seen: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Index:
+    """Hooks per event type, each under one gate of its predicate (a value it requires), in load order.
+
+    A hook whose predicate requires ``tool in {deploy, release}`` is filed under
+    the tool names; one requiring ``state.project == payments`` under that key of
+    that dimension; one without such a gate is evaluated at every event of its type.
+    """
+
+    gated: dict  # event -> {(source, path) -> {key -> [(order, hook)]}}
+    ungated: dict  # event -> [(order, hook)]
+    hooks: tuple  # all of them, in load order
+
+
+def _gate(hook: Hook):
+    """The gate a hook is filed under: its tool names when it has them, else the state gate, else an arg gate."""
+    gates = hook.predicate.gates
+    if ("tool", ()) in gates:
+        return ("tool", ()), gates[("tool", ())]
+    for source in ("state", "arg"):
+        dims = sorted((len(keys), dim) for dim, keys in gates.items() if dim[0] == source)
+        if dims:
+            dim = dims[0][1]
+            return dim, gates[dim]
+    return None
+
+
+def _build_index(hooks: list[Hook]) -> _Index:
+    gated: dict = {e: {} for e in EVENTS}
+    ungated: dict = {e: [] for e in EVENTS}
+    for order, h in enumerate(hooks):
+        gate = _gate(h)
+        for e in h.events:
+            if gate is None:
+                ungated[e].append((order, h))
+            else:
+                dim, keys = gate
+                buckets = gated[e].setdefault(dim, {})
+                for k in keys:
+                    buckets.setdefault(k, []).append((order, h))
+    return _Index(gated, ungated, tuple(hooks))
+
+
+def _candidates(idx: _Index, ev: Event) -> list:
+    """(order, hook) of every hook whose gate the event passes, and the ungated ones, in load order."""
+    lists = [idx.ungated[ev.type]] if idx.ungated[ev.type] else []
+    for dim, buckets in idx.gated[ev.type].items():
+        if dim[0] == "tool":
+            key = ev.tool
+        else:
+            found, value = ev.lookup(dim[0], dim[1])
+            key = index_key(value) if found else None
+        if key is not None:
+            hit = buckets.get(key)
+            if hit:
+                lists.append(hit)
+    if len(lists) == 1:
+        return lists[0]
+    return sorted((p for lst in lists for p in lst), key=lambda p: p[0])
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+class HookScheduler:
+    """The hooks of one Memory and the task-local fired sets (MemSidecar Algorithm A1).
+
+    ``match`` is the one entry point for query, pre_tool and post_tool events;
+    they share each task's fired set. Thread-safe. ``clock`` (seconds, monotonic)
+    is injectable for tests.
+    """
+
+    def __init__(self, hooks_dir: Path | str | None = None, *, max_entries: int = MAX_ENTRIES,
+                 max_chars: int = MAX_CHARS, task_ttl_s: float = TASK_TTL_S, max_tasks: int = MAX_TASKS,
+                 event_steps: int = EVENT_STEPS, refresh_s: float = 1.0,
+                 resolve_entry: Callable[[str], str | None] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.files = HookFiles(hooks_dir) if hooks_dir is not None else None
+        self.max_entries, self.max_chars = max_entries, max_chars
+        self.task_ttl_s, self.max_tasks, self.event_steps = task_ttl_s, max_tasks, event_steps
+        self.refresh_s = refresh_s
+        self.resolve_entry = resolve_entry
+        self.clock = clock
+        self._sources: dict[str, list[Hook]] = {}
+        self._index = _build_index([])
+        self._tasks: OrderedDict[str, _Task] = OrderedDict()
+        self._lock = threading.Lock()  # tasks
+        self._load_lock = threading.Lock()  # files, sources, index
+        self._next_refresh = self._next_warning = float("-inf")
+
+    # ---- the hooks ---------------------------------------------------------------------------------
+    def refresh(self, *, wait: bool = True) -> None:
+        """Reload changed hooks files now (``match`` does it at most every ``refresh_s`` seconds,
+        without waiting when another thread is already at it)."""
+        if not self._load_lock.acquire(blocking=wait):
+            return
+        try:
+            self._next_refresh = self.clock() + self.refresh_s
+            if self.files is not None and self.files.refresh():
+                self._rebuild()
+        finally:
+            self._load_lock.release()
+
+    def set_hooks(self, name: str, hooks: list[Hook]) -> None:
+        """Replace the hooks of one non-file source (e.g. "rules": :func:`rule_hooks` of the current nodes)."""
+        with self._load_lock:
+            self._sources[name] = list(hooks)
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        hooks = (self.files.hooks if self.files is not None else []) + \
+                [h for name in sorted(self._sources) for h in self._sources[name]]
+        seen, unique = set(), []
+        for h in hooks:
+            if h.key not in seen:
+                seen.add(h.key)
+                unique.append(h)
+        self._index = _build_index(unique)
+
+    @property
+    def hooks(self) -> list[Hook]:
+        """Every loaded hook, files first (by file name), then the other sources."""
+        return list(self._index.hooks)
+
+    @property
+    def problems(self) -> list[str]:
+        """One line per hooks file that was skipped."""
+        return list(self.files.problems.values()) if self.files is not None else []
+
+    # ---- tasks -------------------------------------------------------------------------------------
+    def _task(self, task_key: str, now: float) -> _Task:
+        """The task's state (new after expiry); caller holds the lock."""
+        tasks = self._tasks
+        while tasks:
+            oldest_key, oldest = next(iter(tasks.items()))
+            if now - oldest.last_seen <= self.task_ttl_s:
+                break
+            del tasks[oldest_key]
+        task = tasks.get(task_key)
+        if task is None:
+            task = tasks[task_key] = _Task()
+            while len(tasks) > self.max_tasks:
+                tasks.popitem(last=False)
+        tasks.move_to_end(task_key)
+        task.last_seen = now
+        return task
+
+    def fired(self, task_key: str) -> frozenset:
+        """Keys of the hooks delivered so far in this task."""
+        with self._lock:
+            task = self._tasks.get(task_key)
+            if task is None or self.clock() - task.last_seen > self.task_ttl_s:
+                return frozenset()
+            return frozenset(task.fired)
+
+    def mark_delivered(self, task_key: str, hook_keys: Iterable[str]) -> None:
+        """Join these hooks to the task's fired set (for a caller that matched with ``mark=False``)."""
+        with self._lock:
+            self._task(task_key, self.clock()).fired.update(hook_keys)
+
+    def end_task(self, task_key: str) -> None:
+        """Forget a finished task (its hooks may fire again in a new one)."""
+        with self._lock:
+            self._tasks.pop(task_key, None)
+
+    # ---- matching ----------------------------------------------------------------------------------
+    def match(self, event_type: str, state: dict | None = None, *, tool_name: str | None = None,
+              params: dict | None = None, query: str | None = None, task_key: str, mark: bool = True) -> list[Match]:
+        """Entries of the hooks that hold at this event and were not yet delivered in this task (eq. 10)."""
+        return self.deliver(event_type, state, tool_name=tool_name, params=params, query=query,
+                            task_key=task_key, mark=mark).matches
+
+    def deliver(self, event_type: str, state: dict | None = None, *, tool_name: str | None = None,
+                params: dict | None = None, query: str | None = None, task_key: str,
+                mark: bool = True) -> Delivery:
+        """:meth:`match` with what was skipped (step budget, unresolvable entry, delivery cap) and the work done."""
+        if event_type not in EVENTS:
+            raise ValueError(f"event type {event_type!r}: expected one of {', '.join(EVENTS)}")
+        if not isinstance(task_key, str) or not task_key:
+            raise ValueError("task_key: expected a non-empty string (the session or task the delivery belongs to)")
+        now = self.clock()
+        if now >= self._next_refresh and self.files is not None:
+            self.refresh(wait=False)
+        ev = Event(event_type, tool_name=tool_name, params=params, query=query, state=state)
+        candidates = _candidates(self._index, ev)
+        with self._lock:
+            fired = frozenset(self._task(task_key, now).fired) if candidates else frozenset()
+        out = Delivery()
+        held: list[Hook] = []
+        for _order, hook in candidates:
+            if hook.key in fired:
+                continue
+            if ev.steps + hook.predicate.max_steps > self.event_steps:
+                out.skipped.append((hook.key, f"step budget of the event ({self.event_steps:,}) spent"))
+                continue
+            out.evaluated += 1
+            if hook.predicate.fn(ev):
+                held.append(hook)
+        out.steps = ev.steps
+        if out.skipped and now >= self._next_warning:  # at most once a minute: a hostile file must not flood the log
+            self._next_warning = now + 60.0
+            log.warning("hooks: %d hook(s) skipped at a %s event: the step budget (%d) was spent (first: %s)",
+                        len(out.skipped), event_type, self.event_steps, out.skipped[0][0])
+        if not held:
+            return out
+        self._pack(held, out)
+        if out.matches:
+            with self._lock:
+                task = self._task(task_key, self.clock())
+                kept = []
+                for m in out.matches:  # another thread may have delivered some of them meanwhile
+                    fresh = tuple(k for k in m.hooks if k not in task.fired)
+                    if fresh:
+                        kept.append(Match(m.entry, m.entry_id, fresh, m.source))
+                        if mark:
+                            task.fired.update(fresh)
+                out.matches = kept
+        return out
+
+    def _pack(self, held: list[Hook], out: Delivery) -> None:
+        """Merge matched hooks by entry text, then keep entries in load order within the caps."""
+        merged: dict[str, list] = {}  # normalised text -> [text, entry_id, [keys], source]
+        for hook in held:
+            text = hook.entry
+            if not text and hook.entry_id:
+                text = self._resolve(hook.entry_id)
+                if not text:
+                    out.skipped.append((hook.key, f"entry {hook.entry_id} not found or no longer current"))
+                    continue
+            norm = _norm(text)
+            if norm in merged:
+                merged[norm][2].append(hook.key)
+            else:
+                merged[norm] = [text, hook.entry_id, [hook.key], hook.source]
+        chars = 0
+        for text, entry_id, keys, source in merged.values():
+            if len(out.matches) >= self.max_entries or chars + len(text) > self.max_chars:
+                out.skipped.extend((k, "over the delivery budget: may fire at a later event") for k in keys)
+                continue
+            chars += len(text)
+            out.matches.append(Match(text, entry_id, tuple(keys), source))
+
+    def _resolve(self, entry_id: str) -> str:
+        if self.resolve_entry is None:
+            return ""
+        try:
+            text = self.resolve_entry(entry_id)
+        except Exception:  # the caller's lookup failed: this hook is not delivered, the others are
+            log.exception("hooks: resolving %s failed", entry_id)
+            return ""
+        return text[:MAX_ENTRY] if isinstance(text, str) else ""
+
+
+def format_matches(matches: list[Match]) -> str:
+    """The delivered entries as lines the agent can cite (``- [hook id | entry id] text``); "" when none."""
+    lines = []
+    for m in matches:
+        ref = m.hooks[0].rsplit(":", 1)[-1] + (f" | {m.entry_id}" if m.entry_id else "")
+        lines.append(f"- [{ref}] {' '.join(m.entry.split())}")
+    return "\n".join(lines)
