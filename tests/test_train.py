@@ -59,6 +59,7 @@ def test_trace_episodes_from_replay(tmp_path, monkeypatch):
     ws = tmp_path / "ws"
     ws.mkdir()
     monkeypatch.setenv("MEMTIER_WORKSPACE", str(ws))
+    monkeypatch.setenv("MEMTIER_SCHEDULING__MODE", "retrieval")  # the recorded failing calls all run
     host = Host()
     host.register(plugin)
     for path in sorted((FIXTURES / "attribution").glob("*.jsonl")):
