@@ -351,3 +351,80 @@ def ablations_longmemeval(state, path, limit, as_json, json_out, embed, rerank, 
         **_system_meta(opts, mode), "wall_seconds": round(wall, 1),
     }}
     _emit(doc, as_json, json_out, ablation_table)
+
+
+# ---------------------------------------------------------------- prefeval
+
+
+@eval_.command("prefeval")
+@click.argument("path", type=click.Path())
+@click.option("--variant", type=click.Choice(["single", "multi"]), default=None,
+              help="single: a workspace per item; multi: a user's ~8 preferences together. Default: both.")
+@click.option("--form", type=click.Choice(["explicit", "choice", "persona"]), default=None,
+              help="How the preference was given. Default: explicit and choice.")
+@click.option("--turns", type=click.IntRange(0), default=300, show_default=True,
+              help="Inter turns between the preferences and the question (2 messages each).")
+@click.option("--limit", type=click.IntRange(1), default=None,
+              help="At most N questions per variant and form (in user order).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object {memtier, bm25, meta}.")
+@click.option("--json-out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON object to this file.")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Build the workspaces here and keep each one, as <variant>-<form>/<item> (default: a "
+                   "temporary folder, each workspace deleted when scored).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+@click.pass_obj
+def prefeval_cmd(state, path, variant, form, turns, limit, as_json, json_out, workdir, quiet):
+    """PrefEval recall (single, multi): is the user's standing preference delivered? memtier vs plain BM25.
+
+    memtier runs through the reference host with the user's config (--config,
+    --preset, the workspace's memtier.yaml, the environment): each session is
+    written through the ledger and closed with agent_end and session_end, then
+    the question goes through before_prompt_build on day 30. Scores:
+    hit@delivered (a gold message in the delivered block) and hit@1/5/10 of
+    the ranking; BM25 "delivers" its top k at the same k.
+    """
+    from ..config import load_config
+    from ..evaluation import prefeval as pe
+
+    root = pe.find_root(path)
+    variants = [variant] if variant else list(pe.VARIANTS)
+    forms = [form] if form else ["explicit", "choice"]
+    cfg = load_config(getattr(state, "config_path", None),
+                      flags={"paths.workspace": getattr(state, "workspace", None),
+                             "preset": getattr(state, "preset", None)})
+    keep = workdir is not None
+    work = Path(workdir) if keep else Path(tempfile.mkdtemp(prefix="memtier-prefeval-"))
+    # every workspace carries the evaluated config in its memtier.yaml; $MEMTIER_CONFIG (already folded
+    # into it) would make the host read that file instead
+    env_config = os.environ.pop("MEMTIER_CONFIG", None)
+    memtier = pe.MemtierPrefEval(cfg, work, keep=keep)
+    for note in memtier.notes:
+        click.echo(f"memtier eval: {note}", err=True)
+    try:
+        t0 = time.perf_counter()
+        result = pe.run(root, variants=variants, forms=forms, turns=turns, limit=limit, memtier=memtier,
+                        k=cfg.retrieval.top_k, progress=Progress(quiet).bound)
+        wall = time.perf_counter() - t0
+    finally:
+        memtier.close()
+        if env_config is not None:
+            os.environ["MEMTIER_CONFIG"] = env_config
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    emb, rr = memtier.backends.get("embedder"), memtier.backends.get("reranker")
+    mode = f"preset {cfg.preset}, " + (f"{emb} φsem" if emb else "lexical") + (f" + {rr} re-ranking" if rr else "")
+    doc = {
+        "memtier": result["memtier"],
+        "bm25": result["bm25"],
+        "meta": {
+            "benchmark": "prefeval", "path": str(root), "turns": turns, "limit": limit,
+            "variants": variants, "forms": forms, "mode": mode, "preset": cfg.preset,
+            "config": None if cfg.source == "<defaults>" else cfg.source,
+            "embedder": emb, "reranker": rr, "top_k": cfg.retrieval.top_k, "token_budget": cfg.packing.token_budget,
+            "scoping": cfg.retrieval.scoping, "wall_seconds": round(wall, 1), "seconds": result["seconds"],
+            "workspaces": memtier.workspaces, "failed_recalls": memtier.failed,
+            "workdir": str(work) if keep else None,
+        },
+    }
+    _emit(doc, as_json, json_out, pe.table)
