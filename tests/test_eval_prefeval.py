@@ -45,12 +45,14 @@ def test_json_shape_and_progress_on_stderr():
 
 
 def test_hits_on_a_case_one_can_reason_about(tmp_path):
-    """Shared words: memtier and BM25 both deliver the preference. The trap: memtier never has it as a
-    candidate (no shared term), BM25's top 4 are the car messages."""
+    """Shared words: memtier and BM25 both deliver the preference. The trap shares no term with its
+    question: BM25's top 4 are the car messages, while memtier's standing memory routes "a car for a road
+    trip" and "lengthy drives in automobiles" to the same topic and delivers the preference (lexically too)."""
     root = pe.find_root(TINY)
     items = pe.load_items(root, "explicit")
     inter = pe.inter_sessions(pe.load_inter(root, 6))
-    memtier = pe.MemtierPrefEval(load_config(flags={"paths.workspace": str(tmp_path / "user")}), tmp_path / "work")
+    memtier = pe.MemtierPrefEval(load_config(flags={"paths.workspace": str(tmp_path / "user"),
+                                                    "standing.embedder": "none"}), tmp_path / "work")
     try:
         for variant in pe.VARIANTS:
             lays = pe.layouts(variant, items, inter)
@@ -60,7 +62,7 @@ def test_hits_on_a_case_one_can_reason_about(tmp_path):
             base = dict(zip(questions, pe.evaluate(lays, pe.BM25PrefEval(4))))
             for q in questions:
                 if q == TRAP:
-                    assert set(mem[q].values()) == {0.0}, (variant, mem[q])
+                    assert mem[q]["hit@delivered"] == 1.0, (variant, mem[q])
                     assert base[q]["hit@delivered"] == base[q]["hit@1"] == 0.0, (variant, base[q])
                 else:
                     assert mem[q]["hit@delivered"] == base[q]["hit@delivered"] == 1.0, (variant, q, mem[q], base[q])
