@@ -153,6 +153,7 @@ def test_preset_reaches_the_workspaces_even_with_memtier_config_set(tmp_path):
 
 
 @pytest.mark.data
+@pytest.mark.data
 def test_bm25_reproduces_the_data_readme_and_memtier_runs_on_the_dev_split():
     path = SHARED_DATA / "prefeval_dev"
     if not path.is_dir():
