@@ -130,6 +130,7 @@ class Consolidator:
         self.clock = clock
         self.ledger = Ledger(self.root, clock=clock)
         self.store = SemanticStore(self.root)
+        self._global = None  # the Global layer's store, made at the first batch that needs it
         self.promoted: set[str] = set()
         self._scan_pos: dict[str, int] = {}
         self._queue: dict[str, list[tuple[int, dict, int]]] = {}  # (line end, record, line start)
@@ -421,7 +422,9 @@ class Consolidator:
         for entry, _rel, _at in sorted(work, key=lambda w: w[0]["timestamp"]):
             key = (entry["agent_id"], entry["session_id"], entry.get("project") or "")
             sessions.setdefault(key, []).append((entry["id"], entry.get("role") or "user", entry["content"]))
-        store = GlobalStore(self.root, fsync=self.store.fsync)
+        if self._global is None:  # one per consolidator: later batches read only what is new
+            self._global = GlobalStore(self.root, fsync=self.store.fsync)
+        store = self._global
         try:
             for (agent, session, project), msgs in sessions.items():
                 recs = store.upsert(from_session(msgs), agent_id=agent, session_id=session, project=project,

@@ -117,6 +117,7 @@ class GlobalStore:
         self._ino = None
         self._lock = threading.RLock()
         self.problems: list[str] = []
+        self._revised: tuple[int, dict[str, str]] | None = None  # (offset it was computed at, the map)
 
     # ---- reading -----------------------------------------------------------
     def refresh(self) -> None:
@@ -160,11 +161,14 @@ class GlobalStore:
     def revised_sources(self) -> dict[str, str]:
         """Entry id → the node that revised what it said, for every retired node's sources."""
         self.refresh()
+        if self._revised is not None and self._revised[0] == self._offset:
+            return self._revised[1]  # nothing appended since: the map still holds (asked on every prompt)
         out: dict[str, str] = {}
         for n in self.nodes.values():
             if n.retired_by is not None:
                 for eid in (n.rec.get("provenance") or {}).get("entry_ids") or []:
                     out.setdefault(eid, n.retired_by)
+        self._revised = (self._offset, out)
         return out
 
     def history(self, node_id: str) -> list[Node]:

@@ -30,8 +30,6 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-import orjson
-
 from .preferences import requirement_attributes
 from .tokenize import token_set
 
@@ -69,12 +67,6 @@ class Decision:
         lines = [f"[memtier] {self.reason}"] + [f"- [{e.id}] {e.content}" + (f" ({e.why})" if e.why else "")
                                                for e in self.evidence[:4]]
         return "\n".join(lines)
-
-
-def call_line(tool: str, params: dict) -> str:
-    """The tool call as memtier's episodic tool entries write it, up to the outcome: ``tool({...})``."""
-    args = orjson.dumps(params, option=orjson.OPT_SORT_KEYS, default=str).decode() if params else ""
-    return f"{tool}({args})"
 
 
 def _flat(params, prefix: str = "") -> list[tuple[str, object]]:

@@ -415,7 +415,7 @@ class Memory:
     def _failures(self, tool: str, params: dict, ctx: HookContext) -> list:
         """Earlier identical calls (tool and arguments) of the agents ``ctx`` may read that failed, never succeeded since."""
         from .index import ROLES
-        from .intervention import Evidence, call_line
+        from .intervention import Evidence
         from .tokenize import tokenize
 
         prefix = tool_text(tool, params, None, None).rsplit(" -> ", 1)[0] + " -> "
@@ -424,7 +424,7 @@ class Memory:
         ep = r.episodic
         if ep.n == 0:
             return []
-        docs, raw = ep.bm25.score(tokenize(call_line(tool, params)))
+        docs, raw = ep.bm25.score(tokenize(prefix))
         if not len(docs):
             return []
         tool_role = ROLES.index("tool")
