@@ -227,3 +227,38 @@ def test_the_configured_model_adds_validated_knowledge_and_cannot_invent_it(work
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_an_embedding_route_reaches_only_the_nearest_topics():
+    import numpy as np
+
+    from memtier_plugin.standing import ROUTE_DELTA, nearest_topics
+
+    sims = np.array([0.61, 0.60, 0.50, -0.2])  # the nearest two are within ROUTE_DELTA, the rest are not
+    r = nearest_topics(sims)
+    assert ROUTE_DELTA < 0.1 and r[2] == r[3] == 0.0 and r[0] > r[1] > 0 and np.isclose(np.linalg.norm(r), 1.0)
+    assert not nearest_topics(np.zeros(3)).any()  # nothing near: an empty route, no division by zero
+
+
+def _bge_missing():
+    from memtier_plugin import embeddings as E
+
+    bge = E.OnnxBGE()
+    return None if bge.available() else f"bge-small not fetched into {bge.folder} (memtier model setup --embedder)"
+
+
+@pytest.mark.embed
+def test_a_preference_whose_words_hit_no_topic_is_routed_by_its_embedding(workspace, monkeypatch):
+    why = _bge_missing()
+    if why:
+        pytest.skip(why)
+    monkeypatch.setenv("MEMTIER_STANDING__EMBEDDER", "bge-small")
+    h = Host()
+    h.register(plugin, "memtier")
+    say(h, workspace, "I have no interest in superhero movies; they are too predictable for me.", project="p",
+        session="s1")
+    # no shared topic word or word, an embedding cosine below the near-certain gate: only the route reaches it
+    block = ask(h, workspace, "Could you recommend some recent blockbuster films for me to check out?", project="p",
+                session="q1")
+    assert "superhero" in block and "standing preference" in block
+    assert "superhero" not in ask(h, workspace, "Restart the payments worker on pay-app-2.", project="p", session="q2")

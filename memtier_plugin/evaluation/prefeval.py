@@ -346,7 +346,8 @@ class BM25PrefEval:
         bm25 = BM25Okapi([self.tokens(text) for _, text in docs])
         rows = []
         for q in lay.questions:
-            order = np.argsort(bm25.get_scores(alnum_tokens(q.text)))[::-1]
+            # ties go to the earlier message (a stable sort): reproduces the data README's table exactly
+            order = np.argsort(-bm25.get_scores(alnum_tokens(q.text)), kind="stable")
             ranking = [{docs[i][0]} for i in order[:max(*KS, self.k)].tolist()]
             rows.append(score_question(ranking[:self.k], ranking, lay.gold(q)))
         return rows
