@@ -27,6 +27,8 @@ Dependencies run one way: this module imports the loaders (:mod:`.embeddings`,
 
 from __future__ import annotations
 
+import threading
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,6 +130,10 @@ def choose(config: Config, *, embed: bool | None = None, rerank: bool | None = N
     return Backends(emb, ce, weights, learned, [n for n in (emb_note, ce_note) if n])
 
 
+_STANDING: dict[tuple[str, str], Any] = {}
+_STANDING_LOCK = threading.Lock()
+
+
 def standing_embedder(config: Config, shared: Any = None) -> tuple[Any, str | None]:
     """The embedder that scores standing knowledge (``standing.embedder``) and a note when it is missing.
 
@@ -144,7 +150,11 @@ def standing_embedder(config: Config, shared: Any = None) -> tuple[Any, str | No
     from .embeddings import BGE_SETUP_HINT, bge_folder, get_embedder
 
     opts = {"folder": bge_folder(config.embeddings.model_dir)} if want == "bge-small" else {}
-    emb = get_embedder(want, **opts)
+    key = (want, str(opts.get("folder", "")))
+    with _STANDING_LOCK:  # one model per process, however many workspaces it serves (~0.2 s a load)
+        emb = _STANDING.get(key)
+        if emb is None:
+            emb = _STANDING[key] = get_embedder(want, **opts)
     available = getattr(emb, "available", None)
     if available is not None and not available():
         if name == "auto":

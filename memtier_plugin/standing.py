@@ -23,6 +23,7 @@ revised or out of scope, so it is not ranked like an episode. For a prompt:
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -61,6 +62,10 @@ class Item:
     session_id: str = ""
 
 
+_TOPIC_VECTORS: dict[tuple, np.ndarray] = {}  # (embedder, topic texts) → their vectors
+_TOPIC_LOCK = threading.Lock()
+
+
 def overlap(q: frozenset, d: frozenset) -> float:
     """Share of the item's words the prompt has, damped for very short items (in [0, 1])."""
     if not q or not d:
@@ -97,10 +102,20 @@ class StandingScorer:
         self._failed = False
 
     def _topic_vectors(self) -> np.ndarray:
-        """Each topic embedded once as "name: its words" (the tree is data; ~30 short texts)."""
+        """Each topic embedded once per process and embedder as "name: its words" (~30 short texts)."""
         if self._topics is None:
-            docs = [f"{t.replace('/', ' ')}: {', '.join(sorted(w))}" for t, w in self.tree.words.items()]
-            self._topics = np.asarray(self.embedder.embed(docs), dtype=np.float32).reshape(len(docs), -1)
+            docs = tuple(f"{t.replace('/', ' ')}: {', '.join(sorted(w))}" for t, w in self.tree.words.items())
+            e = self.embedder
+            key = (type(e).__name__, getattr(e, "name", ""), str(getattr(e, "folder", "")), docs)
+            with _TOPIC_LOCK:
+                vecs = _TOPIC_VECTORS.get(key)
+            if vecs is None:
+                vecs = np.asarray(self.embedder.embed(list(docs)), dtype=np.float32).reshape(len(docs), -1)
+                with _TOPIC_LOCK:
+                    if len(_TOPIC_VECTORS) >= 8:  # a few trees (user topics) and embedders at most
+                        _TOPIC_VECTORS.clear()
+                    _TOPIC_VECTORS[key] = vecs
+            self._topics = vecs
         return self._topics
 
     def _sem(self, query: str, items: list[Item]) -> tuple[np.ndarray, np.ndarray] | None:
