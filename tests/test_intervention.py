@@ -85,10 +85,10 @@ def test_retrieval_mode_never_holds(workspace, monkeypatch):
 
 def test_the_demo_holds_the_saturday_deploy_the_hotel_over_budget_and_the_dead_host(tmp_path):
     out = run_cli("demo", "--into", str(tmp_path / "d")).stdout
-    saturday = out[out.index("s-2026-10-24-d-r1"):][:2500]
+    saturday = out[out.index("s-2026-10-24-d-r1"):out.index("s-2026-10-26-a-r1")]  # that whole session
     assert "tool deploy [blocked]" in saturday and "standing rule" in saturday
     assert "tool schedule_deploy [allowed]" in saturday or "tool schedule_deploy [supplemented]" in saturday
-    berlin = out[out.index("s-2026-10-28-p-r3"):][:2500]
+    berlin = out[out.index("s-2026-10-28-p-r3"):out.index("s-2026-11-02-d-r1")]
     assert "tool book_hotel [blocked]" in berlin and "420" in berlin
     assert berlin.count("tool book_hotel [blocked]") == 1  # the $165 one goes through
     assert out.count("this exact call failed before") >= 2  # pay-legacy-1 after its first failure
