@@ -410,7 +410,7 @@ class Memory:
         the embedder when there is one; scored once per task). An explicit instruction in the task keeps a
         preference from holding the call. Any failure here leaves the fixed rule's decision."""
         from .intervention import CHECKED_KINDS, Decision, Evidence
-        from .policy import call_text, features
+        from .policy import call_text, explicit_choice, features
 
         try:
             request = task[-500:]
@@ -423,12 +423,13 @@ class Memory:
             feats = features(call_text(params, task), request, scored, self.scorer.embedder)
             if feats is None:
                 return rule
-            out = Decision(rule.action, rule.evidence, rule.reason,
-                           {**rule.features, "rule_action": rule.action, "policy_features": feats})
+            explicit = explicit_choice(params, task)
+            out = Decision(rule.action, rule.evidence, rule.reason, {**rule.features, "rule_action": rule.action,
+                                                                     "explicit_choice": explicit, "policy_features": feats})
             if policy is None:
                 return out
             action, probs = policy.act(feats)
-            if action == "intervene" and rule.features.get("explicit_in_task"):
+            if action == "intervene" and explicit:
                 action = "supplement"  # the task asks for this explicitly: a general habit does not hold it
             item, score = scored[0]
             out.features.update(policy=policy.source, policy_action=action, policy_probs=probs)

@@ -52,12 +52,13 @@ FEATURES = ("applicability", "margin", "has_avoid", "has_want", "sem_avoid", "se
             "embedded")
 MAX_CALL_TEXT = 1000  # characters of call text a decision reads
 
-_NEG = re.compile(
-    r"\b(?:avoid\w*|dislike\w*|hate|hates|detest\w*|despise\w*|loathe\w*|can't stand|cannot stand|don't|do not|"
-    r"doesn't|does not|didn't|not|never|no|nor|without|refuse\w*|against|aversion|averse|allergic|allergy|"
-    r"intoleran\w*|fear|phobia|afraid|scared|terrified|uncomfortable|steer clear|stay away|free from|away from|"
-    r"unable|can't|cannot|won't|isn't|aren't|minimal|exclude\w*|excluding|except|opposed|sensitive to|tired of|"
-    r"bored|boring|overwhelm\w*|distract\w*|ineffective|struggle\w*)\b", re.IGNORECASE)
+_AVERSE = re.compile(
+    r"\b(?:avoid\w*|dislike\w*|hate|hates|detest\w*|despise\w*|loathe\w*|can't stand|cannot stand|refuse\w*|"
+    r"against|aversion|averse|allergic|allergy|intoleran\w*|fear|phobia|afraid|scared|terrified|uncomfortable|"
+    r"steer clear|stay away|free from|away from|exclude\w*|excluding|except|opposed|sensitive to|tired of|bored|"
+    r"boring|overwhelm\w*|distract\w*|ineffective|struggle\w*|minimal)\b", re.IGNORECASE)
+_NEGATOR = re.compile(r"\b(?:not|no|never|nor|without|don't|doesn't|didn't|isn't|aren't|won't|can't|cannot|unable)\b",
+                      re.IGNORECASE)
 _SEGMENT = re.compile(
     r"[;.!?]|,\s*(?:but|and|so|while|as|because)\b|\bbut\b|\bwhile\b|\bwhereas\b|\binstead(?: of)?\b|"
     r"\brather than\b|\bover\b|\bbecause\b|\bas (?:I|they|it)\b|\bdue to\b|"
@@ -68,15 +69,19 @@ _SOFTENER = re.compile(r"\b(?:no|non|not|free|without|minimal|minimally|low|vega
 
 
 def polarity(text: str) -> tuple[str, str]:
-    """(what the item avoids, what it asks for): its clauses split at contrast words; a clause with an odd
-    number of negation cues is avoided (the words after its last cue), the others wanted."""
+    """(what the item avoids, what it asks for): its clauses split at contrast words; a clause is avoided
+    when it has an aversion word ("avoid", "dislike", "allergic") or an odd number of negators ("don't
+    like") but not both ("don't mind avoiding" cancels): the words after its last cue, else wanted."""
     avoid, want = [], []
     for clause in _SEGMENT.split(text):
         if not clause or not clause.strip(" ,\"'"):
             continue
-        cues = list(_NEG.finditer(clause))
-        if len(cues) % 2 == 1:
-            avoid.append(clause[cues[-1].end():].strip(" ,\"'") or clause.strip())
+        averse = [(m.start(), m.end()) for m in _AVERSE.finditer(clause)]
+        negators = [(m.start(), m.end()) for m in _NEGATOR.finditer(clause)  # "can't stand" is an aversion
+                    if not any(lo <= m.start() < hi for lo, hi in averse)]
+        if bool(averse) != (len(negators) % 2 == 1):
+            last = max(end for _, end in (*averse, *negators))
+            avoid.append(clause[last:].strip(" ,\"'") or clause.strip())
         else:
             want.append(clause.strip(" ,\"'"))
     return " ; ".join(a for a in avoid if a), " ; ".join(w for w in want if w)
@@ -102,6 +107,20 @@ def call_text(params: dict, task_text: str) -> str:
     _flat_strings(params, values)
     new = [v for v in values if not (token_set(v) and token_set(v) <= words)]
     return " ; ".join(new)[:MAX_CALL_TEXT]
+
+
+def explicit_choice(params: dict, task_text: str) -> bool:
+    """The task's own words name a specific argument of the call ("save it to Notion" → ``{"app": "notion"}``):
+    an explicit instruction, which a general habit does not override. An argument that restates the task
+    (``{"request": <the task>}``: half or more of its words) names no choice."""
+    words = token_set(task_text)
+    values: list[str] = []
+    _flat_strings(params, values)
+    for v in values:
+        toks = token_set(v)
+        if 2 < len(v) < 80 and toks and toks <= words and len(toks) < 0.5 * len(words):
+            return True
+    return False
 
 
 # ---------------------------------------------------------------- embeddings (cached per process)
@@ -197,13 +216,13 @@ class Policy:
                 "bias": {a: float(v) for a, v in zip(ACTIONS, self.bias)}, "meta": self.meta or {}}
 
 
-def _numbers(doc: dict, key: str, n: int, path: Path) -> np.ndarray:
+def _numbers(doc: dict, key: str, n: int, path: Path, where: str = "") -> np.ndarray:
     try:
         arr = np.asarray(doc.get(key), dtype=float).reshape(-1)
     except (TypeError, ValueError):
-        raise ConfigError(f"{path}: key '{key}' is not a list of numbers") from None
+        raise ConfigError(f"{path}: key '{where}{key}' is not a list of numbers") from None
     if arr.shape != (n,) or not np.all(np.isfinite(arr)):
-        raise ConfigError(f"{path}: key '{key}' must hold {n} finite numbers, got {arr.size}")
+        raise ConfigError(f"{path}: key '{where}{key}' must hold {n} finite numbers, got {arr.size}")
     return arr
 
 
@@ -228,7 +247,7 @@ def read_policy(path: str | Path) -> Policy:
     if not isinstance(weights, dict) or not isinstance(bias, dict) or set(weights) != set(ACTIONS) \
             or set(bias) != set(ACTIONS):
         raise ConfigError(f"{path}: keys 'weights' and 'bias' must map each of {list(ACTIONS)}")
-    w = np.stack([_numbers(weights, a, n, path) for a in ACTIONS])
+    w = np.stack([_numbers(weights, a, n, path, "weights.") for a in ACTIONS])
     b = np.array([bias[a] if isinstance(bias[a], (int, float)) and not isinstance(bias[a], bool) else math.nan
                   for a in ACTIONS], dtype=float)
     if not np.all(np.isfinite(b)):

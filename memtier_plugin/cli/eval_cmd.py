@@ -443,6 +443,8 @@ def _topic_list(value: str | None) -> list[str] | None:
 @click.option("--limit", type=click.IntRange(1), default=None, help="At most N questions (in user order).")
 @click.option("--topics", default=None, help="Comma-separated topics whose questions are asked (default: all; "
                                                "memory still holds every topic's preferences).")
+@click.option("--turns", type=click.IntRange(0), default=300, show_default=True,
+              help="Inter turns among the preferences (2 messages each; the protocol's 300).")
 @click.option("--policy", "policy_file", type=click.Path(dir_okay=False), default=None,
               help="Decide with this learned policy (sets scheduling.policy; `memtier train policy` writes one).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {memtier, baseline, meta}.")
@@ -455,7 +457,7 @@ def _topic_list(value: str | None) -> list[str] | None:
               help="Build the workspaces here and keep each one (default: a temporary folder).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @click.pass_obj
-def intervention_cmd(state, path, limit, topics, policy_file, as_json, json_out, rows_out, workdir, quiet):
+def intervention_cmd(state, path, limit, turns, topics, policy_file, as_json, json_out, rows_out, workdir, quiet):
     """PrefEval intervention at pre_tool: does memtier hold the options that go against the preference?
 
     The data README's protocol: the multi layout in explicit form, each
@@ -480,7 +482,7 @@ def intervention_cmd(state, path, limit, topics, policy_file, as_json, json_out,
 
         read_policy(policy_file)  # a bad file: its one-line error now, not a fallback in every workspace
         cfg.scheduling.policy = str(Path(policy_file).resolve())
-    result, info = iv.run_config(cfg, root, topics=_topic_list(topics), limit=limit,
+    result, info = iv.run_config(cfg, root, topics=_topic_list(topics), limit=limit, turns=turns,
                                  workdir=Path(workdir) if workdir else None, collect=bool(rows_out),
                                  progress=Progress(quiet).bound)
     for note in info["notes"]:
@@ -489,6 +491,7 @@ def intervention_cmd(state, path, limit, topics, policy_file, as_json, json_out,
     decision = f"policy {cfg.scheduling.policy}" if cfg.scheduling.policy else "fixed rule"
     doc = {"memtier": iv.metrics(rows["memtier"]), "baseline": iv.metrics(rows["baseline"]), "meta": {
         "benchmark": "prefeval-intervention", "path": str(root), "questions": result["questions"], "limit": limit,
+        "turns": turns,
         "topics": _topic_list(topics), "decision": decision, "mode": cfg.scheduling.mode,
         "policy": cfg.scheduling.policy or None, "preset": cfg.preset,
         "config": None if cfg.source == "<defaults>" else cfg.source, "standing_embedder": cfg.standing.embedder,

@@ -156,6 +156,7 @@ class MemtierIntervention(pe.MemtierPrefEval):
             feats = d.features if d is not None else {}
             rows.append({"topic": q.topic, "index": q.index, "option": k, "label": label(k), "action": action,
                          "ms": ms, "rule_action": feats.get("rule_action", d.action if d is not None else None),
+                         "explicit_choice": bool(feats.get("explicit_choice")),
                          "features": feats.get("policy_features"),
                          "evidence": [e.id for e in d.evidence] if d is not None else []})
         return rows
@@ -177,9 +178,24 @@ def run(root: Path, *, memtier: MemtierIntervention, topics: Sequence[str] | Non
     out: dict[str, Any] = {"rows": {}, "seconds": {}, "questions": sum(len(lay.questions) for lay in lays)}
     for system, scorer in (("memtier", memtier), ("baseline", BM25Intervention(memtier.options))):
         t0 = time.perf_counter()
-        tick = progress(f"{system} intervention") if progress else None
+        bar = progress(f"{system} intervention") if progress else None
+        tick = (lambda done, total, bar=bar: bar(done // 4, total)) if bar else None  # 4 rows a question
         out["rows"][system] = pe.evaluate(lays, scorer, tick)
         out["seconds"][system] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def replay(rows: Sequence[dict], policy) -> list[str]:
+    """The action ``policy`` takes on each traced memtier row, as pre_tool would: the fixed rule's hold
+    stands; a row without features (no call text or no evidence) keeps the fixed rule's action; an explicit
+    instruction in the task turns a hold into a supplement."""
+    out = []
+    for r in rows:
+        if r.get("rule_action") == "intervene" or not r.get("features"):
+            out.append(r.get("rule_action") or "silent")
+            continue
+        action, _ = policy.act(r["features"])
+        out.append("supplement" if action == "intervene" and r.get("explicit_choice") else action)
     return out
 
 
@@ -202,7 +218,7 @@ def table(doc: dict[str, Any]) -> str:
 
 
 def run_config(cfg, root: Path, *, topics: Sequence[str] | None = None, limit: int | None = None,
-               workdir: Path | None = None, collect: bool = True, progress=None) -> tuple[dict[str, Any], dict]:
+               turns: int = 300, workdir: Path | None = None, collect: bool = True, progress=None) -> tuple[dict[str, Any], dict]:
     """:func:`run` with the effective config ``cfg`` written into every workspace (a temporary folder unless
     ``workdir`` keeps them); (result, meta about the memtier side)."""
     import os
@@ -218,7 +234,7 @@ def run_config(cfg, root: Path, *, topics: Sequence[str] | None = None, limit: i
     try:
         memtier = MemtierIntervention(cfg, work, keep=keep, collect=collect)
         t0 = time.perf_counter()
-        result = run(root, memtier=memtier, topics=topics, limit=limit, progress=progress)
+        result = run(root, memtier=memtier, topics=topics, limit=limit, turns=turns, progress=progress)
         result["wall_seconds"] = round(time.perf_counter() - t0, 1)
     finally:
         if memtier is not None:
