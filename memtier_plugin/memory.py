@@ -407,8 +407,8 @@ class Memory:
                          ts: float):
         """The learned policy's action for a call the fixed rule did not hold (policy.py). Its features: the
         call's new text against the standing item that best applies to the task (the standing scorer, with
-        the embedder when there is one; scored once per task). An explicit instruction in the task keeps a
-        preference from holding the call. Any failure here leaves the fixed rule's decision."""
+        the embedder when there is one; scored once per task). An explicit choice in the task (an argument its
+        words name) is silent, as the fixed rule has it. Any failure here leaves the fixed rule's decision."""
         from .intervention import CHECKED_KINDS, Decision, Evidence
         from .policy import call_text, explicit_choice, features
 
@@ -429,8 +429,8 @@ class Memory:
             if policy is None:
                 return out
             action, probs = policy.act(feats)
-            if action == "intervene" and explicit:
-                action = "supplement"  # the task asks for this explicitly: a general habit does not hold it
+            if explicit:
+                action = "silent"  # the task asks for this explicitly: a general habit neither holds nor nags
             item, score = scored[0]
             out.features.update(policy=policy.source, policy_action=action, policy_probs=probs)
             ev = [Evidence(item.id, item.content, item.label, f"applies to the task ({score:.2f})")]

@@ -173,3 +173,47 @@ def test_a_broken_policy_file_at_pre_tool_leaves_the_fixed_rule_and_logs_once(tm
 
 def test_actions_are_the_three_of_the_contract():
     assert ACTIONS == ("silent", "supplement", "intervene")
+
+
+def _always(action: str) -> Policy:
+    pol = Policy.zero()
+    pol.bias[ACTIONS.index(action)] = 5.0
+    return pol
+
+
+def test_through_the_host_a_policy_holds_a_call_against_a_preference_but_an_explicit_choice_stays_silent(tmp_path):
+    """The fixed rule lets a call against a preference in words through; a policy that holds such calls holds
+    it, with the preference as evidence; the Notion/Obsidian case (Pulse §4.4.3) stays silent all the same."""
+    from memtier_plugin import plugin
+    from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent
+    from memtier_plugin.host import Host
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write_policy(ws / "memtier-policy.yaml", _always("intervene"))
+    (ws / "memtier.yaml").write_text("standing:\n  embedder: none\nscheduling:\n  mode: combined\n")
+    host = Host()
+    host.register(plugin, "memtier")
+
+    def ctx(n):
+        return HookContext(agent_id="main", session_id=f"s{n}", run_id=f"r{n}", project="notes", workspace_dir=str(ws))
+
+    host.before_prompt_build(PromptEvent("I always keep my meeting notes in Notion, never in plain files."), ctx(1))
+    host.agent_end(AgentEndEvent(success=True), ctx(1))
+    host.session_end(SessionEndEvent(reason="completed"), ctx(1))
+    habit_call = ToolCallEvent("save_note", {"app": "plain text file", "title": "sync-2026-03-12"}, "c1")
+    explicit_call = ToolCallEvent("save_note", {"app": "Obsidian", "title": "meeting notes"}, "c2")
+
+    host.before_prompt_build(PromptEvent("Save my meeting notes from the weekly sync."), ctx(2))
+    assert not host.pre_tool(habit_call, ctx(2)).block  # the fixed rule: no computable conflict
+    (ws / "memtier.yaml").write_text("standing:\n  embedder: none\nscheduling:\n  mode: combined\n"
+                                     "  policy: memtier-policy.yaml\n")
+    from memtier_plugin.memory import reset_services
+
+    reset_services()  # the host reads the workspace's config again
+    host.before_prompt_build(PromptEvent("Save my meeting notes from the weekly sync."), ctx(3))
+    held = host.pre_tool(habit_call, ctx(3))
+    assert held.block and "Notion" in held.block_reason
+    host.before_prompt_build(PromptEvent("Save these meeting notes to Obsidian this time."), ctx(4))
+    quiet = host.pre_tool(explicit_call, ctx(4))
+    assert not quiet.block and not quiet.supplement

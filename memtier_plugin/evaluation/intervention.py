@@ -188,14 +188,14 @@ def run(root: Path, *, memtier: MemtierIntervention, topics: Sequence[str] | Non
 def replay(rows: Sequence[dict], policy) -> list[str]:
     """The action ``policy`` takes on each traced memtier row, as pre_tool would: the fixed rule's hold
     stands; a row without features (no call text or no evidence) keeps the fixed rule's action; an explicit
-    instruction in the task turns a hold into a supplement."""
+    choice in the task is silent."""
     out = []
     for r in rows:
         if r.get("rule_action") == "intervene" or not r.get("features"):
             out.append(r.get("rule_action") or "silent")
             continue
         action, _ = policy.act(r["features"])
-        out.append("supplement" if action == "intervene" and r.get("explicit_choice") else action)
+        out.append("silent" if r.get("explicit_choice") else action)
     return out
 
 
