@@ -127,8 +127,9 @@ def test_train_policy_is_deterministic_writes_its_own_file_and_changes_the_decis
     config = ws / "memtier.yaml"
     config.write_text("scheduling:\n  mode: combined\n")
     env = {**LEXICAL, "MEMTIER_WORKSPACE": str(ws)}
+    rows = tmp_path / "rows.jsonl"
     out = run_cli("train", "policy", str(root), "--turns", "3", "--seed", "5", "--epochs", "60", "--json", "-q",
-                  "--train-topics", "food_dishes,music_shows", env=env)
+                  "--train-topics", "food_dishes,music_shows", "--rows-out", str(rows), env=env)
     doc = json.loads(out.stdout)
     assert doc["out"] == str((ws / "memtier-policy.yaml").resolve())  # the default: in the workspace
     first = (ws / "memtier-policy.yaml").read_text()
@@ -140,6 +141,10 @@ def test_train_policy_is_deterministic_writes_its_own_file_and_changes_the_decis
     run_cli("train", "policy", str(root), "--turns", "3", "--seed", "5", "--epochs", "60", "--json", "-q",
             "--train-topics", "food_dishes,music_shows", env=env)
     assert (ws / "memtier-policy.yaml").read_text() == first  # same data, same seed: the same file
+    again = run_cli("train", "policy", str(root), "--from-rows", str(rows), "--seed", "5", "--epochs", "60", "--json",
+                    "--train-topics", "food_dishes,music_shows", "--out", str(tmp_path / "again.yaml"), env=env)
+    assert (tmp_path / "again.yaml").read_text() == first  # the traced calls, trained again: the same policy
+    assert json.loads(again.stdout)["held_back"] == held
     refused = run_cli("train", "policy", str(root), "--turns", "3", "--out", str(config), check=False, env=env)
     assert refused.returncode != 0 and "config file" in refused.stderr
     # used at pre_tool: through the host, the held options are now blocked and option 0 is not

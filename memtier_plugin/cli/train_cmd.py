@@ -252,10 +252,13 @@ DEFAULT_POLICY_OUT = "memtier-policy.yaml"
               help=f"Policy YAML (default <workspace>/{DEFAULT_POLICY_OUT}); never your config file.")
 @click.option("--rows-out", type=click.Path(dir_okay=False), default=None,
               help="Also write every traced call (label, actions, features) as JSON lines to this file.")
+@click.option("--from-rows", "rows_in", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Train on the calls a --rows-out file holds instead of tracing them again (seconds, not minutes).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @click.pass_obj
-def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr, out_path, rows_out, as_json, quiet):
+def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr, out_path, rows_out, rows_in, as_json,
+           quiet):
     """Learn the pre_tool intervention policy (silent / supplement / intervene) on PrefEval with GRPO.
 
     PATH is the PrefEval folder (or its parent). Every question of the
@@ -290,7 +293,11 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
         raise ConfigError(f"--train-topics: no topic {', '.join(unknown)} in {root} (known: {', '.join(names)})")
     held = [t for t in names if t not in chosen]
     cfg.scheduling.policy = ""  # features are traced under the fixed rule, whatever the config names
-    result, info = iv.run_config(cfg, root, limit=limit, turns=turns, collect=True, progress=None if quiet else Progress(quiet).bound)
+    if rows_in:
+        result, info = _traced_rows(Path(rows_in))
+    else:
+        result, info = iv.run_config(cfg, root, limit=limit, turns=turns, collect=True,
+                                     progress=None if quiet else Progress(quiet).bound)
     rows, base = result["rows"]["memtier"], result["rows"]["baseline"]
     train_rows = [r for r in rows if r["topic"] in chosen]
     embedded = any((r.get("features") or {}).get("embedded") for r in rows)
@@ -323,8 +330,10 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
         with open(rows_out, "w", encoding="utf-8") as fh:
             for system, rs in (("memtier", rows), ("baseline", base)):
                 for r in rs:
-                    fh.write(json.dumps({"system": system, **r}) + "\n")
+                    extra = {"standing_embedder": info["standing_embedder"]} if system == "memtier" else {}
+                    fh.write(json.dumps({"system": system, **r, **extra}) + "\n")
     report["wall_seconds"] = result["wall_seconds"]
+    report["traced_rows"] = str(rows_in) if rows_in else None
     if as_json:
         click.echo(json.dumps(report))
         return
@@ -339,3 +348,25 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
     click.echo(f"wrote {report['out']}")
     click.echo("use it: add to memtier.yaml\n  scheduling:\n    policy: " + report["out"]
                + "\n(your config file is not changed)")
+
+
+def _traced_rows(path: Path) -> tuple[dict, dict]:
+    """The result of an earlier run, as its --rows-out file holds it (one JSON object a line)."""
+    rows: dict[str, list] = {"memtier": [], "baseline": []}
+    emb = None
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            try:
+                r = json.loads(line)
+                rows[r.pop("system")].append(r)
+                if r.get("features") is not None and not isinstance(r["features"], dict):
+                    raise TypeError("features")
+            except (ValueError, KeyError, TypeError, AttributeError):
+                raise MemtierError(f"{path}: line {n} is not a row of `memtier train policy --rows-out`") from None
+            if r.get("standing_embedder"):
+                emb = r["standing_embedder"]
+    if not rows["memtier"]:
+        raise MemtierError(f"{path}: no memtier rows")
+    questions = len({(r["topic"], r["index"]) for r in rows["memtier"]})
+    return ({"rows": rows, "questions": questions, "wall_seconds": 0.0},
+            {"standing_embedder": emb})
