@@ -238,14 +238,16 @@ DEFAULT_POLICY_OUT = "memtier-policy.yaml"
 
 @train.command("policy")
 @click.argument("path", type=click.Path())
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seeds every draw of the training (initial weights, batches, sampled actions).")
 @click.option("--train-topics", default=None,
               help="Comma-separated PrefEval topics to train on (default: every other topic, sorted: 5 of the 10 "
                    "dev topics); the others are held back and measured apart.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="At most N questions (in user order).")
 @click.option("--turns", type=click.IntRange(0), default=300, show_default=True,
               help="Inter turns among the preferences (2 messages each; the protocol's 300).")
-@click.option("--epochs", type=click.IntRange(1), default=150, show_default=True)
+@click.option("--epochs", type=click.IntRange(1), default=150, show_default=True,
+              help="Passes over the training calls.")
 @click.option("--group-size", type=click.IntRange(2), default=8, show_default=True, help="Actions sampled per call.")
 @click.option("--lr", type=float, default=0.05, show_default=True, help="Adam step size.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False),
