@@ -155,6 +155,15 @@ def _emit(doc: dict, as_json: bool, json_out: str | None, table) -> None:
     click.echo(text if as_json else table(doc))
 
 
+def _json_flags(keys: str):
+    """--json (one JSON object with ``keys``) and --json-out FILE."""
+    def deco(f):
+        f = click.option("--json-out", type=click.Path(dir_okay=False), default=None,
+                         help="Also write the JSON object to this file.")(f)
+        return click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object {keys}.")(f)
+    return deco
+
+
 def _common(f):
     opts = [
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object {memtier, bm25, meta}."),
@@ -366,9 +375,7 @@ def ablations_longmemeval(state, path, limit, as_json, json_out, embed, rerank, 
               help="Inter turns between the preferences and the question (2 messages each).")
 @click.option("--limit", type=click.IntRange(1), default=None,
               help="At most N questions per variant and form (in user order).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object {memtier, bm25, meta}.")
-@click.option("--json-out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the JSON object to this file.")
+@_json_flags("{memtier, bm25, meta}")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Build the workspaces here and keep each one, as <variant>-<form>/<item> (default: a "
                    "temporary folder, each workspace deleted when scored).")
@@ -447,9 +454,7 @@ def _topic_list(value: str | None) -> list[str] | None:
               help="Inter turns among the preferences (2 messages each; the protocol's 300).")
 @click.option("--policy", "policy_file", type=click.Path(dir_okay=False), default=None,
               help="Decide with this learned policy (sets scheduling.policy; `memtier train policy` writes one).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object {memtier, baseline, meta}.")
-@click.option("--json-out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the JSON object to this file.")
+@_json_flags("{memtier, baseline, meta}")
 @click.option("--rows-out", type=click.Path(dir_okay=False), default=None,
               help="Also write every call's row (label, action, time, the policy's features) as JSON lines to "
                    "this file (the features are then computed on every call, in the decision time).")
