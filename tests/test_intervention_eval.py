@@ -17,8 +17,17 @@ LEXICAL = {"MEMTIER_STANDING__EMBEDDER": "none"}  # no model needed: standing kn
 
 def test_json_shape_progress_and_the_fixed_rule_on_preferences(tmp_path):
     root = synth.write(tmp_path / "prefeval_dev")
-    proc = run_cli("eval", "intervention", str(tmp_path), "--turns", str(synth.TURNS), "--json", env=LEXICAL)
+    rows_out = tmp_path / "rows.jsonl"
+    proc = run_cli("eval", "intervention", str(tmp_path), "--turns", str(synth.TURNS), "--json",
+                   "--rows-out", str(rows_out), env=LEXICAL)
     doc = json.loads(proc.stdout)
+    rows = [json.loads(line) for line in rows_out.read_text().splitlines()]
+    mine = [r for r in rows if r["system"] == "memtier"]
+    assert len(mine) == len(rows) // 2 == 48 and [r["option"] for r in mine[:4]] == [0, 1, 2, 3]
+    assert [r["label"] for r in mine[:4]] == ["follow", "violate", "violate", "violate"]
+    # the policy's features are traced for every call, read from the question's own preference
+    assert all(r["features"] and r["evidence_is_own"] for r in mine)
+    assert all(r["features"]["lex_avoid"] >= 1 for r in mine if r["label"] == "violate")
     assert set(doc) == {"memtier", "baseline", "meta"}
     for system in ("memtier", "baseline"):
         assert set(doc[system]) == MEASURES and doc[system]["n"] == 12 * 4

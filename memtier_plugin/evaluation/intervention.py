@@ -143,7 +143,7 @@ class MemtierIntervention(pe.MemtierPrefEval):
         mem = self._memory(ctx)
         mem.collect_policy_features = self.collect
         self.host.before_prompt_build(PromptEvent(q.text, timestamp=lay.now), ctx)
-        rows = []
+        rows, gold = [], lay.gold(q)
         for k, opt in enumerate(self.options[(q.topic, q.index)]):
             event = ToolCallEvent(TOOL, {"request": q.text, "option": opt}, tool_call_id=f"q{q.owner}-o{k}",
                                   timestamp=lay.now + 1 + k)
@@ -154,11 +154,14 @@ class MemtierIntervention(pe.MemtierPrefEval):
             action = "intervene" if answer.block else "supplement" if answer.supplement else "silent"
             d = mem.last_decision
             feats = d.features if d is not None else {}
+            task = mem.run(ctx).standing_task  # the evidence the policy path read: is it this question's own?
+            top = task[1][0][0] if task and task[1] else None
             rows.append({"topic": q.topic, "index": q.index, "option": k, "label": label(k), "action": action,
                          "ms": ms, "rule_action": feats.get("rule_action", d.action if d is not None else None),
                          "explicit_choice": bool(feats.get("explicit_choice")),
                          "features": feats.get("policy_features"),
-                         "evidence": [e.id for e in d.evidence] if d is not None else []})
+                         "evidence": [e.id for e in d.evidence] if d is not None else [],
+                         "evidence_is_own": None if top is None else any(keys.get(e) in gold for e in top.sources)})
         return rows
 
 
