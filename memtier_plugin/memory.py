@@ -408,7 +408,8 @@ class Memory:
         """The learned policy's action for a call the fixed rule did not hold (policy.py). Its features: the
         call's new text against the standing item that best applies to the task (the standing scorer, with
         the embedder when there is one; scored once per task). An explicit choice in the task (an argument its
-        words name) is silent, as the fixed rule has it. Any failure here leaves the fixed rule's decision."""
+        words name) is silent, as the fixed rule has it. A failure here keeps the fixed rule's hold or
+        supplement, and turns its silence into a supplement saying the check failed (never a silent allow)."""
         from .intervention import CHECKED_KINDS, Decision, Evidence
         from .policy import call_text, explicit_choice, features
 
@@ -439,9 +440,13 @@ class Memory:
             if action == "supplement":
                 return Decision("supplement", ev, "standing knowledge that applies to this call", out.features)
             return Decision("silent", [], "", out.features)
-        except Exception:  # the learned path is best effort: the fixed rule's decision stands
-            log.exception("memtier intervention policy failed for %s; the fixed rule decides", tool)
-            return rule
+        except Exception:  # never a silent allow: with a policy set, a failed check says so in a supplement
+            log.exception("memtier intervention policy failed for %s", tool)
+            if policy is None or rule.action != "silent":
+                return rule
+            return Decision("supplement", [], "the learned intervention check failed for this call: review it "
+                                              "against the user's standing preferences before it commits",
+                            {**rule.features, "policy_error": True})
 
     # ---- Hooks (memory bound to event predicates; docs/hooks_memory.md) ------
     def hooks_active(self) -> bool:

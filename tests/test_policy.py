@@ -222,3 +222,26 @@ def test_through_the_host_a_policy_holds_a_call_against_a_preference_but_an_expl
     host.before_prompt_build(PromptEvent("Save these meeting notes to Obsidian this time."), ctx(4))
     quiet = host.pre_tool(explicit_call, ctx(4))
     assert not quiet.block and not quiet.supplement
+
+
+def test_a_failure_in_the_policy_path_is_a_supplement_never_a_silent_allow(tmp_path, monkeypatch):
+    from memtier_plugin import policy as policy_mod
+    from memtier_plugin.events import HookContext, PromptEvent, ToolCallEvent
+    from memtier_plugin.memory import Memory
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write_policy(ws / "memtier-policy.yaml", _always("silent"))
+    cfg = load_config(flags={"paths.workspace": str(ws), "scheduling.policy": "memtier-policy.yaml",
+                             "standing.embedder": "none"})
+    mem = Memory(cfg)
+    ctx = HookContext(agent_id="main", session_key="s", session_id="s1", run_id="r1", project="p",
+                      workspace_dir=str(ws))
+    mem.on_prompt(PromptEvent("Can you recommend a pasta dish?"), ctx)
+
+    def boom(*a, **k):
+        raise RuntimeError("feature bug")
+
+    monkeypatch.setattr(policy_mod, "call_text", boom)
+    answer = mem.on_pre_tool(ToolCallEvent("select_option", {"option": "mushroom pasta"}), ctx)
+    assert answer is not None and not answer.block and "check failed" in answer.supplement
