@@ -245,3 +245,21 @@ def test_a_failure_in_the_policy_path_is_a_supplement_never_a_silent_allow(tmp_p
     monkeypatch.setattr(policy_mod, "call_text", boom)
     answer = mem.on_pre_tool(ToolCallEvent("select_option", {"option": "mushroom pasta"}), ctx)
     assert answer is not None and not answer.block and "check failed" in answer.supplement
+
+
+@pytest.mark.embed
+def test_with_bge_the_option_that_names_what_the_preference_avoids_is_closer_to_the_avoided_clause():
+    """Why the avoided clause and not the whole preference: the violating option is close to both, the
+    following one is not close to what is avoided (docs/learning.md)."""
+    from memtier_plugin import embeddings as E
+
+    bge = E.OnnxBGE()
+    if not bge.available():
+        pytest.skip(f"bge-small not fetched into {bge.folder} (memtier model setup --embedder)")
+    scored = [(_item("I dislike any content that involves zombies or apocalyptic scenarios."), 0.8)]
+    request = "What are some thrilling TV series you'd suggest I start watching?"
+    follow = features("Sherlock - A modern take on the classic detective stories.", request, scored, bge)
+    violate = features("The Walking Dead - A gripping zombie apocalypse drama.", request, scored, bge)
+    assert follow["embedded"] == violate["embedded"] == 1.0
+    assert violate["sem_avoid"] > follow["sem_avoid"] + 0.05
+    assert violate["avoid_minus_request"] > follow["avoid_minus_request"]
