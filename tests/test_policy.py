@@ -155,20 +155,26 @@ def test_train_policy_is_deterministic_writes_its_own_file_and_changes_the_decis
     assert ev["memtier"]["supplement_rate"] == 0.25  # option 0: the preference applies, a supplement
 
 
-def test_a_broken_policy_file_at_pre_tool_leaves_the_fixed_rule_and_logs_once(tmp_path, caplog):
-    from memtier_plugin.events import HookContext, PromptEvent, ToolCallEvent
+def _memory_asked(ws, write):
+    """A workspace's Memory whose config names ``memtier-policy.yaml`` (``write(path)`` makes it), after one prompt."""
+    from memtier_plugin.events import HookContext, PromptEvent
     from memtier_plugin.memory import Memory
 
-    ws = tmp_path / "ws"
-    bad = ws / "memtier-policy.yaml"
     ws.mkdir()
-    bad.write_text("just: text\n")
-    cfg = load_config(flags={"paths.workspace": str(ws), "scheduling.policy": "memtier-policy.yaml",
-                             "standing.embedder": "none"})
-    mem = Memory(cfg)
+    write(ws / "memtier-policy.yaml")
+    mem = Memory(load_config(flags={"paths.workspace": str(ws), "scheduling.policy": "memtier-policy.yaml",
+                                    "standing.embedder": "none"}))
     ctx = HookContext(agent_id="main", session_key="s", session_id="s1", run_id="r1", project="p",
                       workspace_dir=str(ws))
     mem.on_prompt(PromptEvent("Can you recommend a pasta dish?"), ctx)
+    return mem, ctx
+
+
+def test_a_broken_policy_file_at_pre_tool_leaves_the_fixed_rule_and_logs_once(tmp_path, caplog):
+    from memtier_plugin.events import ToolCallEvent
+
+    bad = tmp_path / "ws" / "memtier-policy.yaml"
+    mem, ctx = _memory_asked(tmp_path / "ws", lambda path: path.write_text("just: text\n"))
     with caplog.at_level(logging.ERROR, logger="memtier_plugin.memory"):
         for _ in range(3):
             assert mem.on_pre_tool(ToolCallEvent("select_option", {"option": "mushroom pasta"}), ctx) is None
@@ -226,18 +232,9 @@ def test_through_the_host_a_policy_holds_a_call_against_a_preference_but_an_expl
 
 def test_a_failure_in_the_policy_path_is_a_supplement_never_a_silent_allow(tmp_path, monkeypatch):
     from memtier_plugin import policy as policy_mod
-    from memtier_plugin.events import HookContext, PromptEvent, ToolCallEvent
-    from memtier_plugin.memory import Memory
+    from memtier_plugin.events import ToolCallEvent
 
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    write_policy(ws / "memtier-policy.yaml", _always("silent"))
-    cfg = load_config(flags={"paths.workspace": str(ws), "scheduling.policy": "memtier-policy.yaml",
-                             "standing.embedder": "none"})
-    mem = Memory(cfg)
-    ctx = HookContext(agent_id="main", session_key="s", session_id="s1", run_id="r1", project="p",
-                      workspace_dir=str(ws))
-    mem.on_prompt(PromptEvent("Can you recommend a pasta dish?"), ctx)
+    mem, ctx = _memory_asked(tmp_path / "ws", lambda path: write_policy(path, _always("silent")))
 
     def boom(*a, **k):
         raise RuntimeError("feature bug")
