@@ -184,6 +184,9 @@ class SchedulingConfig:
     # retrieval: pre_tool stays silent; hooks: bound memory as supplements; intervention: silent /
     # supplement / intervene on conflicting calls (intervention.py); combined: hooks and intervention
     mode: str = field(default="combined", metadata={"choices": ("retrieval", "hooks", "intervention", "combined")})
+    # a learned policy file (`memtier train policy`; docs/learning.md): decides silent / supplement / intervene
+    # for standing preferences once the fixed rule finds no hard conflict; "" the fixed rule alone
+    policy: str = ""
 
 
 @dataclass

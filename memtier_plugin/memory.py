@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from .config import Config, load_config
+from .errors import ConfigError
 from .events import (AgentEndEvent, HookContext, PromptAddition, PromptEvent, ToolCallEvent,
                      ToolDecision, ToolResultEvent)
 from .jsonl import clean_obj, clean_text
@@ -46,6 +47,7 @@ class RunState:
     delivered: list[dict] = field(default_factory=list)  # trace rows: id, agent_id, content, signals
     tool_calls: list[dict] = field(default_factory=list)  # name, params, result, error (bounded, redacted)
     messages: list[tuple] = field(default_factory=list)  # (entry id, role, text) written in this run
+    standing_task: tuple | None = None  # (task text, [(item, applicability)]): the learned policy's evidence
     last_seen: float = 0.0
 
 
@@ -121,6 +123,9 @@ class Memory:
         self._lexical = None
         self._hooks = None
         self._items: dict[str, Any] = {}  # standing item per node/skill id (records never change: cached)
+        self._policy_error = ""  # the last scheduling.policy problem logged (logged once, not per call)
+        self.collect_policy_features = False  # evaluation and training: trace the policy features without a policy
+        self.last_decision = None  # the last pre_tool decision (intervention.Decision), for evaluation
 
     # ---- scoping ---------------------------------------------------------
     def visible_agents(self, agent_id: str) -> list[str] | None:
@@ -356,6 +361,10 @@ class Memory:
         items = self.standing_items(ctx.project, ts)
         scored = [(it, s) for it, s, _ in self.lexical_scorer.score(f"{tool.replace('_', ' ')} {task[-500:]}", items)]
         decision = decide(tool, params, ts=ts, task_text=task, standing=scored, failures=self._failures(tool, params, ctx))
+        policy = self.intervention_policy
+        if (policy is not None or self.collect_policy_features) and decision.action != "intervene":
+            decision = self._policy_decision(decision, policy, tool, params, task, ctx, state, ts)
+        self.last_decision = decision
         from . import traces
 
         traces.append(self.config.memory_root, ctx.agent_id, traces.decision_record(
@@ -368,6 +377,76 @@ class Memory:
         if bound:
             parts.append(f"[memtier] bound memory for this call:\n{bound}")
         return ToolDecision(supplement=redact("\n".join(parts))[0]) if parts else None
+
+    @property
+    def intervention_policy(self):
+        """The learned policy ``scheduling.policy`` names (policy.py), or None: unset, or unusable (logged once,
+        the fixed rule decides)."""
+        from .policy import load_policy, policy_path
+
+        path = policy_path(self.config)
+        if path is None:
+            return None
+        try:
+            pol = load_policy(path)
+        except (ConfigError, OSError) as exc:
+            if self._policy_error != str(exc):
+                self._policy_error = str(exc)
+                log.error("memtier scheduling.policy: %s; the fixed rule decides", exc)
+            return None
+        emb = self.scorer.embedder
+        if pol.embedder and getattr(emb, "name", "") != pol.embedder:
+            msg = f"{path}: trained with the {pol.embedder} embedder, which standing.embedder does not give here"
+            if self._policy_error != msg:
+                self._policy_error = msg
+                log.error("memtier scheduling.policy: %s; the fixed rule decides", msg)
+            return None
+        return pol
+
+    def _policy_decision(self, rule, policy, tool: str, params: dict, task: str, ctx: HookContext, state: RunState,
+                         ts: float):
+        """The learned policy's action for a call the fixed rule did not hold (policy.py). Its features: the
+        call's new text against the standing item that best applies to the task (the standing scorer, with
+        the embedder when there is one; scored once per task). An explicit choice in the task (an argument its
+        words name) is silent, as the fixed rule has it. A failure here keeps the fixed rule's hold or
+        supplement, and turns its silence into a supplement saying the check failed (never a silent allow)."""
+        from .intervention import CHECKED_KINDS, Decision, Evidence
+        from .policy import call_text, explicit_choice, features
+
+        try:
+            request = task[-500:]
+            cached = state.standing_task
+            if cached is None or cached[0] != request:
+                items = [it for it in self.standing_items(ctx.project, ts) if it.label in (*CHECKED_KINDS, "choice")]
+                scored = [(it, s) for it, s, _ in self.scorer.score(request, items)] if request.strip() else []
+                cached = state.standing_task = (request, scored[:4])
+            scored = cached[1]
+            feats = features(call_text(params, task), request, scored, self.scorer.embedder)
+            if feats is None:
+                return rule
+            explicit = explicit_choice(params, task)
+            out = Decision(rule.action, rule.evidence, rule.reason, {**rule.features, "rule_action": rule.action,
+                                                                     "explicit_choice": explicit, "policy_features": feats})
+            if policy is None:
+                return out
+            action, probs = policy.act(feats)
+            if explicit:
+                action = "silent"  # the task asks for this explicitly: a general habit neither holds nor nags
+            item, score = scored[0]
+            out.features.update(policy=policy.source, policy_action=action, policy_probs=probs)
+            ev = [Evidence(item.id, item.content, item.label, f"applies to the task ({score:.2f})")]
+            if action == "intervene":
+                return Decision("intervene", ev, f"held: this call goes against a standing {item.label}", out.features)
+            if action == "supplement":
+                return Decision("supplement", ev, "standing knowledge that applies to this call", out.features)
+            return Decision("silent", [], "", out.features)
+        except Exception:  # never a silent allow: with a policy set, a failed check says so in a supplement
+            log.exception("memtier intervention policy failed for %s", tool)
+            if policy is None or rule.action != "silent":
+                return rule
+            return Decision("supplement", [], "the learned intervention check failed for this call: review it "
+                                              "against the user's standing preferences before it commits",
+                            {**rule.features, "policy_error": True})
 
     # ---- Hooks (memory bound to event predicates; docs/hooks_memory.md) ------
     def hooks_active(self) -> bool:

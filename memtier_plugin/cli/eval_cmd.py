@@ -155,6 +155,15 @@ def _emit(doc: dict, as_json: bool, json_out: str | None, table) -> None:
     click.echo(text if as_json else table(doc))
 
 
+def _json_flags(keys: str):
+    """--json (one JSON object with ``keys``) and --json-out FILE."""
+    def deco(f):
+        f = click.option("--json-out", type=click.Path(dir_okay=False), default=None,
+                         help="Also write the JSON object to this file.")(f)
+        return click.option("--json", "as_json", is_flag=True, help=f"Print one JSON object {keys}.")(f)
+    return deco
+
+
 def _common(f):
     opts = [
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object {memtier, bm25, meta}."),
@@ -366,9 +375,7 @@ def ablations_longmemeval(state, path, limit, as_json, json_out, embed, rerank, 
               help="Inter turns between the preferences and the question (2 messages each).")
 @click.option("--limit", type=click.IntRange(1), default=None,
               help="At most N questions per variant and form (in user order).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object {memtier, bm25, meta}.")
-@click.option("--json-out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the JSON object to this file.")
+@_json_flags("{memtier, bm25, meta}")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Build the workspaces here and keep each one, as <variant>-<form>/<item> (default: a "
                    "temporary folder, each workspace deleted when scored).")
@@ -428,3 +435,78 @@ def prefeval_cmd(state, path, variant, form, turns, limit, as_json, json_out, wo
         },
     }
     _emit(doc, as_json, json_out, pe.table)
+
+
+# ---------------------------------------------------------------- intervention
+
+
+def _topic_list(value: str | None) -> list[str] | None:
+    names = [t.strip() for t in (value or "").split(",") if t.strip()]
+    return names or None
+
+
+@eval_.command("intervention")
+@click.argument("path", type=click.Path())
+@click.option("--limit", type=click.IntRange(1), default=None, help="At most N questions (in user order).")
+@click.option("--topics", default=None, help="Comma-separated topics whose questions are asked (default: all; "
+                                               "memory still holds every topic's preferences).")
+@click.option("--turns", type=click.IntRange(0), default=300, show_default=True,
+              help="Inter turns among the preferences (2 messages each; the protocol's 300).")
+@click.option("--policy", "policy_file", type=click.Path(dir_okay=False), default=None,
+              help="Decide with this learned policy (sets scheduling.policy; `memtier train policy` writes one).")
+@_json_flags("{memtier, baseline, meta}")
+@click.option("--rows-out", type=click.Path(dir_okay=False), default=None,
+              help="Also write every call's row (label, action, time, the policy's features) as JSON lines to "
+                   "this file (the features are then computed on every call, in the decision time).")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Build the workspaces here and keep each one (default: a temporary folder).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+@click.pass_obj
+def intervention_cmd(state, path, limit, turns, topics, policy_file, as_json, json_out, rows_out, workdir, quiet):
+    """PrefEval intervention at pre_tool: does memtier hold the options that go against the preference?
+
+    The data README's protocol: the multi layout in explicit form, each
+    question through before_prompt_build, then select_option({request,
+    option}) for each of its 4 options through the host's pre_tool. Option 0
+    follows the preference (blocking it is a false interrupt), options 1-3
+    violate it. Scores: precision, recall over violating options,
+    false-interrupt rate over option 0, supplement rate, decision time
+    p50/p95; baseline: the README's BM25 rule (block when the preference is
+    in the top 4 for question + option).
+    """
+    from ..config import load_config
+    from ..evaluation import intervention as iv
+    from ..evaluation import prefeval as pe
+
+    root = pe.find_root(path)
+    cfg = load_config(getattr(state, "config_path", None),
+                      flags={"paths.workspace": getattr(state, "workspace", None),
+                             "preset": getattr(state, "preset", None)})
+    if policy_file:
+        from ..policy import read_policy
+
+        read_policy(policy_file)  # a bad file: its one-line error now, not a fallback in every workspace
+        cfg.scheduling.policy = str(Path(policy_file).resolve())
+    result, info = iv.run_config(cfg, root, topics=_topic_list(topics), limit=limit, turns=turns,
+                                 workdir=Path(workdir) if workdir else None, collect=bool(rows_out),
+                                 progress=Progress(quiet).bound)
+    for note in info["notes"]:
+        click.echo(f"memtier eval: {note}", err=True)
+    rows = result["rows"]
+    decision = f"policy {cfg.scheduling.policy}" if cfg.scheduling.policy else "fixed rule"
+    doc = {"memtier": iv.metrics(rows["memtier"]), "baseline": iv.metrics(rows["baseline"]), "meta": {
+        "benchmark": "prefeval-intervention", "path": str(root), "questions": result["questions"], "limit": limit,
+        "turns": turns,
+        "topics": _topic_list(topics), "decision": decision, "mode": cfg.scheduling.mode,
+        "policy": cfg.scheduling.policy or None, "preset": cfg.preset,
+        "config": None if cfg.source == "<defaults>" else cfg.source, "standing_embedder": cfg.standing.embedder,
+        "embedder": info["embedder"], "standing_embedder_used": info["standing_embedder"],
+        "features_traced": bool(rows_out), "baseline": f"BM25 top {iv.BM25_TOP} holds the preference (query = question + option)",
+        "seconds": result["seconds"], "wall_seconds": result["wall_seconds"], "workspaces": info["workspaces"],
+        "workdir": info["workdir"]}}
+    if rows_out:
+        with open(rows_out, "w", encoding="utf-8") as fh:
+            for system, rs in rows.items():
+                for r in rs:
+                    fh.write(json.dumps({"system": system, **r}) + "\n")
+    _emit(doc, as_json, json_out, iv.table)

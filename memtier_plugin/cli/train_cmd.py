@@ -35,7 +35,7 @@ def _fmt(v) -> str:
     return "  ".join(f"{x:.3f}" for x in v)
 
 
-@click.command()
+@click.group(invoke_without_command=True)
 @click.option("--from-traces", "from_traces", is_flag=True,
               help="Episodes from this workspace's logged runs (the default source).")
 @click.option("--longmemeval", "lme_path", type=click.Path(dir_okay=False),
@@ -65,13 +65,15 @@ def _fmt(v) -> str:
 @click.pass_obj
 def train(state, from_traces, lme_path, limit, holdout, embed, rerank, cache_dir, epochs, batch_size, group_size, sigma0, lr,
           seed, freeze, out_path, as_json):
-    """Learn the retrieval weights w = [sem, bm25, decay, cw, tier] with PPO.
+    """Learn the retrieval weights w = [sem, bm25, decay, cw, tier] with PPO (`train policy`: the intervention policy).
 
     Rewards are +1/−1 per episode: from the workspace's logged runs (traces,
     attribution and agent_end success) or, with --longmemeval, from whether
     the gold evidence sessions are retrieved (MemTier eq. 2). The result goes
     to its own YAML file; reference it as weights.learned_file.
     """
+    if click.get_current_context().invoked_subcommand:
+        return  # `memtier train policy ...`
     import numpy as np
 
     from ..backends import fusion_weights
@@ -227,3 +229,146 @@ def _print_table(r: dict) -> None:
     click.echo("use it: add to memtier.yaml\n  weights:\n    learned_file: " + r["out"]
                + f"\nor set MEMTIER_WEIGHTS__LEARNED_FILE={r['out']} (your config file is not changed)")
     sys.stdout.flush()
+
+
+# ---------------------------------------------------------------- the intervention policy
+
+DEFAULT_POLICY_OUT = "memtier-policy.yaml"
+
+
+@train.command("policy")
+@click.argument("path", type=click.Path())
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seeds every draw of the training (initial weights, batches, sampled actions).")
+@click.option("--train-topics", default=None,
+              help="Comma-separated PrefEval topics to train on (default: every other topic, sorted: 5 of the 10 "
+                   "dev topics); the others are held back and measured apart.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="At most N questions (in user order).")
+@click.option("--turns", type=click.IntRange(0), default=300, show_default=True,
+              help="Inter turns among the preferences (2 messages each; the protocol's 300).")
+@click.option("--epochs", type=click.IntRange(1), default=150, show_default=True,
+              help="Passes over the training calls.")
+@click.option("--group-size", type=click.IntRange(2), default=8, show_default=True, help="Actions sampled per call.")
+@click.option("--lr", type=float, default=0.05, show_default=True, help="Adam step size.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False),
+              help=f"Policy YAML (default <workspace>/{DEFAULT_POLICY_OUT}); never your config file.")
+@click.option("--rows-out", type=click.Path(dir_okay=False), default=None,
+              help="Also write every traced call (label, actions, features) as JSON lines to this file.")
+@click.option("--from-rows", "rows_in", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Train on the calls a --rows-out file holds instead of tracing them again (seconds, not minutes).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+@click.pass_obj
+def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr, out_path, rows_out, rows_in, as_json,
+           quiet):
+    """Learn the pre_tool intervention policy (silent / supplement / intervene) on PrefEval with GRPO.
+
+    PATH is the PrefEval folder (or its parent). Every question of the
+    intervention protocol (`memtier eval intervention`) runs through the
+    reference host with the fixed rule, tracing the policy's features of each
+    select_option call; the calls of the training topics, labelled by the
+    benchmark (option 0 follows the preference, 1-3 violate it), train a
+    softmax policy with group-relative advantages and Pulse's reward (+1 the
+    correct action, -1 a wrong intervention, 0 other errors). Reported: the
+    policy, the fixed rule and the BM25 rule on the training topics, the
+    held-back topics and all of them. The policy goes to its own YAML file;
+    reference it as scheduling.policy.
+    """
+    from ..config import load_config
+    from ..evaluation import intervention as iv
+    from ..evaluation import prefeval as pe
+    from ..policy import write_policy
+    from ..policy_training import GRPOConfig, train as grpo
+    from .eval_cmd import Progress, _topic_list
+
+    root = pe.find_root(path)
+    cfg = load_config(getattr(state, "config_path", None),
+                      flags={"paths.workspace": getattr(state, "workspace", None), "preset": getattr(state, "preset", None)})
+    out = Path(out_path) if out_path else cfg.workspace / DEFAULT_POLICY_OUT
+    src = Path(cfg.source) if cfg.source and cfg.source != "<defaults>" else None
+    if src is not None and src.is_file() and out.resolve() == src.resolve():
+        raise ConfigError(f"--out {out} is your config file; the policy goes to its own file")
+    names = pe.topics(root)
+    chosen = _topic_list(train_topics) or names[0::2]
+    unknown = sorted(set(chosen) - set(names))
+    if unknown:
+        raise ConfigError(f"--train-topics: no topic {', '.join(unknown)} in {root} (known: {', '.join(names)})")
+    held = [t for t in names if t not in chosen]
+    cfg.scheduling.policy = ""  # features are traced under the fixed rule, whatever the config names
+    if rows_in:
+        result, info = _traced_rows(Path(rows_in))
+    else:
+        result, info = iv.run_config(cfg, root, limit=limit, turns=turns, collect=True,
+                                     progress=None if quiet else Progress(quiet).bound)
+    rows, base = result["rows"]["memtier"], result["rows"]["baseline"]
+    train_rows = [r for r in rows if r["topic"] in chosen]
+    embedded = any((r.get("features") or {}).get("embedded") for r in rows)
+    gcfg = GRPOConfig(seed=seed, epochs=epochs, group_size=group_size, lr=lr)
+    try:
+        learned, summary = grpo(train_rows, gcfg, embedder=(info["standing_embedder"] or "") if embedded else "")
+    except ValueError as exc:
+        raise MemtierError(f"{root}: {exc}") from None
+    acts = iv.replay(rows, learned)
+    for r, a in zip(rows, acts):
+        r["policy_action"] = a
+    report: dict = {"seed": seed, "train_topics": chosen, "held_topics": held, "questions": result["questions"],
+                    "training": summary, "standing_embedder": info["standing_embedder"] if embedded else None}
+    for split, keep in (("train", set(chosen)), ("held_back", set(held)), ("all", set(names))):
+        mine = [r for r in rows if r["topic"] in keep]
+        theirs = [r for r in base if r["topic"] in keep]
+        if not mine:
+            continue
+        report[split] = {"policy": iv.metrics(mine, "policy_action"), "fixed_rule": iv.metrics(mine, "action"),
+                         "bm25": iv.metrics(theirs)}
+    for split in ("train", "held_back", "all"):  # the traced calls' time is the policy path's (features computed)
+        if split in report:
+            report[split]["fixed_rule"]["decision_p50_ms"] = report[split]["fixed_rule"]["decision_p95_ms"] = None
+    learned.meta = {"seed": seed, "train_topics": chosen, "held_topics": held, "data": str(root),
+                    "training": summary,  # the measures, not the times: the same data and seed give the same file
+                    "held_back": {k: v for k, v in (report.get("held_back", {}).get("policy") or {}).items()
+                                  if not k.endswith("_ms")}}
+    report["out"] = str(write_policy(out, learned, cfg.source).resolve())
+    if rows_out:
+        with open(rows_out, "w", encoding="utf-8") as fh:
+            for system, rs in (("memtier", rows), ("baseline", base)):
+                for r in rs:
+                    extra = {"standing_embedder": info["standing_embedder"]} if system == "memtier" else {}
+                    fh.write(json.dumps({"system": system, **r, **extra}) + "\n")
+    report["wall_seconds"] = result["wall_seconds"]
+    report["traced_rows"] = str(rows_in) if rows_in else None
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    click.echo(f"memtier train policy: {summary['rows']} training calls ({', '.join(chosen)}), seed {seed}, "
+               f"sampled reward {summary['mean_sampled_reward_first_epoch']:+.3f} -> "
+               f"{summary['mean_sampled_reward_last_epoch']:+.3f}")
+    click.echo(f"{'split':10s} {'system':11s} {'precision':>9s} {'recall':>7s} {'false int':>9s} {'suppl':>6s} {'n':>5s}")
+    for split in ("train", "held_back", "all"):
+        for system, m in report.get(split, {}).items():
+            click.echo(f"{split:10s} {system:11s} {m['precision']:9.3f} {m['recall']:7.3f} "
+                       f"{m['false_interrupt_rate']:9.3f} {m['supplement_rate']:6.3f} {m['n']:5d}")
+    click.echo(f"wrote {report['out']}")
+    click.echo("use it: add to memtier.yaml\n  scheduling:\n    policy: " + report["out"]
+               + "\n(your config file is not changed)")
+
+
+def _traced_rows(path: Path) -> tuple[dict, dict]:
+    """The result of an earlier run, as its --rows-out file holds it (one JSON object a line)."""
+    rows: dict[str, list] = {"memtier": [], "baseline": []}
+    emb = None
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            try:
+                r = json.loads(line)
+                rows[r.pop("system")].append(r)
+                if r.get("features") is not None and not isinstance(r["features"], dict):
+                    raise TypeError("features")
+            except (ValueError, KeyError, TypeError, AttributeError):
+                raise MemtierError(f"{path}: line {n} is not a row of `memtier train policy --rows-out`") from None
+            if r.get("standing_embedder"):
+                emb = r["standing_embedder"]
+    if not rows["memtier"]:
+        raise MemtierError(f"{path}: no memtier rows")
+    questions = len({(r["topic"], r["index"]) for r in rows["memtier"]})
+    return ({"rows": rows, "questions": questions, "wall_seconds": 0.0},
+            {"standing_embedder": emb})

@@ -18,9 +18,8 @@ A question is scored against two lists of candidates, each candidate the set
 of messages it stands for: the **delivered** ones (memtier: the packed block;
 BM25: its top ``k`` at memtier's k) and the **ranking** (best first); a hit is a
 candidate holding a gold message. The intervention protocol (pre_tool on
-``select_option`` with the options of ``mcq_options/``) belongs to a later
-issue: it is another scorer over the multi explicit :class:`Layout` list, beside
-:class:`MemtierPrefEval` and :class:`BM25PrefEval`.
+``select_option`` with the options of ``mcq_options/``) is another scorer over
+the multi explicit :class:`Layout` list (:mod:`.intervention`).
 
 memtier runs through the reference host as a runtime drives it, with the
 evaluated config in every workspace's ``memtier.yaml``: each session's messages
@@ -546,6 +545,10 @@ class MemtierPrefEval:
             return [], []
         return [covered(h, keys) for h in result.hits], [covered(h, keys) for h in result.candidates]
 
+    def score(self, ws: Path, q: Question, lay: Layout, keys: dict[str, Key]) -> list[dict]:
+        """The rows of one question asked in workspace ``ws`` (recall: one row of hit metrics)."""
+        return [score_question(*self.ask(ws, q, lay.now, keys), lay.gold(q))]
+
     def __call__(self, lay: Layout) -> list[dict[str, float]]:
         base, inter_keys = self._template([s for s in lay.sessions if s.owner is None])
         ws = self._start(base, link=not _appends_to(base, lay))
@@ -555,7 +558,7 @@ class MemtierPrefEval:
                 keys.update(self.write_session(ws, s))
         if len(lay.questions) == 1:
             q = lay.questions[0]
-            rows = [score_question(*self.ask(ws, q, lay.now, keys), lay.gold(q))]
+            rows = self.score(ws, q, lay, keys)
             self._finish(ws, lay.name)
             return rows
         user_base = self.workdir / "user-base"
@@ -563,7 +566,7 @@ class MemtierPrefEval:
         rows = []
         for q in lay.questions:
             qws = self._start(user_base)
-            rows.append(score_question(*self.ask(qws, q, lay.now, keys), lay.gold(q)))
+            rows += self.score(qws, q, lay, keys)
             self._finish(qws, f"{lay.name}-q{q.owner}")
         shutil.rmtree(user_base, ignore_errors=True)
         return rows

@@ -1,0 +1,317 @@
+"""The learned intervention policy (Pulse §3.4, §4.4): features of (call, evidence) → silent / supplement / intervene.
+
+At pre_tool the fixed rule of :mod:`intervention` only knows conflicts it can
+compute (a weekday, a time, an amount, a call that already failed). A standing
+*preference* conflicts with a call in words: "I avoid shows with graphic
+violence" against ``select_option({"option": "Narcos, a crime series depicting
+graphic violence"})``. The features here describe that pair from what a real
+pre_tool sees — the call's arguments, the current task's text and memory —
+never a label:
+
+* the **evidence**: the standing item that applies best to the task (its
+  applicability, the margin over the next one);
+* the **call text**: the argument values the task does not already say (for
+  ``select_option`` the option, not the request the task repeats);
+* the item's **polarity**: the clauses it avoids ("graphic violence") and the
+  ones it asks for ("well-fitted and structured pieces"), split at negation
+  cues (:func:`polarity`);
+* how close the call text is to each (embedding cosine with bge-small when the
+  standing embedder is there; word overlap always), to the request, and to the
+  whole item; and words in the call that soften a match ("minimal violence",
+  "alcohol-free", "vegan leather").
+
+On the PrefEval dev options the embedding cosine of an option and the *whole*
+preference does not separate the option that follows it from the three that
+violate it (AUC 0.44: violating options name what the preference avoids); the
+cosine with the avoided clause does (0.72), and together with the others a
+linear model reaches ~0.80 on topics it was not trained on.
+
+The model is a softmax over the three actions, linear in standardised features,
+trained by :mod:`policy_training` and stored in its own YAML file (never the
+user's config), named by ``scheduling.policy``. Inference is numpy only: a
+3×F matrix product.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ConfigError
+from .tokenize import token_set
+
+MARKER_KEY = "memtier_intervention_policy"  # value: format version
+ACTIONS = ("silent", "supplement", "intervene")
+FEATURES = ("applicability", "margin", "has_avoid", "has_want", "sem_avoid", "sem_want", "sem_request",
+            "sem_item", "avoid_minus_request", "avoid_minus_want", "lex_avoid", "lex_want", "softeners",
+            "embedded")
+MAX_CALL_TEXT = 1000  # characters of call text a decision reads
+
+_AVERSE = re.compile(
+    r"\b(?:avoid\w*|dislike\w*|hate|hates|detest\w*|despise\w*|loathe\w*|can't stand|cannot stand|refuse\w*|"
+    r"against|aversion|averse|allergic|allergy|intoleran\w*|fear|phobia|afraid|scared|terrified|uncomfortable|"
+    r"steer clear|stay away|free from|away from|exclude\w*|excluding|except|opposed|sensitive to|tired of|bored|"
+    r"boring|overwhelm\w*|distract\w*|ineffective|struggle\w*|minimal)\b", re.IGNORECASE)
+_NEGATOR = re.compile(r"\b(?:not|no|never|nor|without|don't|doesn't|didn't|isn't|aren't|won't|can't|cannot|unable)\b",
+                      re.IGNORECASE)
+_SEGMENT = re.compile(
+    r"[;.!?]|,\s*(?:but|and|so|while|as|because)\b|\bbut\b|\bwhile\b|\bwhereas\b|\binstead(?: of)?\b|"
+    r"\brather than\b|\bover\b|\bbecause\b|\bas (?:I|they|it)\b|\bdue to\b|"
+    r"\band (?=(?:\w+ ){0,2}(?:prefer|love|enjoy|like|do not|don't|dislike|avoid|never|can't|cannot|refuse|hate)\b)",
+    re.IGNORECASE)
+_SOFTENER = re.compile(r"\b(?:no|non|not|free|without|minimal|minimally|low|vegan|plant-based|alternative|less|zero|"
+                       r"avoid\w*|instead)\b|-free\b", re.IGNORECASE)
+
+
+def polarity(text: str) -> tuple[str, str]:
+    """(what the item avoids, what it asks for): its clauses split at contrast words; a clause is avoided
+    when it has an aversion word ("avoid", "dislike", "allergic") or an odd number of negators ("don't
+    like") but not both ("don't mind avoiding" cancels): the words after its last cue, else wanted."""
+    avoid, want = [], []
+    for clause in _SEGMENT.split(text):
+        if not clause or not clause.strip(" ,\"'"):
+            continue
+        averse = [(m.start(), m.end()) for m in _AVERSE.finditer(clause)]
+        negators = [(m.start(), m.end()) for m in _NEGATOR.finditer(clause)  # "can't stand" is an aversion
+                    if not any(lo <= m.start() < hi for lo, hi in averse)]
+        if bool(averse) != (len(negators) % 2 == 1):
+            last = max(end for _, end in (*averse, *negators))
+            avoid.append(clause[last:].strip(" ,\"'") or clause.strip())
+        else:
+            want.append(clause.strip(" ,\"'"))
+    return " ; ".join(a for a in avoid if a), " ; ".join(w for w in want if w)
+
+
+def _flat_strings(params, out: list[str], depth: int = 0) -> None:
+    if depth > 4 or len(out) > 50:
+        return
+    if isinstance(params, dict):
+        for v in list(params.values())[:50]:
+            _flat_strings(v, out, depth + 1)
+    elif isinstance(params, list):
+        for v in params[:50]:
+            _flat_strings(v, out, depth + 1)
+    elif isinstance(params, str) and params.strip():
+        out.append(params)
+
+
+def call_text(params: dict, task_text: str) -> str:
+    """The argument values the task does not already say (their words not all in the task), joined."""
+    words = token_set(task_text)
+    values: list[str] = []
+    _flat_strings(params, values)
+    new = [v for v in values if not (token_set(v) and token_set(v) <= words)]
+    return " ; ".join(new)[:MAX_CALL_TEXT]
+
+
+def explicit_choice(params: dict, task_text: str) -> bool:
+    """The task's own words name a specific argument of the call ("save it to Notion" → ``{"app": "notion"}``):
+    an explicit instruction, which a general habit does not override. An argument that restates the task
+    (``{"request": <the task>}``: half or more of its words) names no choice."""
+    words = token_set(task_text)
+    values: list[str] = []
+    _flat_strings(params, values)
+    for v in values:
+        toks = token_set(v)
+        if 2 < len(v) < 80 and toks and toks <= words and len(toks) < 0.5 * len(words):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- embeddings (cached per process)
+
+_VECS: dict[tuple[str, str], np.ndarray] = {}
+_VECS_LOCK = threading.Lock()
+_VECS_MAX = 20_000
+
+
+def _vectors(embedder, texts: list[str]) -> list[np.ndarray]:
+    """One unit vector per text (documents, no query prefix), each text embedded once per process."""
+    name = getattr(embedder, "name", type(embedder).__name__)
+    with _VECS_LOCK:
+        missing = list(dict.fromkeys(t for t in texts if (name, t) not in _VECS))
+    if missing:
+        vecs = np.asarray(embedder.embed(missing), dtype=np.float32).reshape(len(missing), -1)
+        with _VECS_LOCK:
+            if len(_VECS) + len(missing) > _VECS_MAX:
+                _VECS.clear()
+            for t, v in zip(missing, vecs):
+                _VECS[(name, t)] = v
+    with _VECS_LOCK:
+        return [_VECS[(name, t)] for t in texts]
+
+
+def features(call: str, request: str, scored: list, embedder=None) -> dict[str, float] | None:
+    """The features of (call text, best standing evidence) — None when there is no call text or no evidence.
+
+    ``scored``: (item, applicability) pairs, best first (preferences, constraints, rules, identity, choices).
+    ``embedder``: the standing embedder, or None (the embedding features are then 0 and ``embedded`` 0).
+    """
+    if not call.strip() or not scored:
+        return None
+    item, app = scored[0]
+    second = scored[1][1] if len(scored) > 1 else 0.0
+    avoid, want = polarity(item.content)
+    ctoks = token_set(call)
+    f = {"applicability": float(app), "margin": float(app - second), "has_avoid": float(bool(avoid)),
+         "has_want": float(bool(want)), "lex_avoid": float(min(3, len(ctoks & token_set(avoid)))),
+         "lex_want": float(min(3, len(ctoks & token_set(want)))),
+         "softeners": float(min(2, len(_SOFTENER.findall(call)))), "sem_avoid": 0.0, "sem_want": 0.0,
+         "sem_request": 0.0, "sem_item": 0.0, "avoid_minus_request": 0.0, "avoid_minus_want": 0.0, "embedded": 0.0}
+    if embedder is not None:
+        c, a, w, r, i = _vectors(embedder, [call, avoid or "-", want or "-", request or "-", item.content])
+        sem_avoid = float(c @ a) if avoid else 0.0
+        sem_want = float(c @ w) if want else 0.0
+        sem_request = float(c @ r) if request else 0.0
+        f.update(sem_avoid=sem_avoid, sem_want=sem_want, sem_request=sem_request, sem_item=float(c @ i),
+                 avoid_minus_request=sem_avoid - sem_request if avoid else 0.0,
+                 avoid_minus_want=sem_avoid - sem_want if avoid and want else 0.0, embedded=1.0)
+    return f
+
+
+# ---------------------------------------------------------------- the model
+
+
+@dataclass
+class Policy:
+    """A softmax over ACTIONS, linear in standardised features."""
+
+    mean: np.ndarray  # (F,)
+    std: np.ndarray  # (F,)
+    weights: np.ndarray  # (3, F)
+    bias: np.ndarray  # (3,)
+    embedder: str = ""  # the standing embedder it was trained with ("" none: lexical features)
+    source: str = ""
+    meta: dict | None = None
+
+    @classmethod
+    def zero(cls, embedder: str = "") -> Policy:
+        n = len(FEATURES)
+        return cls(np.zeros(n), np.ones(n), np.zeros((len(ACTIONS), n)), np.zeros(len(ACTIONS)), embedder)
+
+    def vector(self, feats: dict[str, float]) -> np.ndarray:
+        return np.array([feats.get(k, 0.0) for k in FEATURES], dtype=float)
+
+    def probabilities(self, x: np.ndarray) -> np.ndarray:
+        """Action probabilities for feature rows ``x`` ((F,) or (N, F))."""
+        z = ((x - self.mean) / self.std) @ self.weights.T + self.bias
+        z = z - z.max(axis=-1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def act(self, feats: dict[str, float]) -> tuple[str, list[float]]:
+        """The most probable action and the probabilities (greedy: a decision never samples)."""
+        p = self.probabilities(self.vector(feats))
+        return ACTIONS[int(np.argmax(p))], [round(float(v), 4) for v in p]
+
+    def to_doc(self) -> dict:
+        return {MARKER_KEY: 1, "features": list(FEATURES), "actions": list(ACTIONS), "embedder": self.embedder,
+                "mean": [float(v) for v in self.mean], "std": [float(v) for v in self.std],
+                "weights": {a: [float(v) for v in row] for a, row in zip(ACTIONS, self.weights)},
+                "bias": {a: float(v) for a, v in zip(ACTIONS, self.bias)}, "meta": self.meta or {}}
+
+
+def _numbers(doc: dict, key: str, n: int, path: Path, where: str = "") -> np.ndarray:
+    try:
+        arr = np.asarray(doc.get(key), dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{path}: key '{where}{key}' is not a list of numbers") from None
+    if arr.shape != (n,) or not np.all(np.isfinite(arr)):
+        raise ConfigError(f"{path}: key '{where}{key}' must hold {n} finite numbers, got {arr.size}")
+    return arr
+
+
+def read_policy(path: str | Path) -> Policy:
+    """A policy file, validated (ConfigError: one line naming the file and what is wrong)."""
+    from .config import parse_yaml
+
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the intervention policy: {exc}") from None
+    doc = parse_yaml(text, str(path))
+    if not isinstance(doc, dict) or MARKER_KEY not in doc:
+        raise ConfigError(f"{path}: not an intervention policy file (no '{MARKER_KEY}' key; "
+                          "write one with `memtier train policy`)")
+    if doc.get("features") != list(FEATURES) or doc.get("actions") != list(ACTIONS):
+        raise ConfigError(f"{path}: trained for other features or actions than this memtier computes; "
+                          "retrain it with `memtier train policy`")
+    n = len(FEATURES)
+    weights, bias = doc.get("weights"), doc.get("bias")
+    if not isinstance(weights, dict) or not isinstance(bias, dict) or set(weights) != set(ACTIONS) \
+            or set(bias) != set(ACTIONS):
+        raise ConfigError(f"{path}: keys 'weights' and 'bias' must map each of {list(ACTIONS)}")
+    w = np.stack([_numbers(weights, a, n, path, "weights.") for a in ACTIONS])
+    b = np.array([bias[a] if isinstance(bias[a], (int, float)) and not isinstance(bias[a], bool) else math.nan
+                  for a in ACTIONS], dtype=float)
+    if not np.all(np.isfinite(b)):
+        raise ConfigError(f"{path}: key 'bias' values must be finite numbers")
+    std = _numbers(doc, "std", n, path)
+    if np.any(std <= 0):
+        raise ConfigError(f"{path}: key 'std' values must be positive")
+    emb = doc.get("embedder", "")
+    if not isinstance(emb, str):
+        raise ConfigError(f"{path}: key 'embedder' must be text")
+    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
+    return Policy(_numbers(doc, "mean", n, path), std, w, b, emb, str(path), meta)
+
+
+def write_policy(path: str | Path, policy: Policy, config_source: str = "") -> Path:
+    """Write ``policy`` to its own YAML file; never over the user's config, nor over a file that is not a
+    policy (ConfigError)."""
+    import yaml
+
+    path = Path(path)
+    if config_source and config_source != "<defaults>":
+        try:
+            if path.resolve() == Path(config_source).expanduser().resolve():
+                raise ConfigError(f"{path}: this is your config file; write the policy to its own file")
+        except OSError:
+            pass
+    if path.name == "memtier.yaml":
+        raise ConfigError(f"{path}: memtier.yaml is a config file name; write the policy to its own file")
+    if path.exists():
+        try:
+            existing = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{path}: exists and is not an intervention policy ({type(exc).__name__}); "
+                              "refusing to overwrite") from None
+        if not isinstance(existing, dict) or MARKER_KEY not in existing:
+            raise ConfigError(f"{path}: exists and has no '{MARKER_KEY}' key; refusing to overwrite")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("# memtier intervention policy (memtier_plugin.policy); safe to delete\n"
+                   + yaml.safe_dump(policy.to_doc(), sort_keys=False), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+_CACHE: dict[str, tuple[float, Policy]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_policy(path: Path) -> Policy:
+    """``read_policy`` cached by path and modification time (pre_tool reads it once)."""
+    mtime = path.stat().st_mtime
+    with _CACHE_LOCK:
+        hit = _CACHE.get(str(path))
+        if hit is not None and hit[0] == mtime:
+            return hit[1]
+    pol = read_policy(path)
+    with _CACHE_LOCK:
+        _CACHE[str(path)] = (mtime, pol)
+    return pol
+
+
+def policy_path(config) -> Path | None:
+    """``scheduling.policy`` with ``~`` expanded, a relative path taken in the workspace; None when unset."""
+    if not config.scheduling.policy:
+        return None
+    p = Path(config.scheduling.policy).expanduser()
+    return p if p.is_absolute() else config.workspace / p

@@ -1,0 +1,113 @@
+"""Training the intervention policy with group-relative advantages (GRPO) and Pulse's reward.
+
+Each training row is one proposed call: its features (:func:`policy.features`,
+computed by a real pre_tool) and its label — ``violate`` (the call goes
+against the standing evidence: intervening is the correct action) or
+``follow`` (the evidence applies and the call agrees with it: a supplement is
+the correct action). Pulse's reward (§3.4, §4.4): +1 for the correct action,
+−1 for a wrong intervention, 0 for any other error.
+
+GRPO: for each call in a batch, ``group_size`` actions are sampled from the
+current policy; each sample's advantage is its reward minus the group's mean,
+divided by the group's standard deviation (a group whose samples all earned the
+same teaches nothing); the policy-gradient step raises the log-probability of
+the samples with a positive advantage (Adam, a small L2 penalty). Sampling,
+batching and initialisation all draw from one ``numpy`` generator seeded by
+``seed``: the same rows and seed give the same policy, bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .policy import ACTIONS, FEATURES, Policy
+
+LABELS = ("follow", "violate")
+CORRECT = {"follow": "supplement", "violate": "intervene"}
+
+
+def reward(action: str, label: str) -> float:
+    """Pulse: +1 the correct action, −1 a wrong intervention, 0 any other error."""
+    if action == CORRECT[label]:
+        return 1.0
+    return -1.0 if action == "intervene" else 0.0
+
+
+@dataclass
+class GRPOConfig:
+    seed: int = 0
+    epochs: int = 150
+    batch_size: int = 64
+    group_size: int = 8
+    lr: float = 0.05
+    l2: float = 1e-3
+    balance: bool = True  # weigh each label's calls equally (the dev options are 3 violating : 1 following)
+
+
+def _matrix(rows: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]:
+    x = np.array([[r["features"].get(k, 0.0) for k in FEATURES] for r in rows], dtype=float).reshape(-1, len(FEATURES))
+    r = np.array([[reward(a, row["label"]) for a in ACTIONS] for row in rows], dtype=float).reshape(-1, len(ACTIONS))
+    return x, r
+
+
+def train(rows: Sequence[dict], cfg: GRPOConfig, embedder: str = "") -> tuple[Policy, dict]:
+    """A policy from ``rows`` ({"features": dict, "label": follow|violate}); (policy, training summary)."""
+    rows = [r for r in rows if r.get("features") is not None]
+    if not rows:
+        raise ValueError("no training rows with features (did any call find standing evidence?)")
+    x, rewards = _matrix(rows)
+    labels = np.array([r["label"] for r in rows])
+    counts = {lab: int((labels == lab).sum()) for lab in LABELS}
+    weight = np.array([len(rows) / (len(LABELS) * counts[lab]) if cfg.balance else 1.0 for lab in labels])
+    rng = np.random.default_rng(cfg.seed)
+    mean = x.mean(axis=0)
+    std = x.std(axis=0)
+    std = np.where(std > 1e-6, std, 1.0)
+    xs = (x - mean) / std
+    n, f = xs.shape
+    k = len(ACTIONS)
+    w = rng.normal(0.0, 0.01, size=(k, f))
+    b = np.zeros(k)
+    m = [np.zeros_like(w), np.zeros_like(b)]
+    v = [np.zeros_like(w), np.zeros_like(b)]
+    step = 0
+    history = []
+    for _epoch in range(cfg.epochs):
+        order = rng.permutation(n)
+        epoch_reward = 0.0
+        for lo in range(0, n, cfg.batch_size):
+            idx = order[lo:lo + cfg.batch_size]
+            z = xs[idx] @ w.T + b
+            z -= z.max(axis=1, keepdims=True)
+            p = np.exp(z)
+            p /= p.sum(axis=1, keepdims=True)
+            # a group of sampled actions per call (inverse-CDF sampling: one uniform draw per sample)
+            u = rng.random((len(idx), cfg.group_size))
+            acts = (u[:, :, None] > np.cumsum(p, axis=1)[:, None, :]).sum(axis=2).clip(0, k - 1)
+            r = np.take_along_axis(rewards[idx], acts, axis=1)
+            epoch_reward += float(r.sum())
+            adv = (r - r.mean(axis=1, keepdims=True)) / (r.std(axis=1, keepdims=True) + 1e-8)
+            # d/dz of Σ_g A_g log p(a_g) = Σ_g A_g (onehot(a_g) − p)
+            onehot = np.eye(k)[acts]  # (B, G, K)
+            gz = weight[idx, None] * (adv[:, :, None] * (onehot - p[:, None, :])).sum(axis=1) \
+                / (len(idx) * cfg.group_size)
+            gw = gz.T @ xs[idx] - cfg.l2 * w
+            gb = gz.sum(axis=0)
+            step += 1
+            for i, (param, g) in enumerate(((w, gw), (b, gb))):  # Adam, ascent
+                m[i] = 0.9 * m[i] + 0.1 * g
+                v[i] = 0.999 * v[i] + 0.001 * g * g
+                mh = m[i] / (1 - 0.9 ** step)
+                vh = v[i] / (1 - 0.999 ** step)
+                param += cfg.lr * mh / (np.sqrt(vh) + 1e-8)
+        history.append(epoch_reward / (n * cfg.group_size))
+    policy = Policy(mean, std, w, b, embedder)
+    greedy = policy.probabilities(x).argmax(axis=1)
+    summary = {"rows": n, "labels": counts,
+               "config": asdict(cfg), "mean_sampled_reward_first_epoch": round(history[0], 4),
+               "mean_sampled_reward_last_epoch": round(history[-1], 4),
+               "greedy_train_reward": round(float(rewards[np.arange(n), greedy].mean()), 4)}
+    return policy, summary
