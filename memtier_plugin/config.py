@@ -207,8 +207,9 @@ class ForesightConfig:
     k: int = field(default=4, metadata=_rng(1, 32))  # predicted queries per task (the budget K)
     entry_ttl_s: float = field(default=600.0, metadata=_rng(1, 86400))  # a prepared result lives this long
     task_ttl_s: float = field(default=3600.0, metadata=_rng(1, 7 * 86400))  # an idle task's cache lives this long
-    match_threshold: float = field(default=0.3, metadata=_rng(0, 1))  # lexical Jaccard to serve a prediction
-    embed_threshold: float = field(default=0.75, metadata=_rng(-1, 1))  # embedding cosine, when an embedder is loaded
+    # share of the query's distinctive words in a prediction's vocabulary that serves it (foresight.match)
+    match_threshold: float = field(default=0.5, metadata=_rng(0, 1))
+    embed_threshold: float = field(default=0.8, metadata=_rng(-1, 1))  # embedding cosine, when an embedder is loaded
     wait_ms: float = field(default=250.0, metadata=_rng(0, 60_000))  # longest wait for a preparation in progress
     queue_size: int = field(default=16, metadata=_rng(1, 1024))  # background preparations waiting at most
     predictor: str = field(default="rules", metadata={"choices": ("rules", "model")})  # model: also ask model.*
