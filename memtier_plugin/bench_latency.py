@@ -40,7 +40,8 @@ from .bench import percentile, vocabulary
 FIXTURE = Path(__file__).resolve().parents[1] / "workspace-fixtures" / "foresight"
 AGENT, PROJECT = "planner", "offsite"
 NEEDS = ("flights", "hotel", "dinner", "agenda")  # the instruction's steps, in order (prediction → need)
-#: English words mixed into the synthetic background so that lexical and dense matching both find some of it
+#: English words of the background (with the topic tree's words), so lexical and dense matching both find some
+#: of it and the cross-encoder reads text of a conversation's length in wordpieces
 FILLER = ("team meeting project budget travel hotel flight dinner agenda review plan schedule venue booking "
           "room ticket document report customer launch release deploy office weekly notes email call "
           "restaurant lunch city train conference workshop slides invoice card payment").split()
@@ -60,16 +61,22 @@ def _record(i: int, ts: float, session: int, text: str) -> bytes:
 
 def write_background(memory_root: Path, entries: int, seed: int = 0) -> None:
     """``entries`` synthetic entries of the task's agent and project, 20 a session, before the history."""
+    import yaml
+
+    from .topics import BUILTIN
+
     rng = np.random.default_rng(seed)
-    words = np.array(vocabulary(rng, 20_000), dtype=object)
-    filler = np.array(FILLER, dtype=object)
+    topics = yaml.safe_load(BUILTIN.read_text(encoding="utf-8"))
+    english = sorted({w for body in topics.values() for w in body["words"]} | set(FILLER))
+    words = np.array([english[i] for i in rng.permutation(len(english))], dtype=object)  # Zipf over real words
+    filler = np.array(vocabulary(rng, 5_000), dtype=object)  # made-up names and rare words, 15 %
     start = 1_735_689_600.0  # 2025-01-01
     ts = np.sort(start + rng.uniform(0, 240 * 86400.0, entries))
     by_day: dict[str, list[bytes]] = {}
     for i in range(entries):
         n = int(rng.integers(10, 40))
-        mix = np.where(rng.random(n) < 0.25, filler[rng.integers(0, len(filler), n)],
-                       words[np.minimum(rng.zipf(1.3, n), len(words)) - 1])
+        mix = np.where(rng.random(n) < 0.15, filler[rng.integers(0, len(filler), n)],
+                       words[np.minimum(rng.zipf(1.1, n), len(words)) - 1])
         line = _record(i, float(ts[i]), i // 20, " ".join(mix))
         by_day.setdefault(time.strftime("%Y-%m-%d", time.gmtime(float(ts[i]))), []).append(line)
     folder = memory_root / "episodic" / AGENT

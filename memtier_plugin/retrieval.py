@@ -285,9 +285,9 @@ class Retriever:
                 self.reranker.load()  # loading the model is not a cost per pair
             for start in range(0, len(todo), RERANK_BATCH if budget > 0 else max(1, len(todo))):
                 chunk = todo[start: start + (RERANK_BATCH if budget > 0 else len(todo))]
-                if budget > 0:
+                if budget > 0 and self._pair_ms is not None:  # (the first batch ever measures the model)
                     spent = (time.perf_counter() - t0) * 1000
-                    if spent + (self._pair_ms or 0.0) * len(chunk) > budget:
+                    if spent + self._pair_ms * len(chunk) > budget:
                         out[chunk[0]:] = np.nan  # a prefix only: nothing below the first unscored entry counts
                         break
                 c0 = time.perf_counter()
