@@ -27,6 +27,7 @@ the cheap fused stage. :meth:`Foresight.close` stops and joins the thread.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import re
 import threading
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 LAYERS = ("episodic", "semantic", "global", "procedural")
 MAX_QUERY = 300  # characters of one predicted query
 MAX_TASKS = 64
+NICE = 10  # the background thread's nice value (where the OS allows one per thread)
 MIN_COVER = 0.25  # lexical match: share of the query's distinctive words a prediction must hold
 #: words that make a step out of an instruction's clause (verbs of a task, or a list after a colon)
 _SPLIT = re.compile(r"(?:\n\s*(?:[-*•]|\d+[.)])\s*|;\s*|,\s*(?:and\s+|then\s+)?|\s+and then\s+|\s+then\s+|\.\s+)",
@@ -332,6 +334,10 @@ class Foresight:
             self._thread.start()
 
     def _work(self) -> None:
+        try:  # background work yields the CPU to the agent's hooks (Linux: a thread's own nice value)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        except (AttributeError, OSError):
+            pass
         while not self._stop.is_set():
             try:
                 item = self._queue.get(timeout=0.2)

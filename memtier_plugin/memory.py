@@ -224,7 +224,8 @@ class Memory:
             r = self.retriever
             emb = r.embedder
             fs = Foresight(self.config.foresight, self._prepare, embed=emb.embed if emb is not None else None,
-                           tree=topic_tree(self.config.memory_root), client=client, idle=r.embed_pending)
+                           tree=topic_tree(self.config.memory_root), client=client,
+                           idle=lambda: r.embed_pending(batch=4))  # small batches: a hook never waits long
             with self._lock:
                 if self._foresight is None:
                     self._foresight = fs
@@ -259,14 +260,16 @@ class Memory:
         when = self._now(ts)
         if fs.task(key) is None:
             access = Served(None, reason="no task")
-            if start_task:
+            result = self.recall(query, ctx, ts)
+            if start_task:  # after this prompt's own recall, so the thread does not compete with it
                 try:
                     fs.begin(key, query, self.directory(ctx.project, when), (ctx, when))
                     access.reason = "task start"
-                except Exception:  # predictions are best effort; this prompt is retrieved normally
+                except Exception:  # predictions are best effort
                     log.exception("memtier foresight could not start task %s", key)
-        else:
-            access = fs.lookup(key, query)
+            self._trace_foresight(query, result, access, ctx, when)
+            return result, access
+        access = fs.lookup(key, query)
         if not access.hit:
             result = self.recall(query, ctx, ts)
         else:
