@@ -396,3 +396,32 @@ def test_entries_are_embedded_when_written_not_at_query_time(workspace):
     r.vector_cache.get_many = lambda texts: calls.append(len(texts)) or original(texts)
     r.recall("late hotel note", agent_id="a", project="p", agents=["a"])
     assert calls == []  # nothing left to embed at query time
+
+
+def test_the_model_predictor_runs_in_the_thread_and_rules_fill_the_budget():
+    asked = []
+
+    class Client:
+        def chat(self, messages, schema=None, deadline=None):
+            asked.append(threading.current_thread().name)
+            return type("R", (), {"data": {"queries": [{"query": "corporate card for bookings",
+                                                        "layers": ["episodic", "rm -rf"]}]}})()
+
+    fs = _fs(k=3, predictor="model")
+    fs.client = Client()
+    try:
+        assert fs.begin("t", INSTRUCTION, {}, None) == []  # nothing predicted inside the caller
+        for _ in range(200):
+            task = fs.task("t")
+            if task is not None and len(task.entries) == 3:
+                break
+            threading.Event().wait(0.05)
+        _ready(fs, "t")
+        queries = [e.prediction for e in fs.task("t").entries]
+        assert asked == ["memtier-foresight"]
+        assert (queries[0].query, queries[0].layers, queries[0].source) == \
+            ("corporate card for bookings", ("episodic",), "model")
+        assert [q.source for q in queries[1:]] == ["step", "step"] and fs.task("t").budget == 0
+        assert fs.lookup("t", "which corporate card do we use for bookings").hit
+    finally:
+        assert fs.close()
