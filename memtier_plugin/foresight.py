@@ -146,6 +146,11 @@ def predict(instruction: str, directory: dict[str, list[str]], k: int, *, tree=N
     return out + rules
 
 
+def _signature(directory: dict[str, list[str]]) -> frozenset:
+    """What a refill compares: every topic with the items under it."""
+    return frozenset((t, frozenset(ids)) for t, ids in directory.items())
+
+
 # ---- the task cache ------------------------------------------------------------------------------
 @dataclass
 class Prepared:
@@ -161,6 +166,7 @@ class Prepared:
     error: str = ""
     ready_at: float | None = None
     prep_ms: float = 0.0  # how long its retrieval took (what a normal retrieval of it costs)
+    previous: Any = None  # the entry it re-prepares (served meanwhile)
 
 
 @dataclass
@@ -249,7 +255,7 @@ class Foresight:
     def begin(self, key: str, instruction: str, directory: dict[str, list[str]], ctx: Any) -> list[Prediction]:
         """Start task ``key``: predict from its instruction and the directory, queue their preparation."""
         now = self.clock()
-        task = Task(key, instruction, now, now, self.cfg.k, frozenset(directory))
+        task = Task(key, instruction, now, now, self.cfg.k, _signature(directory))
         with self._lock:
             self._expire(now)
             old = self._tasks.get(key)
@@ -262,9 +268,9 @@ class Foresight:
         """Memory writes changed the directory: predict again with the budget left, and prepare every
         prediction again (their results predate the writes). Nothing when the directory is unchanged."""
         task = self.task(key)
-        if task is None or frozenset(directory) == task.directory:
+        if task is None or _signature(directory) == task.directory:
             return []
-        task.directory = frozenset(directory)
+        task.directory = _signature(directory)
         for e in list(task.entries):
             self._prepare(task, e.prediction, ctx, again=e)
         return self._refill(task, directory, ctx)
@@ -304,7 +310,8 @@ class Foresight:
     # ---- preparation ---------------------------------------------------------
     def _prepare(self, task: Task, pred: Prediction, ctx: Any, again: Prepared | None = None) -> None:
         entry = Prepared(pred, token_set(pred.query), self.clock(), self._vocab(pred.query),
-                         vector=again.vector if again else None)
+                         vector=again.vector if again else None,
+                         previous=again if again is not None and again.result is not None else None)
         self._ensure_thread()
         try:
             self._queue.put_nowait(("prepare", task, entry, ctx))
@@ -373,6 +380,8 @@ class Foresight:
                 log.warning("foresight: preparing %r failed: %s", entry.prediction.query[:60], entry.error)
             entry.prep_ms = (time.perf_counter() - t0) * 1000
             entry.ready_at = self.clock()
+            if entry.result is not None:
+                entry.previous = None  # (the earlier result is not kept alive)
             entry.ready.set()
 
     def _vector(self, text: str):
@@ -462,6 +471,9 @@ class Foresight:
         entry, sim = self.match(task, query)
         if entry is None:
             return Served(None, similarity=sim, reason="no match")
+        prev = entry.previous
+        if prev is not None and not entry.ready.is_set():
+            entry = prev  # being prepared again after writes: the earlier result meanwhile
         ready = entry.ready.wait(self.cfg.wait_ms / 1000.0)
         wait = (time.perf_counter() - t0) * 1000
         if not ready or entry.result is None:

@@ -425,3 +425,31 @@ def test_the_model_predictor_runs_in_the_thread_and_rules_fill_the_budget():
         assert fs.lookup("t", "which corporate card do we use for bookings").hit
     finally:
         assert fs.close()
+
+
+def test_a_refill_re_prepares_and_serves_the_earlier_result_meanwhile():
+    gate, inside = threading.Event(), threading.Event()
+    calls = []
+
+    def retrieve(q, layers, ctx):
+        calls.append(q)
+        if len(calls) > 2:  # the re-preparations block
+            inside.set()
+            gate.wait(30)
+        return Result(q)
+
+    fs = _fs(retrieve, k=2, wait_ms=5000)
+    try:
+        fs.begin("t", "Plan the Lisbon offsite: book the flights, find a hotel", {}, None)
+        _ready(fs, "t")
+        first = fs.lookup("t", "go ahead with the flights").result
+        assert fs.refill("t", {"travel/lodging": ["gk-1"]}, None) == []  # budget spent: nothing new predicted
+        assert fs.refill("t", {"travel/lodging": ["gk-1"]}, None) == []  # unchanged since: nothing re-prepared
+        assert inside.wait(10)  # the thread is re-preparing (and stuck)
+        again = fs.lookup("t", "go ahead with the flights")
+        assert again.hit and again.result is first and not gate.is_set()  # served without waiting
+        assert fs.refill("t", {"travel/lodging": ["gk-1", "gk-2"]}, None) == []  # a new item under a topic
+    finally:
+        gate.set()
+        assert fs.close()
+    assert len(calls) >= 3
