@@ -3,6 +3,7 @@ joint delivery, and the fast path's re-ranking budget, logit cache and embedding
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, run_cli
 from memtier_plugin import plugin, traces
 from memtier_plugin.config import ForesightConfig, load_config
 from memtier_plugin.errors import ConfigError
@@ -453,3 +454,24 @@ def test_a_refill_re_prepares_and_serves_the_earlier_result_meanwhile():
         gate.set()
         assert fs.close()
     assert len(calls) >= 3
+
+
+# ---- memtier bench latency ---------------------------------------------------------------------------------
+def test_bench_latency_prints_one_json_row_per_preset_size_foresight_and_phase():
+    proc = run_cli("bench", "latency", "--presets", "paper", "--sizes", "100", "--rounds", "1", "--think-ms", "50",
+                   "--set", "standing.embedder=none", "--json", "-q")
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(r["foresight"], r["phase"]) for r in rows] == [(False, "cold"), (False, "warm"), (True, "cold"),
+                                                            (True, "warm")]
+    for r in rows:
+        assert {"preset", "entries", "foresight", "p50_ms", "p95_ms", "hit_rate", "wait_saved_ms"} <= set(r)
+        assert r["preset"] == "paper" and r["entries"] == 100 and r["memory_queries"] == 12
+    assert rows[0]["hit_rate"] is None and rows[2]["hits"] >= 1 and rows[2]["wrong_hits"] == 0
+
+
+def test_bench_latency_errors_are_one_line_naming_the_problem():
+    bad = run_cli("bench", "latency", "--presets", "fastest", check=False)
+    assert bad.returncode == 2 and "fastest" in bad.stderr and "Traceback" not in bad.stderr
+    bad = run_cli("bench", "latency", "--set", "foresight.k=0", check=False)
+    assert bad.returncode == 2 and "foresight.k" in bad.stderr and "Traceback" not in bad.stderr
+    assert "replayed" in run_cli("bench", "latency", "--help").stdout
