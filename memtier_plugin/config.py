@@ -161,6 +161,10 @@ class RerankConfig:
     k: float = field(default=3.0, metadata=_rng(1, 1000))
     threads: int = field(default=1, metadata=_rng(1, 64))
     model_dir: str = ""
+    # wall-time budget of one re-ranking (ms): re-rank as much of the head as fits, batch by batch; 0 = the whole
+    # top_n always (docs/foresight.md has the measured quality per budget)
+    budget_ms: float = field(default=0.0, metadata=_rng(0, 600_000))
+    cache_size: int = field(default=0, metadata=_rng(0, 10_000_000))  # (query, entry) logits kept; 0 = no cache
 
 
 @dataclass
@@ -199,6 +203,25 @@ class HooksConfig:
 
 
 @dataclass
+class ForesightConfig:
+    """Foresight (issue 14, MemSidecar §3.4): predicted queries prepared in the background (docs/foresight.md)."""
+
+    enabled: bool = False
+    k: int = field(default=4, metadata=_rng(1, 32))  # predicted queries per task (the budget K)
+    entry_ttl_s: float = field(default=600.0, metadata=_rng(1, 86400))  # a prepared result lives this long
+    task_ttl_s: float = field(default=3600.0, metadata=_rng(1, 7 * 86400))  # an idle task's cache lives this long
+    # share of the query's distinctive words in a prediction's vocabulary that serves it (foresight.match)
+    match_threshold: float = field(default=0.5, metadata=_rng(0, 1))
+    embed_threshold: float = field(default=0.8, metadata=_rng(-1, 1))  # embedding cosine, when an embedder is loaded
+    wait_ms: float = field(default=250.0, metadata=_rng(0, 60_000))  # longest wait for a preparation in progress
+    queue_size: int = field(default=16, metadata=_rng(1, 1024))  # background preparations waiting at most
+    predictor: str = field(default="rules", metadata={"choices": ("rules", "model")})  # model: also ask model.*
+    # separate: Foresight replaces the recall block, Hooks keep their own block; joint: one block, merged and
+    # deduplicated within the Hooks budget (hooks.max_entries, hooks.max_chars; MemSidecar Table B2)
+    delivery: str = field(default="separate", metadata={"choices": ("separate", "joint")})
+
+
+@dataclass
 class Config:
     preset: str = field(default="paper", metadata={"choices": ("paper", "recommended", "hybrid")})
     weights: WeightsConfig = field(default_factory=WeightsConfig)
@@ -215,6 +238,7 @@ class Config:
     standing: StandingConfig = field(default_factory=StandingConfig)
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
     hooks: HooksConfig = field(default_factory=HooksConfig)
+    foresight: ForesightConfig = field(default_factory=ForesightConfig)
     source: str = field(default="<defaults>", metadata={"internal": True})
 
     @property

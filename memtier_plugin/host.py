@@ -28,6 +28,7 @@ from .ledger import parse_iso
 
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "memtier"
+MEMORY_TOOLS = ("memory_search", "memory_get")  # the agent's memory tools the host answers (OpenClaw's names)
 
 
 def review_decision(hook_owner: str, tool_name: str, exc: BaseException) -> ToolDecision:
@@ -195,6 +196,28 @@ class Host:
     def session_end(self, event: SessionEndEvent, ctx: HookContext) -> None:
         self._call("session_end", event=event, ctx=ctx)
 
+    # ---- memory tools the host exposes to the agent ----------------------
+    def memory_tool(self, name: str, params: Any, ctx: HookContext) -> dict:
+        """Run one of the agent's memory tools (OpenClaw's names: ``memory_search`` {query, limit},
+        ``memory_get`` {id} or {path}) through memtier's own path (:mod:`.tools`: the Foresight cache
+        included). A bad argument or a failure is the tool's error answer, never an exception into the turn."""
+        from . import tools
+        from .memory import memory_for
+
+        params = params if isinstance(params, dict) else {}
+        try:
+            mem = memory_for(ctx)
+            if name == "memory_search":
+                return tools.memory_search(mem, ctx, params.get("query"), limit=params.get("limit"))
+            if name == "memory_get":
+                return tools.memory_get(mem, ctx, params.get("id") or params.get("path"))
+            return {"error": f"unknown memory tool {str(name)[:60]!r}: expected one of {', '.join(MEMORY_TOOLS)}"}
+        except MemtierError as exc:
+            return {"error": str(exc)}
+        except Exception as exc:
+            log.exception("memory tool %s failed", name)
+            return {"error": f"{name} failed: {type(exc).__name__}"}
+
 
 # ---- replay ----------------------------------------------------------------
 @dataclass
@@ -235,12 +258,16 @@ def _ts(rec: dict) -> float | None:
 
 
 def replay_session(host: Host, path: Path, workspace: Path,
-                   on_turn: Callable[[SessionReport, TurnReport], None] | None = None) -> SessionReport:
+                   on_turn: Callable[[SessionReport, TurnReport], None] | None = None, *,
+                   on_memory_tool: Callable[[ToolCallEvent, dict], None] | None = None,
+                   before_prompt: Callable[[dict], None] | None = None) -> SessionReport:
     """Drive one recorded session through the hooks, run by run.
 
     Each user message starts a run: before_prompt_build, then for every
     recorded tool call pre_tool (a blocked call is not run) and post_tool with
-    the recorded result; the run's agent_end comes before the next user
+    the recorded result (``memory_search`` and ``memory_get`` are answered live by
+    :meth:`Host.memory_tool`, each answer passed to ``on_memory_tool``);
+    ``before_prompt(record)`` runs before each user message (a bench's think time); the run's agent_end comes before the next user
     message (success = no failed tool call, and the session's own outcome for
     the last run). session_end closes the session.
     """
@@ -270,6 +297,8 @@ def replay_session(host: Host, path: Path, workspace: Path,
             finish(False, _ts(rec))
             ctx.run_id = f"{ctx.session_id}-r{len(report.turns) + 1}"
             messages.append({"role": "user", "content": rec["content"]})
+            if before_prompt:
+                before_prompt(rec)
             addition = host.before_prompt_build(
                 PromptEvent(prompt=rec["content"], messages=list(messages), timestamp=_ts(rec)), ctx)
             run = TurnReport(ctx.run_id, rec["content"], addition)
@@ -287,8 +316,14 @@ def replay_session(host: Host, path: Path, workspace: Path,
                 run_msgs.append({"role": "tool", "name": call.tool_name, "content": f"blocked: {decision.block_reason}"})
                 continue
             params = decision.params if decision.params is not None else call.params
-            result = ToolResultEvent(call.tool_name, params, call.tool_call_id, rec.get("result"),
-                                     rec.get("error"), rec.get("duration_ms"), _ts(rec))
+            outcome, error = rec.get("result"), rec.get("error")
+            if call.tool_name in MEMORY_TOOLS:  # the host answers its memory tools itself, live
+                outcome = host.memory_tool(call.tool_name, params, ctx)
+                error = outcome.get("error")
+                if on_memory_tool:
+                    on_memory_tool(call, outcome)
+            result = ToolResultEvent(call.tool_name, params, call.tool_call_id, outcome,
+                                     error, rec.get("duration_ms"), _ts(rec))
             host.post_tool(result, ctx)
             run.tools.append((call, decision, result.error))
             if result.error:

@@ -122,6 +122,7 @@ class Memory:
         self._scorer = None
         self._lexical = None
         self._hooks = None
+        self._foresight = None
         self._items: dict[str, Any] = {}  # standing item per node/skill id (records never change: cached)
         self._policy_error = ""  # the last scheduling.policy problem logged (logged once, not per call)
         self.collect_policy_features = False  # evaluation and training: trace the policy features without a policy
@@ -188,11 +189,13 @@ class Memory:
                 self._model_client = ModelClient(ModelConfig.from_section(self.config.model))
             return self._model_client
 
-    def recall(self, query: str, ctx: HookContext, now: float | None = None, *, record_trace: bool = True):
-        """Ranked, packed memory for ``query`` as ``ctx.agent_id`` may see it, standing knowledge included."""
+    def recall(self, query: str, ctx: HookContext, now: float | None = None, *, record_trace: bool = True,
+               standing_layers: bool = True):
+        """Ranked, packed memory for ``query`` as ``ctx.agent_id`` may see it, standing knowledge included
+        (unless ``standing_layers`` is False: a Foresight prediction that targets episodes and facts only)."""
         when = self._now(now)
         standing = None
-        if self.config.standing.enabled:
+        if self.config.standing.enabled and standing_layers:
             try:
                 standing = self.scorer.hits(query, self.standing_items(ctx.project, when))
             except Exception:  # standing knowledge is best effort; episodes are still recalled
@@ -211,6 +214,97 @@ class Memory:
             if not hit.standing:
                 by = next((revised[s] for s in hit.sources if s in revised), "")
                 hit.revised_by = by
+
+    # ---- Foresight (docs/foresight.md) ------------------------------------------
+    @property
+    def foresight(self):
+        """The Foresight scheduler when ``foresight.enabled``, else None; created on first use."""
+        if not self.config.foresight.enabled:
+            return None
+        if self._foresight is None:
+            from .foresight import Foresight
+            from .topics import topic_tree
+
+            client = self.model_client if self.config.foresight.predictor == "model" else None
+            r = self.retriever
+            emb = r.embedder
+            fs = Foresight(self.config.foresight, self._prepare, embed=emb.embed if emb is not None else None,
+                           tree=topic_tree(self.config.memory_root), client=client,
+                           idle=lambda: r.embed_pending(batch=4))  # small batches: a hook never waits long
+            with self._lock:
+                if self._foresight is None:
+                    self._foresight = fs
+        return self._foresight
+
+    def _prepare(self, query: str, layers: tuple, job) -> Any:
+        """Foresight's background retrieval: the normal path, untraced (the trace is written when it is served)."""
+        ctx, when = job
+        return self.recall(query, ctx, when, record_trace=False,
+                           standing_layers=bool({"global", "procedural"} & set(layers)))
+
+    def directory(self, project: str, now: float) -> dict[str, list[str]]:
+        """The visible topic directory (MemSidecar I): topic → the standing items of ``project`` under it."""
+        if not self.config.standing.enabled:
+            return {}
+        tree = self.scorer.tree
+        out: dict[str, list[str]] = {}
+        for it in self.standing_items(project, now):
+            for topic in tree.top(it.route, 3):
+                out.setdefault(topic, []).append(it.id)
+        return out
+
+    def recall_for(self, query: str, ctx: HookContext, ts: Any = None, *, start_task: bool = True):
+        """(result, access) for a query of the agent: served from the Foresight cache when a prediction matches,
+        else retrieved normally. The first prompt of a task (``start_task``) starts its predictions."""
+        from .foresight import Served
+
+        fs = self.foresight
+        if fs is None:
+            return self.recall(query, ctx, ts), None
+        key = ctx.session_id or ctx.run_id or "-"
+        when = self._now(ts)
+        if fs.task(key) is None:
+            access = Served(None, reason="no task")
+            result = self.recall(query, ctx, ts)
+            if start_task:  # after this prompt's own recall, so the thread does not compete with it
+                try:
+                    fs.begin(key, query, self.directory(ctx.project, when), (ctx, when))
+                    access.reason = "task start"
+                except Exception:  # predictions are best effort
+                    log.exception("memtier foresight could not start task %s", key)
+            self._trace_foresight(query, result, access, ctx, when)
+            return result, access
+        access = fs.lookup(key, query)
+        if not access.hit:
+            result = self.recall(query, ctx, ts)
+        else:
+            result = access.result
+            self._trace_served(query, result, access, ctx, when)
+        self._trace_foresight(query, result, access, ctx, when)
+        return result, access
+
+    def _trace_served(self, query: str, result, access, ctx: HookContext, when: float) -> None:
+        from . import traces
+
+        traces.append(self.config.memory_root, ctx.agent_id, traces.recall_record(
+            ts=when, run_id=ctx.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id, query=query,
+            mode=f"foresight: {result.mode}", stage1_sessions=result.stage1_sessions, delivered=result.trace_rows(),
+            left_out=result.left_out, tokens=result.tokens, elapsed_ms=access.wait_ms), when)
+
+    def _trace_foresight(self, query: str, result, access, ctx: HookContext, when: float) -> None:
+        from . import traces
+
+        traces.append(self.config.memory_root, ctx.agent_id, traces.foresight_record(
+            ts=when, run_id=ctx.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id, query=query,
+            outcome=access.reason, prediction=access.prediction.query if access.prediction else "",
+            similarity=access.similarity, wait_ms=access.wait_ms, wait_saved_ms=access.wait_saved_ms,
+            tokens=result.tokens if result is not None else 0), when)
+
+    def close(self) -> None:
+        """Stop background work (Foresight's thread); the Memory stays usable (it restarts on demand)."""
+        fs = self._foresight
+        if fs is not None:
+            fs.close()
 
     # ---- standing knowledge (Global and Workspace layers) ------------------
     @property
@@ -323,27 +417,58 @@ class Memory:
         ctx = checked_context(ctx)
         state = self.run(ctx)
         state.turn += 1
-        result = None
+        result = access = None
         try:
-            result = self.recall(query_text(event.prompt), ctx, event.timestamp)
+            result, access = self.recall_for(query_text(event.prompt), ctx, event.timestamp)
         except Exception:  # recall is best effort; the prompt below is not
             log.exception("memtier recall failed for agent %s; the prompt is still recorded", ctx.agent_id)
         rec = self._write(ctx, clean_text(str(event.prompt)), "user",
                           {"turn": state.turn, "source": "before_prompt_build"}, event.timestamp)
         if len(state.messages) < MAX_CALLS:
             state.messages.append((rec["id"], "user", rec["content"]))
-        bound = self.hook_matches("query", ctx, self._now(event.timestamp), query=query_text(event.prompt))
+        joint = self.config.foresight.enabled and self.config.foresight.delivery == "joint"
+        matches = self.hook_match_list("query", ctx, self._now(event.timestamp), query=query_text(event.prompt))
+        if joint:
+            return self._joint(result, matches, state)
+        from .memory_hooks import format_matches
+
+        bound = format_matches(matches)
         if result is None:
             return PromptAddition(prepend_context=_hook_block(bound)) if bound else None
-        # every entry delivered at any model call of the run may inform its tool calls
-        seen = {row["id"]: i for i, row in enumerate(state.delivered)}
-        for row in result.trace_rows():
-            if row["id"] in seen:
-                state.delivered[seen[row["id"]]] = row
-            elif len(state.delivered) < MAX_DELIVERED:
-                state.delivered.append(row)
+        _remember_delivered(state, result.trace_rows())
         block = "\n".join(b for b in (result.block, _hook_block(bound)) if b)
         return PromptAddition(prepend_context=block) if block else None
+
+    def _joint(self, result, matches: list, state: RunState) -> PromptAddition | None:
+        """Joint delivery (MemSidecar Table B2): Hooks' entries, then the recalled ones, as one block,
+        deduplicated (entry id or text) within the shared budget (hooks.max_entries, hooks.max_chars)."""
+        from .packing import CLOSE, HEADER, OPEN
+
+        cap, max_chars = self.config.hooks.max_entries, self.config.hooks.max_chars
+        lines, seen_ids, seen_text, rows, chars = [], set(), set(), [], 0
+        hits = result.hits if result is not None else []
+        items = [(m.entry_id, m.entry, "- [" + m.hooks[0].rsplit(":", 1)[-1] + (f" | {m.entry_id}" if m.entry_id
+                  else "") + "] " + " ".join(m.entry.split()), None) for m in matches]
+        rows_by_id = {r["id"]: r for r in result.trace_rows()} if result is not None else {}
+        items += [(h.id, h.content, h.line(), rows_by_id.get(h.id)) for h in hits]
+        for entry_id, text, line, row in items:
+            norm = " ".join(text.split()).casefold()
+            if (entry_id and entry_id in seen_ids) or norm in seen_text:
+                continue
+            if len(lines) >= cap or chars + len(line) > max_chars:
+                continue
+            lines.append(line)
+            chars += len(line)
+            seen_text.add(norm)
+            if entry_id:
+                seen_ids.add(entry_id)
+            if row is not None:
+                rows.append(row)
+        _remember_delivered(state, rows)
+        if not lines:
+            return None
+        return PromptAddition(prepend_context="\n".join([OPEN, HEADER + " Some are bound to this situation by hooks.",
+                                                          *lines, CLOSE]))
 
     def on_pre_tool(self, event: ToolCallEvent, ctx: HookContext) -> ToolDecision | None:
         """Pre-commit intervention (intervention.py): silent (None), a supplement, or a held call."""
@@ -464,21 +589,24 @@ class Memory:
 
     def hook_matches(self, event_type: str, ctx: HookContext, ts: float, **call) -> str:
         """The entries bound hooks deliver at this event (each at most once per task), as cited lines; "" none."""
-        if not self.hooks_active():
-            return ""
-        from datetime import datetime, timezone
-
         from .memory_hooks import format_matches
+
+        return format_matches(self.hook_match_list(event_type, ctx, ts, **call))
+
+    def hook_match_list(self, event_type: str, ctx: HookContext, ts: float, **call) -> list:
+        """The :class:`memory_hooks.Match` es bound hooks deliver at this event (each at most once per task)."""
+        if not self.hooks_active():
+            return []
+        from datetime import datetime, timezone
 
         when = datetime.fromtimestamp(ts, tz=timezone.utc)
         state = {"weekday": when.strftime("%a"), "hour": when.hour, "project": ctx.project, "agent": ctx.agent_id,
                  **call.pop("state", {})}
         try:
-            return format_matches(self.hook_scheduler.match(event_type, state, task_key=ctx.session_id or ctx.run_id
-                                                            or "-", **call))
+            return self.hook_scheduler.match(event_type, state, task_key=ctx.session_id or ctx.run_id or "-", **call)
         except Exception:  # a hook problem costs the hooks of this event, never the turn
             log.exception("memtier hooks failed at %s", event_type)
-            return ""
+            return []
 
     @property
     def lexical_scorer(self):
@@ -557,6 +685,7 @@ class Memory:
         try:
             attribute_run(self, ctx, state, success=bool(event.success))
             self._task_boundary(ctx, state, success=bool(event.success), ts=self._now(event.timestamp))
+            self._after_writes(ctx, self._now(event.timestamp))
         finally:
             record_run_end(self, ctx, state, success=bool(event.success), timestamp=self._now(event.timestamp))
             with self._lock:
@@ -583,6 +712,19 @@ class Memory:
         except Exception:
             log.exception("memtier task-boundary maintenance failed for run %s", state.run_id)
 
+    def _after_writes(self, ctx: HookContext, ts: float) -> None:
+        """The run's writes are in: embed them now (never at the next query), and refill Foresight's cache
+        when they changed the directory (Algorithm A2: MaintainObserved, then WakeBackground(Refill))."""
+        r = self._retriever
+        fs = self._foresight
+        try:
+            if r is not None and r.embedder is not None and (fs is None or not fs.running):
+                r.embed_pending()  # with Foresight running, its thread embeds them when idle
+            if fs is not None:
+                fs.refill(ctx.session_id or ctx.run_id or "-", self.directory(ctx.project, ts), (ctx, ts))
+        except Exception:
+            log.exception("memtier: embedding or Foresight refill after run %s failed", ctx.run_id)
+
     def on_compaction(self, event, ctx: HookContext) -> None:
         """The host compacts the conversation: make sure the session's standing knowledge is kept."""
         ctx = checked_context(ctx)
@@ -598,9 +740,24 @@ class Memory:
             self._forget_session(ctx)
 
     def _forget_session(self, ctx: HookContext) -> None:
+        fs = self._foresight
+        if fs is not None:  # the task is over: its cache goes, and the thread when no task is left
+            fs.end(ctx.session_id or ctx.run_id or "-")
+            if not fs.active():
+                fs.close()
         with self._lock:
             for key in [k for k, st in self.runs.items() if st.session_id == ctx.session_id]:
                 self.runs.pop(key, None)
+
+
+def _remember_delivered(state: RunState, rows: list[dict]) -> None:
+    """Every entry delivered at any model call of the run may inform its tool calls (bounded)."""
+    seen = {row["id"]: i for i, row in enumerate(state.delivered)}
+    for row in rows:
+        if row["id"] in seen:
+            state.delivered[seen[row["id"]]] = row
+        elif len(state.delivered) < MAX_DELIVERED:
+            state.delivered.append(row)
 
 
 def _hook_block(lines: str) -> str:
@@ -629,6 +786,11 @@ def memory_for(ctx: HookContext) -> Memory:
 
 
 def reset_services() -> None:
-    """Forget cached services (tests, config reloads)."""
+    """Forget cached services (tests, config reloads), stopping their background work first."""
     with _services_lock:
+        for mem in _services.values():
+            try:
+                mem.close()
+            except Exception:
+                log.exception("memtier: closing a service failed")
         _services.clear()

@@ -11,8 +11,10 @@ with the query (or, with an embedding backend, are close to it) are eligible.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
+from collections import OrderedDict
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ from .tokenize import tokenize
 
 log = logging.getLogger(__name__)
 TIER_NAMES = ("episodic", "semantic", "procedural")
+RERANK_BATCH = 16  # pairs per cross-encoder call when re-ranking within a budget
 RANK_DEPTH = 50  # rank()'s depth when a caller gives none (recall asks for max(4k, 16), evaluation for its own)
 
 
@@ -92,6 +95,46 @@ def _top_order(scores: np.ndarray, depth: int) -> np.ndarray:
     return np.lexsort((np.arange(n), -scores))[:depth]
 
 
+def _cut(ranked: Ranked, depth: int) -> Ranked:
+    """The best ``depth`` of a ranking."""
+    if len(ranked.docs) <= depth:
+        return ranked
+    return Ranked(ranked.docs[:depth], ranked.scores[:depth], ranked.raw_bm25[:depth],
+                  {k: v[:depth] for k, v in ranked.signals.items()}, ranked.weights, ranked.mode,
+                  ranked.stage1_sessions, None if ranked.rerank is None else ranked.rerank[:depth])
+
+
+class LogitCache:
+    """Cross-encoder logits per (query, entry text), least recently used dropped beyond ``size`` (0: off)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._d: OrderedDict[bytes, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(query: str, text: str) -> bytes:
+        return hashlib.blake2b(query.encode() + b"\x00" + text.encode(), digest_size=16).digest()
+
+    def get(self, query: str, text: str) -> float | None:
+        if not self.size:
+            return None
+        key = self._key(query, text)
+        with self._lock:
+            v = self._d.get(key)
+            if v is not None:
+                self._d.move_to_end(key)
+            return v
+
+    def put(self, query: str, text: str, value: float) -> None:
+        if not self.size:
+            return
+        with self._lock:
+            self._d[self._key(query, text)] = value
+            while len(self._d) > self.size:
+                self._d.popitem(last=False)
+
+
 class Retriever:
     """Holds the episodic and semantic indexes of one memory root and answers queries."""
 
@@ -113,7 +156,11 @@ class Retriever:
         self._rerank_failed = False
         self.vector_cache = None
         self._vectors: dict[str, np.ndarray] = {}
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the indexes and vectors; held for the cheap stages only (see recall)
+        self._embed_lock = threading.Lock()  # the vector cache (embedding runs outside _lock)
+        self._generation = 0  # bumped when an index is rebuilt: doc numbers read before then are void
+        self._logits = LogitCache(config.rerank.cache_size)
+        self._pair_ms: float | None = None  # measured cross-encoder time per pair (budgeted re-ranking)
         self.last_result: RecallResult | None = None
         if backends.embedder is not None:
             self.set_embedder(backends.embedder, vector_cache)
@@ -156,6 +203,7 @@ class Retriever:
         return changed
 
     def _rebuild(self, kind: str) -> None:
+        self._generation += 1
         self._open(kind, fresh=True)
         self._watch[kind] = LedgerWatch(self.root / kind)
         self._watch[kind].poll(getattr(self, kind), full=True)
@@ -209,28 +257,63 @@ class Retriever:
         self.reranker = reranker
         self._rerank_failed = False
 
-    def _rerank(self, query: str, ranked: Ranked) -> Ranked:
-        """Re-order the best ``rerank.top_n`` episodic entries among their places (see :mod:`.rerank`).
-
-        Facts keep their places; each moved entry takes its new place's score. Any
-        failure of the model keeps the fused order (warned once).
-        """
-        from .rerank import rerank_order
-
+    def _rerank_head(self, ranked: Ranked) -> tuple[np.ndarray, list[str]]:
+        """The head the cross-encoder may re-order: positions of the best ``rerank.top_n`` episodic entries, texts."""
         slots = np.array([i for i, (idx, _) in enumerate(ranked.docs) if idx.kind == "episodic"]
                          [: self.config.rerank.top_n], dtype=np.int64)
         if len(slots) < 2:
-            return ranked
+            return slots[:0], []
+        return slots, [self.content(*ranked.docs[i]) for i in slots.tolist()]
+
+    def _score_head(self, query: str, texts: list[str]) -> np.ndarray | None:
+        """Cross-encoder logits of the longest prefix of ``texts`` that ``rerank.budget_ms`` allows (None: failed).
+
+        Cached (query, entry) logits cost nothing; the rest is scored in batches of
+        :data:`RERANK_BATCH`, stopping before a batch that the measured time per pair
+        says would overrun the budget (0: no budget, the whole head).
+        """
+        budget = self.config.rerank.budget_ms
+        t0 = time.perf_counter()
+        out = np.full(len(texts), np.nan)
+        for i, t in enumerate(texts):
+            v = self._logits.get(query, t)
+            if v is not None:
+                out[i] = v
+        todo = np.flatnonzero(np.isnan(out))
         try:
-            texts = [self.content(*ranked.docs[i]) for i in slots.tolist()]
-            logits = np.asarray(self.reranker.score(query, texts), dtype=np.float64)
-            if logits.shape != (len(slots),) or not np.all(np.isfinite(logits)):
-                raise ValueError(f"reranker returned {logits.shape} values for {len(slots)} candidates")
+            if len(todo) and budget > 0 and hasattr(self.reranker, "load"):
+                self.reranker.load()  # loading the model is not a cost per pair
+            for start in range(0, len(todo), RERANK_BATCH if budget > 0 else max(1, len(todo))):
+                chunk = todo[start: start + (RERANK_BATCH if budget > 0 else len(todo))]
+                if budget > 0 and self._pair_ms is not None:  # (the first batch ever measures the model)
+                    spent = (time.perf_counter() - t0) * 1000
+                    if spent + self._pair_ms * len(chunk) > budget:
+                        out[chunk[0]:] = np.nan  # a prefix only: nothing below the first unscored entry counts
+                        break
+                c0 = time.perf_counter()
+                logits = np.asarray(self.reranker.score(query, [texts[i] for i in chunk.tolist()]), dtype=np.float64)
+                if logits.shape != (len(chunk),) or not np.all(np.isfinite(logits)):
+                    raise ValueError(f"reranker returned {logits.shape} values for {len(chunk)} candidates")
+                per = (time.perf_counter() - c0) * 1000 / len(chunk)
+                self._pair_ms = per if self._pair_ms is None else 0.7 * self._pair_ms + 0.3 * per
+                out[chunk] = logits
+                for i, v in zip(chunk.tolist(), logits.tolist()):
+                    self._logits.put(query, texts[i], v)
         except Exception as exc:  # a memory failure never breaks the turn
             if not self._rerank_failed:
                 log.warning("re-ranking failed, fused order kept: %s", exc)
                 self._rerank_failed = True
+            return None
+        n = int(np.argmax(np.isnan(out))) if np.isnan(out).any() else len(out)
+        return out[:n]
+
+    def _apply_rerank(self, ranked: Ranked, slots: np.ndarray, logits: np.ndarray | None) -> Ranked:
+        """Re-order the scored prefix of the head among its places (facts keep theirs; see :mod:`.rerank`)."""
+        from .rerank import rerank_order
+
+        if logits is None or len(logits) < 2:
             return ranked
+        slots = slots[: len(logits)]
         order, ce = rerank_order(logits, self.config.rerank.weight, self.config.rerank.k)
         perm = np.arange(len(ranked.docs))
         perm[slots] = slots[order]
@@ -240,13 +323,51 @@ class Retriever:
                       {k: v[perm] for k, v in ranked.signals.items()}, ranked.weights, ranked.mode,
                       ranked.stage1_sessions, rr)
 
+    def _rerank(self, query: str, ranked: Ranked) -> Ranked:
+        """Re-order the best ``rerank.top_n`` episodic entries among their places (as much as the budget allows).
+
+        Facts keep their places; each moved entry takes its new place's score. Any
+        failure of the model keeps the fused order (warned once).
+        """
+        slots, texts = self._rerank_head(ranked)
+        if not texts:
+            return ranked
+        return self._apply_rerank(ranked, slots, self._score_head(query, texts))
+
+    def embed_pending(self, batch: int = 16) -> int:
+        """Embed the entries written since the last embedding (agent_end, the daemon, Foresight's thread), so
+        recall never embeds the workspace at query time. The model runs outside the index lock, ``batch``
+        texts at a time; returns how many were embedded."""
+        if self.embedder is None or self.vector_cache is None:
+            return 0
+        total = 0
+        for kind in ("episodic", "semantic"):
+            while True:
+                with self._lock:
+                    idx, gen = getattr(self, kind), self._generation
+                    have = self._vectors.get(kind)
+                    done = 0 if have is None else len(have)
+                    if done >= idx.n:
+                        break
+                    texts = [self.content(idx, d) for d in range(done, min(idx.n, done + batch))]
+                with self._embed_lock:
+                    new = self.vector_cache.get_many(texts).astype(np.float32)
+                with self._lock:
+                    now = self._vectors.get(kind)
+                    if gen != self._generation or (0 if now is None else len(now)) != done:
+                        continue  # rebuilt or extended meanwhile: read again
+                    self._vectors[kind] = new if now is None else np.vstack([now, new])
+                total += len(texts)
+        return total
+
     def vectors(self, idx: DocIndex) -> np.ndarray:
         """(idx.n, dim) unit vectors, computing only the documents added since the last call."""
         have = self._vectors.get(idx.kind)
         done = 0 if have is None else len(have)
         if done < idx.n:
             texts = [self.content(idx, d) for d in range(done, idx.n)]
-            new = self.vector_cache.get_many(texts).astype(np.float32)
+            with self._embed_lock:
+                new = self.vector_cache.get_many(texts).astype(np.float32)
             have = new if have is None else np.vstack([have, new])
             self._vectors[idx.kind] = have
         return have
@@ -281,19 +402,11 @@ class Retriever:
             keep &= ~idx.col("superseded")[docs]
         return keep
 
-    def rank(self, query: str, *, agents: list[str] | None, project: str | None, session_id: str = "",
-             now: float | None = None, depth: int | None = None, two_stage: bool | None = None,
-             weights: list[float] | None = None) -> Ranked:
-        """Score candidates with the five-signal fusion; best ``depth`` first (no packing).
-
-        ``retrieval.scoping: hard`` (MemTier) scores only the stage-1 sessions'
-        entries plus the current session's; ``soft`` lets every visible entry
-        compete in the same fusion, stage-1 sessions keeping their decay
-        bypass — recall-first, at the cost of scoring the whole pool.
-        """
+    def _fused(self, query: str, *, agents: list[str] | None, project: str | None, session_id: str,
+               now: float | None, depth: int, two_stage: bool | None, weights: list[float] | None) -> Ranked:
+        """The fused ranking before re-ranking (deep enough for the re-ranker's head)."""
         cfg = self.config.retrieval
         now = time.time() if now is None else now
-        depth = depth or RANK_DEPTH
         two_stage = cfg.two_stage if two_stage is None else two_stage
         weights = list(self.weights if weights is None else weights)
         q = tokenize(query)
@@ -310,17 +423,28 @@ class Retriever:
         facts = (found.fact_docs[:depth], found.fact_raw[:depth])
         # soft scoping: every visible entry competes; stage-1 sessions skip decay
         scope = session_scope(ep, s_codes, session_id) if s_codes and cfg.scoping == "hard" else None
-        rerank = self.reranker is not None and self.config.rerank.weight > 0
-        pool = max(depth, 4 * self.config.rerank.top_n) if rerank else depth  # facts may fill much of it
+        pool = max(depth, 4 * self.config.rerank.top_n) if self._reranks() else depth  # facts may fill much of it
         first = self._score(q, qv, scope, s_codes, facts, agents, project, now, pool, weights)
         first.mode, first.stage1_sessions = mode, [ep.sessions.names[c] for c in s_codes]
-        if rerank:
-            first = self._rerank(query, first)
-            if len(first.docs) > depth:
-                first = Ranked(first.docs[:depth], first.scores[:depth], first.raw_bm25[:depth],
-                               {k: v[:depth] for k, v in first.signals.items()}, first.weights, first.mode,
-                               first.stage1_sessions, None if first.rerank is None else first.rerank[:depth])
         return first
+
+    def _reranks(self) -> bool:
+        return self.reranker is not None and self.config.rerank.weight > 0
+
+    def rank(self, query: str, *, agents: list[str] | None, project: str | None, session_id: str = "",
+             now: float | None = None, depth: int | None = None, two_stage: bool | None = None,
+             weights: list[float] | None = None) -> Ranked:
+        """Score candidates with the five-signal fusion (then re-rank the head); best ``depth`` first (no packing).
+
+        ``retrieval.scoping: hard`` (MemTier) scores only the stage-1 sessions'
+        entries plus the current session's; ``soft`` lets every visible entry
+        compete in the same fusion, stage-1 sessions keeping their decay
+        bypass — recall-first, at the cost of scoring the whole pool.
+        """
+        depth = depth or RANK_DEPTH
+        first = self._fused(query, agents=agents, project=project, session_id=session_id, now=now, depth=depth,
+                            two_stage=two_stage, weights=weights)
+        return _cut(self._rerank(query, first), depth) if self._reranks() else first
 
     def _score(self, q: list[str], qv, scope, s_codes, facts, agents, project, now, depth, weights,
                exclude: np.ndarray | None = None) -> Ranked:
@@ -405,12 +529,27 @@ class Retriever:
         episodic and semantic hits for the same k and budget.
         """
         t0 = time.perf_counter()
+        k, budget = self.config.retrieval.top_k, self.config.packing.token_budget
+        depth = max(4 * k, 16)
+        kw = dict(agents=agents, project=project, session_id=session_id, now=now, depth=depth, two_stage=None,
+                  weights=None)
+        # The index lock covers the cheap stages only; the cross-encoder runs outside it, so a hook never
+        # waits on another thread's re-ranking (Foresight's background preparation) for longer than its own
+        # fused stage takes.
         with self._lock:
             self.refresh()
-            k, budget = self.config.retrieval.top_k, self.config.packing.token_budget
-            ranked = self.rank(query, agents=agents, project=project, session_id=session_id, now=now,
-                               depth=max(4 * k, 16))
-            candidates = self.hits(ranked, max(4 * k, 16))
+            ranked = self._fused(query, **kw)
+            gen = self._generation
+            slots, texts = self._rerank_head(ranked) if self._reranks() else (None, [])
+        logits = self._score_head(query, texts) if texts else None
+        with self._lock:
+            if gen != self._generation:  # an index was rebuilt meanwhile: its doc numbers are void
+                ranked = self.rank(query, **kw)
+            elif texts:
+                ranked = _cut(self._apply_rerank(ranked, slots, logits), depth)
+            else:
+                ranked = _cut(ranked, depth)
+            candidates = self.hits(ranked, depth)
             if standing:
                 candidates = merge_standing(candidates, standing)
             packed = pack(candidates, k, budget, self.config.packing.max_chars)

@@ -36,7 +36,9 @@ def memory_search(mem: Memory, ctx: HookContext, query: str, *, limit: int | Non
     """Recall for ``query`` as ``ctx.agent_id`` may see it (the before_prompt_build ranking and packing).
 
     Returns ``{"query", "mode", "hits": [{id, tier, score, timestamp, agent_id,
-    session_id, role, content}], "block"}``; ``limit`` only shortens ``hits``.
+    session_id, role, content}], "block", "served"}``; ``limit`` only shortens ``hits``. With
+    Foresight on, a query matching a prediction of the session's task is served from its cache
+    (``served: "foresight"``, traced like a prompt); otherwise it is retrieved (``"retrieval"``).
     """
     ctx = checked_context(ctx)
     if not isinstance(query, str) or not query.strip():
@@ -44,9 +46,13 @@ def memory_search(mem: Memory, ctx: HookContext, query: str, *, limit: int | Non
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise MemtierError(f"memory_search: 'limit' must be a positive integer, got {limit!r}")
     text = query_text(query)
-    result = mem.recall(text, ctx, record_trace=False)  # standing knowledge included, as in before_prompt_build
+    if mem.foresight is not None:  # the same path as a prompt: a matching prediction serves it from the cache
+        result, access = mem.recall_for(text, ctx, start_task=False)
+    else:
+        result, access = mem.recall(text, ctx, record_trace=False), None  # standing included, as in before_prompt_build
     hits = result.hits[:limit] if limit else result.hits
-    return {"query": text, "mode": result.mode, "hits": [_hit(h) for h in hits], "block": result.block}
+    return {"query": text, "mode": result.mode, "hits": [_hit(h) for h in hits], "block": result.block,
+            "served": "foresight" if access is not None and access.hit else "retrieval"}
 
 
 def memory_get(mem: Memory, ctx: HookContext, entry_id: str) -> dict[str, Any]:

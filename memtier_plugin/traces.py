@@ -12,6 +12,11 @@ Kinds:
   ``left_out``, ``tokens``, ``elapsed_ms``;
 * ``decision`` — a pre_tool decision: ``tool``, ``tool_call_id``, ``action``
   (silent / supplement / intervene), ``evidence`` (ids), ``features``;
+* ``foresight`` — one access of the agent with Foresight on (docs/foresight.md):
+  ``query`` (redacted), ``outcome`` (hit / no match / late / failed / no task /
+  task start), ``prediction`` (the predicted query served), ``similarity``,
+  ``wait_ms``, ``wait_saved_ms`` (what the normal retrieval of it took, less
+  the wait), ``tokens`` (delivered);
 * ``run_end`` — a finished run: ``run_id``, ``agent_id``, ``session_id``,
   ``project``, ``success``, ``tool_calls``, ``failed_calls``, ``delivered``
   (ids).
@@ -77,6 +82,11 @@ def trace_problem(rec: dict) -> str | None:
     if kind == "decision":
         ok = isinstance(rec.get("action"), str) and isinstance(rec.get("evidence", []), list)
         return None if ok else "decision record lacks a string 'action' or a list 'evidence'"
+    if kind == "foresight":
+        ok = isinstance(rec.get("outcome"), str) and all(
+            isinstance(rec.get(k), (int, float)) and not isinstance(rec.get(k), bool)
+            for k in ("wait_ms", "wait_saved_ms", "tokens"))
+        return None if ok else "foresight record lacks a string 'outcome' or numeric wait_ms, wait_saved_ms, tokens"
     if kind not in ("trace", "run_end"):
         return f"unknown trace record kind {str(kind)[:30]!r}"
     for key in ("run_id", "agent_id", "session_id"):
@@ -136,3 +146,13 @@ def decision_record(*, ts: float, run_id: str, agent_id: str, session_id: str, t
     return {"v": jsonl.SCHEMA_VERSION, "kind": "decision", "timestamp": utc_iso(ts), "run_id": clean_id(run_id),
             "agent_id": checked_id(agent_id), "session_id": clean_id(session_id), "tool": clean_id(tool),
             "tool_call_id": tool_call_id, "action": action, "evidence": evidence, "features": features}
+
+
+def foresight_record(*, ts: float, run_id: str, agent_id: str, session_id: str, query: str, outcome: str,
+                     prediction: str, similarity: float, wait_ms: float, wait_saved_ms: float, tokens: int) -> dict:
+    """A ``foresight`` record: how one query of the agent was served (query and prediction redacted)."""
+    return {"v": jsonl.SCHEMA_VERSION, "kind": "foresight", "timestamp": utc_iso(ts), "run_id": clean_id(run_id),
+            "agent_id": checked_id(agent_id), "session_id": clean_id(session_id),
+            "query": redact(jsonl.clean_text(query))[0], "outcome": outcome,
+            "prediction": redact(jsonl.clean_text(prediction))[0], "similarity": round(float(similarity), 4),
+            "wait_ms": round(float(wait_ms), 3), "wait_saved_ms": round(float(wait_saved_ms), 3), "tokens": int(tokens)}

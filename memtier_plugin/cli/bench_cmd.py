@@ -190,6 +190,70 @@ def bridge(entries, calls, warmup, rounds, seed, node, plugin, workdir, as_json,
         click.echo(f"  plugin path left out: {row['plugin_skipped']}")
 
 
+@bench.command("latency")
+@click.option("--presets", default="paper,hybrid", show_default=True,
+              help="Comma-separated presets (hybrid needs the embed extra and both models).")
+@click.option("--sizes", default="1000,10000", show_default=True,
+              help="Comma-separated workspace sizes in entries (add 100000 for the largest: see docs/foresight.md).")
+@click.option("--rounds", type=click.IntRange(1, 50), default=2, show_default=True,
+              help="Warm replays of the task per row (after the cold one).")
+@click.option("--think-ms", type=click.FloatRange(0, 60_000), default=1000.0, show_default=True,
+              help="The model's time before each memory query but the first, with Foresight on.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Config override for every row (dotted key, YAML value), e.g. rerank.budget_ms=150.")
+@click.option("--fixture", type=click.Path(file_okay=False, exists=True), default=None,
+              help="The replayed task's folder (default: workspace-fixtures/foresight of this checkout).")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where to write the workspaces.")
+@click.option("--keep", is_flag=True, help="Keep the workspaces (their folder goes to stderr).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per row, one a line.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+def latency(presets, sizes, rounds, think_ms, sets, fixture, workdir, keep, as_json, quiet):
+    """before_prompt_build wall time per preset and size, cold and warm, with and without Foresight, on a
+    replayed multi-step task: p50/p95, hit rate and wait saved (issue 14 targets)."""
+    from ..bench_latency import bench_latency
+    from ..config import PRESETS, load_config, parse_value
+    from ..errors import ConfigError
+
+    names = [p.strip() for p in presets.split(",") if p.strip()]
+    bad = [p for p in names if p not in PRESETS]
+    if not names or bad:
+        raise click.BadParameter(f"expected presets among {', '.join(PRESETS)}, got {presets!r}", param_hint="--presets")
+    overrides = {}
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
+        overrides[key.strip()] = parse_value(raw, "--set", key.strip())
+    try:
+        load_config(flags=overrides, use_env=False)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--set") from None
+    say = None if quiet else (lambda msg: click.echo(f"memtier bench latency: {msg}", err=True))
+    try:
+        rows = bench_latency(presets=names, sizes=_sizes(sizes), rounds=rounds, think_ms=think_ms,
+                             overrides=overrides, fixture=fixture, workdir=workdir, keep=keep, progress=say)
+    except RuntimeError as exc:
+        click.echo(f"memtier bench latency: {exc}", err=True)
+        raise SystemExit(1) from None
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps({k: _round(v) for k, v in row.items()}))
+        return
+    def ms(v):
+        return "–" if v is None else f"{v:.1f}"
+
+    click.echo(f"{'preset':<8} {'entries':>8} {'foresight':>9} {'phase':>5} {'p50 ms':>8} {'p95 ms':>8} "
+               f"{'hit rate':>8} {'hits':>5} {'wrong':>5} {'wait ms':>8} {'saved ms':>9} {'miss p95':>9}")
+    for r in rows:
+        click.echo(f"{r['preset']:<8} {r['entries']:>8,} {'on' if r['foresight'] else 'off':>9} {r['phase']:>5} "
+                   f"{ms(r['p50_ms']):>8} {ms(r['p95_ms']):>8} "
+                   f"{'–' if r['hit_rate'] is None else format(r['hit_rate'], '.2f'):>8} "
+                   f"{r['hits']:>2}/{r['memory_queries']:<2} {r['wrong_hits']:>5} {ms(r['hit_wait_ms']):>8} "
+                   f"{ms(r['wait_saved_ms']):>9} {ms(r['miss_prompt_p95_ms']):>9}")
+    click.echo("issue 14 targets: hybrid p95 ≤ 100 ms at 10k with Foresight on, ≤ 300 ms on a miss; "
+               "hit rate ≥ 0.70; wait on a hit ≥ 5× lower than normal retrieval.")
+
+
 def _dump(row: dict, json_out: str | None) -> str:
     """``row`` as indented JSON (floats rounded), also written to ``json_out`` when given."""
     doc = json.dumps({k: _round(v) for k, v in row.items()}, indent=1)

@@ -1,0 +1,486 @@
+"""Foresight: memory prepared before the agent asks (MemSidecar §3.4, Algorithm A2, eq. 13).
+
+At a task's start (its first prompt) a predictor turns the instruction and the
+visible topic directory of the standing layer into at most ``foresight.k``
+predicted queries, each with its target layers (eq. 11). One background
+thread retrieves them through the normal retrieval path into a task-scoped
+cache (an entry lives ``entry_ttl_s``, an idle task ``task_ttl_s``). When a
+later prompt (or a ``memory_search`` call) expresses the same need as a
+prediction — embedding cosine when an embedder is loaded, else word Jaccard —
+it is served from the cache and waits only for what remains of that
+preparation (eq. 13: ``w = max(0, ready - request) + overhead``), at most
+``foresight.wait_ms``; anything else is retrieved normally.
+
+The predictor is rules and keywords (the instruction's steps, then the
+directory's topics the instruction reaches); with ``predictor: model`` the
+configured model proposes too, and its answer is validated data: strings and
+layer names, never executed. Writes that change the directory refill the
+cache with the budget left (Algorithm A2, Refill).
+
+The background thread never blocks a hook: a hook never waits on its queue
+(a full queue drops the preparation), waits on a prepared entry for at most
+``wait_ms``, and the retriever runs its re-ranking outside the index lock
+(retrieval.py), so a hook never waits on a background retrieval for more than
+the cheap fused stage. :meth:`Foresight.close` stops and joins the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .tokenize import jaccard, token_set
+
+log = logging.getLogger(__name__)
+LAYERS = ("episodic", "semantic", "global", "procedural")
+MAX_QUERY = 300  # characters of one predicted query
+MAX_TASKS = 64
+NICE = 10  # the background thread's nice value (where the OS allows one per thread)
+MIN_COVER = 0.25  # lexical match: share of the query's distinctive words a prediction must hold
+#: words that make a step out of an instruction's clause (verbs of a task, or a list after a colon)
+_SPLIT = re.compile(r"(?:\n\s*(?:[-*•]|\d+[.)])\s*|;\s*|,\s*(?:and\s+|then\s+)?|\s+and then\s+|\s+then\s+|\.\s+)",
+                    re.I)
+_BULLETS = re.compile(r"\n\s*(?:[-*•]|\d+[.)])\s")
+_LEAD = re.compile(r"^(?:and|then|also|finally|first|next|after that|please)\s+", re.I)
+MODEL_PROMPT = ("You predict what an agent will need to look up in its memory during a task. Given the task "
+                "instruction and the topics memory holds, answer JSON {\"queries\": [{\"query\": <short search "
+                "query>, \"layers\": [episodic|semantic|global|procedural, ...]}]} with at most {k} queries. "
+                "Output only JSON.")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One predicted memory need: the query and its nonempty target-layer set (eq. 11)."""
+
+    query: str
+    layers: tuple
+    source: str  # step | topic | model
+
+
+def steps(instruction: str) -> tuple[str, list[str]]:
+    """(subject, steps) of an instruction: the words before a colon (or its first clause) and its sub-tasks."""
+    text = instruction if _BULLETS.search(instruction) else " ".join(instruction.split())
+    head, sep, rest = text.partition(":")
+    if not sep or not rest.strip():
+        parts = [p.strip(" .") for p in _SPLIT.split(text) if p and p.strip(" .")]
+        return (parts[0] if parts else text.strip()), parts[1:]
+    parts = [_LEAD.sub("", p.strip(" .")) for p in _SPLIT.split(rest) if p and p.strip(" .")]
+    return head.strip(), [p for p in parts if token_set(p)]
+
+
+def _layers(text: str, directory: dict[str, list[str]], tree) -> tuple:
+    """Episodes and facts always; the Global and Workspace layers when the text reaches a directory topic."""
+    route = tree.route(text) if tree is not None else {}
+    out = ["episodic", "semantic"]
+    if any(t in directory for t in route):
+        out += ["global", "procedural"]
+    return tuple(out)
+
+
+def predict_rules(instruction: str, directory: dict[str, list[str]], k: int, *, tree=None,
+                  exclude: list[str] = ()) -> list[Prediction]:
+    """Up to ``k`` predictions by rules: each step of the instruction with its subject's words, then each
+    directory topic the instruction reaches (its standing knowledge), skipping near-duplicates of ``exclude``."""
+    subject, parts = steps(instruction)
+    subj_words = " ".join(sorted(token_set(subject), key=subject.lower().find))
+    cands: list[Prediction] = []
+    for p in parts:
+        q = f"{p} {subj_words}".strip()
+        cands.append(Prediction(q[:MAX_QUERY], _layers(q, directory, tree), "step"))
+    if tree is not None:
+        route = tree.route(instruction)
+        for topic in tree.top({t: w for t, w in route.items() if t in directory}, k):
+            words = " ".join(sorted(tree.words.get(topic, ()))[:6])
+            q = f"{subject} {topic.replace('/', ' ')} preferences {words}".strip()
+            cands.append(Prediction(q[:MAX_QUERY], ("global", "procedural", "semantic"), "topic"))
+    out: list[Prediction] = []
+    seen = [token_set(e) for e in exclude]
+    for c in cands:
+        ts = token_set(c.query)
+        if not ts or any(jaccard(ts, s) >= 0.8 for s in seen):
+            continue
+        seen.append(ts)
+        out.append(c)
+        if len(out) >= k:
+            break
+    return out
+
+
+def predictions_from_model(data: Any, k: int) -> list[Prediction]:
+    """The model's answer as predictions: validated data only (strings, known layers); anything else is dropped."""
+    if not isinstance(data, dict) or not isinstance(data.get("queries"), list):
+        return []
+    out = []
+    for item in data["queries"][:k]:
+        if not isinstance(item, dict) or not isinstance(item.get("query"), str) or not token_set(item["query"]):
+            continue
+        layers = item.get("layers")
+        layers = tuple(x for x in layers if x in LAYERS) if isinstance(layers, list) else ()
+        out.append(Prediction(" ".join(item["query"].split())[:MAX_QUERY], layers or ("episodic", "semantic"),
+                              "model"))
+    return out
+
+
+def predict(instruction: str, directory: dict[str, list[str]], k: int, *, tree=None, client=None,
+            deadline: float | None = None, exclude: list[str] = ()) -> list[Prediction]:
+    """F(q, I, K) (eq. 11): the model's predictions first when a client is given (validated), rules fill the rest."""
+    out: list[Prediction] = []
+    if client is not None and k > 0:
+        topics = ", ".join(sorted(directory)[:40]) or "(none)"
+        try:
+            res = client.chat([{"role": "system", "content": MODEL_PROMPT.replace("{k}", str(k))},
+                               {"role": "user", "content": f"Task: {instruction[:2000]}\nTopics: {topics}"}],
+                              schema={"type": "object", "required": ["queries"]}, deadline=deadline)
+            out = predictions_from_model(res.data, k)
+        except Exception as exc:  # the rules stay the floor
+            log.warning("foresight: the model's prediction failed (%s); rules only", exc)
+    rules = predict_rules(instruction, directory, k - len(out), tree=tree, exclude=[*exclude, *(p.query for p in out)])
+    return out + rules
+
+
+def _signature(directory: dict[str, list[str]]) -> frozenset:
+    """What a refill compares: every topic with the items under it."""
+    return frozenset((t, frozenset(ids)) for t, ids in directory.items())
+
+
+# ---- the task cache ------------------------------------------------------------------------------
+@dataclass
+class Prepared:
+    """One prediction and its preparation (ready once retrieved, or failed)."""
+
+    prediction: Prediction
+    tokens: frozenset
+    requested: float  # clock when it was queued
+    vocab: frozenset = frozenset()  # its words and the words of the topics it routes to (lexical matching)
+    vector: Any = None
+    ready: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+    error: str = ""
+    ready_at: float | None = None
+    prep_ms: float = 0.0  # how long its retrieval took (what a normal retrieval of it costs)
+    previous: Any = None  # the entry it re-prepares (served meanwhile)
+
+
+@dataclass
+class Task:
+    key: str
+    instruction: str
+    started: float
+    last_seen: float
+    budget: int  # predictions left (K minus those made)
+    directory: frozenset = frozenset()
+    entries: list = field(default_factory=list)
+    ended: bool = False
+
+
+@dataclass
+class Served:
+    """One access: the prepared result (None: retrieve normally, ``reason`` says why), its wait and saving."""
+
+    result: Any
+    prediction: Prediction | None = None
+    similarity: float = 0.0
+    wait_ms: float = 0.0
+    wait_saved_ms: float = 0.0
+    reason: str = "hit"  # hit | no task | no match | late | failed
+
+    @property
+    def hit(self) -> bool:
+        return self.result is not None
+
+
+@dataclass
+class Stats:
+    queries: int = 0
+    hits: int = 0
+    late: int = 0  # matched, but the preparation was not ready within wait_ms
+    predicted: int = 0
+    prepared: int = 0
+    dropped: int = 0  # the queue was full
+    wait_ms: float = 0.0
+    wait_saved_ms: float = 0.0
+
+
+class Foresight:
+    """Predictions, the task caches and the one background thread of one Memory.
+
+    ``retrieve(query, layers, ctx)`` is the normal retrieval path (it returns a
+    result with ``elapsed_ms``); ``embed(texts)`` (optional) gives unit vectors for
+    matching; ``idle()`` (optional) runs when the queue is empty (embedding what
+    was written); ``clock`` (seconds, monotonic) is injectable for tests.
+    """
+
+    def __init__(self, cfg, retrieve: Callable[[str, tuple, Any], Any], *, embed: Callable | None = None,
+                 tree=None, client=None, idle: Callable[[], Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.cfg = cfg
+        self.retrieve = retrieve
+        self.embed = embed
+        self.tree = tree
+        self.client = client
+        self.idle = idle
+        self.clock = clock
+        self.stats = Stats()
+        self._tasks: dict[str, Task] = {}
+        self._lock = threading.Lock()
+        self._queue: queue.Queue = queue.Queue(maxsize=cfg.queue_size)
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._embed_failed = False
+
+    # ---- tasks -------------------------------------------------------------
+    def task(self, key: str) -> Task | None:
+        """The live task ``key`` (None when unknown, ended or idle past task_ttl_s)."""
+        now = self.clock()
+        with self._lock:
+            self._expire(now)
+            t = self._tasks.get(key)
+            return t if t is not None and not t.ended else None
+
+    def _expire(self, now: float) -> None:
+        for k in [k for k, t in self._tasks.items() if t.ended or now - t.last_seen > self.cfg.task_ttl_s]:
+            self._tasks.pop(k).ended = True
+        while len(self._tasks) > MAX_TASKS:
+            oldest = min(self._tasks, key=lambda k: self._tasks[k].last_seen)
+            self._tasks.pop(oldest).ended = True
+
+    def begin(self, key: str, instruction: str, directory: dict[str, list[str]], ctx: Any) -> list[Prediction]:
+        """Start task ``key``: predict from its instruction and the directory, queue their preparation."""
+        now = self.clock()
+        task = Task(key, instruction, now, now, self.cfg.k, _signature(directory))
+        with self._lock:
+            self._expire(now)
+            old = self._tasks.get(key)
+            if old is not None:
+                old.ended = True
+            self._tasks[key] = task
+        return self._refill(task, directory, ctx)
+
+    def refill(self, key: str, directory: dict[str, list[str]], ctx: Any) -> list[Prediction]:
+        """Memory writes changed the directory: predict again with the budget left, and prepare every
+        prediction again (their results predate the writes). Nothing when the directory is unchanged."""
+        task = self.task(key)
+        if task is None or _signature(directory) == task.directory:
+            return []
+        task.directory = _signature(directory)
+        for e in list(task.entries):
+            self._prepare(task, e.prediction, ctx, again=e)
+        return self._refill(task, directory, ctx)
+
+    def _refill(self, task: Task, directory: dict[str, list[str]], ctx: Any, *,
+                in_worker: bool = False) -> list[Prediction]:
+        if task.budget <= 0:
+            return []
+        client = self.client if self.cfg.predictor == "model" else None
+        if client is not None and not in_worker:  # a model call never runs in a hook: the thread predicts
+            self._ensure_thread()
+            try:
+                self._queue.put_nowait(("predict", task, directory, ctx))
+            except queue.Full:
+                self.stats.dropped += 1
+            return []
+        preds = predict(task.instruction, directory, task.budget, tree=self.tree, client=client,
+                        exclude=[e.prediction.query for e in task.entries])
+        task.budget -= len(preds)
+        self.stats.predicted += len(preds)
+        for p in preds:
+            self._prepare(task, p, ctx)
+        return preds
+
+    def end(self, key: str) -> None:
+        """The task is over: drop its cache (queued preparations of it are skipped)."""
+        with self._lock:
+            t = self._tasks.pop(key, None)
+            if t is not None:
+                t.ended = True
+
+    def active(self) -> int:
+        with self._lock:
+            self._expire(self.clock())
+            return len(self._tasks)
+
+    # ---- preparation ---------------------------------------------------------
+    def _prepare(self, task: Task, pred: Prediction, ctx: Any, again: Prepared | None = None) -> None:
+        entry = Prepared(pred, token_set(pred.query), self.clock(), self._vocab(pred.query),
+                         vector=again.vector if again else None,
+                         previous=again if again is not None and again.result is not None else None)
+        self._ensure_thread()
+        try:
+            self._queue.put_nowait(("prepare", task, entry, ctx))
+        except queue.Full:
+            self.stats.dropped += 1
+            return
+        with self._lock:
+            if again is not None and again in task.entries:
+                task.entries[task.entries.index(again)] = entry
+            else:
+                task.entries.append(entry)
+
+    def _vocab(self, text: str) -> frozenset:
+        words = token_set(text)
+        if self.tree is None:
+            return words
+        for topic in self.tree.top(self.tree.route(text), 2):
+            words |= self.tree.words.get(topic, frozenset())
+        return frozenset(words)
+
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._work, name="memtier-foresight", daemon=True)
+            self._thread.start()
+
+    def _work(self) -> None:
+        try:  # background work yields the CPU to the agent's hooks (Linux: a thread's own nice value)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        except (AttributeError, OSError):
+            pass
+        while not self._stop.is_set():
+            try:
+                item = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                if self.idle is not None:
+                    try:
+                        self.idle()
+                    except Exception:
+                        log.exception("foresight: idle work failed")
+                continue
+            if item is None:
+                break
+            job, task, entry, ctx = item
+            if job == "predict":
+                if not task.ended:
+                    try:
+                        self._refill(task, entry, ctx, in_worker=True)
+                    except Exception:
+                        log.exception("foresight: prediction failed")
+                continue
+            if task.ended:
+                entry.error = "task ended"
+                entry.ready.set()
+                continue
+            t0 = time.perf_counter()
+            try:
+                if entry.vector is None and self.embed is not None and not self._embed_failed:
+                    entry.vector = self._vector(entry.prediction.query)
+                entry.result = self.retrieve(entry.prediction.query, entry.prediction.layers, ctx)
+                self.stats.prepared += 1
+            except Exception as exc:  # a failed preparation is a miss, never a failed hook
+                entry.error = f"{type(exc).__name__}: {exc}"
+                log.warning("foresight: preparing %r failed: %s", entry.prediction.query[:60], entry.error)
+            entry.prep_ms = (time.perf_counter() - t0) * 1000
+            entry.ready_at = self.clock()
+            if entry.result is not None:
+                entry.previous = None  # (the earlier result is not kept alive)
+            entry.ready.set()
+
+    def _vector(self, text: str):
+        try:
+            v = np.asarray(self.embed([text])[0], dtype=np.float32)
+            n = float(np.linalg.norm(v))
+            return v / n if n > 0 else None
+        except Exception as exc:
+            log.warning("foresight: embedding failed (%s); matching by words", exc)
+            self._embed_failed = True
+            return None
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Stop the background thread and join it; True when nothing is left running."""
+        with self._lock:
+            thread = self._thread
+            for t in self._tasks.values():
+                t.ended = True
+            self._tasks.clear()
+        self._stop.set()
+        if thread is None:
+            return True
+        try:
+            self._queue.put_nowait(None)
+        except queue.Full:
+            pass
+        thread.join(timeout)
+        alive = thread.is_alive()
+        if not alive:
+            with self._lock:
+                if self._thread is thread:
+                    self._thread = None
+            while True:  # whatever was queued is released (its waiters fall back to normal retrieval)
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None and item[0] == "prepare":
+                    item[2].error = "closed"
+                    item[2].ready.set()
+        return not alive
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # ---- access --------------------------------------------------------------
+    def match(self, task: Task, query: str) -> tuple[Prepared | None, float]:
+        """The prepared entry expressing the same need as ``query``, and its similarity.
+
+        Lexical (always): of the query's distinctive words (not common to every prediction of the task: the
+        task's subject says nothing about which need) that some prediction's vocabulary holds (its words and
+        the words of the topics it routes to), the share this prediction's holds: at least
+        ``match_threshold``, with at least MIN_COVER of all the distinctive words in it. Embedding (when an embedder is loaded): the cosine of query and prediction, at
+        least ``embed_threshold``. Either makes a candidate; the best by their sum is served.
+        """
+        now = self.clock()
+        with self._lock:
+            entries = [e for e in task.entries if now - e.requested <= self.cfg.entry_ttl_s]
+        if not entries:
+            return None, 0.0
+        qv = self._vector(query) if self.embed is not None and not self._embed_failed and \
+            any(e.vector is not None for e in entries) else None
+        common = frozenset.intersection(*(e.tokens for e in entries)) if len(entries) > 1 else frozenset()
+        qt = token_set(query) - common
+        need = qt & frozenset().union(*(e.vocab for e in entries))  # the query's words that name some need
+        best, best_s = None, -1.0
+        for e in entries:
+            shared = len(qt & e.vocab)
+            lex = shared / len(need) if need and len(qt) and shared / len(qt) >= MIN_COVER else 0.0
+            cos = float(qv @ e.vector) if qv is not None and e.vector is not None else None
+            ok = lex >= self.cfg.match_threshold or (cos is not None and cos >= self.cfg.embed_threshold)
+            score = lex + (cos or 0.0)
+            if ok and score > best_s:
+                best, best_s = e, score
+        return best, max(best_s, 0.0)
+
+    def lookup(self, key: str, query: str) -> Served:
+        """Serve ``query`` from task ``key``'s cache, waiting at most wait_ms for its preparation (eq. 13);
+        ``.result`` is None when it must be retrieved normally (``.reason`` says why)."""
+        t0 = time.perf_counter()
+        task = self.task(key)
+        self.stats.queries += 1
+        if task is None:
+            return Served(None, reason="no task")
+        task.last_seen = self.clock()
+        entry, sim = self.match(task, query)
+        if entry is None:
+            return Served(None, similarity=sim, reason="no match")
+        prev = entry.previous
+        if prev is not None and not entry.ready.is_set():
+            entry = prev  # being prepared again after writes: the earlier result meanwhile
+        ready = entry.ready.wait(self.cfg.wait_ms / 1000.0)
+        wait = (time.perf_counter() - t0) * 1000
+        if not ready or entry.result is None:
+            self.stats.late += 1
+            return Served(None, entry.prediction, sim, wait, reason="late" if not ready else "failed")
+        saved = max(0.0, float(getattr(entry.result, "elapsed_ms", entry.prep_ms)) - wait)
+        self.stats.hits += 1
+        self.stats.wait_ms += wait
+        self.stats.wait_saved_ms += saved
+        return Served(entry.result, entry.prediction, sim, wait, saved)
