@@ -26,6 +26,7 @@ per (preset, entries, foresight, phase).
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 import time
@@ -137,7 +138,13 @@ def _prime(ws: Path) -> None:
     from .memory import memory_for
 
     _close_services()
-    memory_for(HookContext(agent_id=AGENT, workspace_dir=str(ws))).retriever.save()
+    index_log = logging.getLogger("memtier_plugin.index")
+    level = index_log.level
+    index_log.setLevel(logging.ERROR)  # the copy's index names the original's files: its rebuild is expected
+    try:
+        memory_for(HookContext(agent_id=AGENT, workspace_dir=str(ws))).retriever.save()
+    finally:
+        index_log.setLevel(level)
     _close_services()
 
 
