@@ -191,6 +191,9 @@ class SchedulingConfig:
     # a learned policy file (`memtier train policy`; docs/learning.md): decides silent / supplement / intervene
     # for standing preferences once the fixed rule finds no hard conflict; "" the fixed rule alone
     policy: str = ""
+    # the policy's evidence and features (an embedding on a task's first call) get this long; past it the
+    # call gets a supplement saying the check did not finish (never a silent allow), the work finishes aside
+    policy_timeout_ms: float = field(default=500.0, metadata=_rng(1, 60000))
 
 
 @dataclass

@@ -106,6 +106,29 @@ def checked_context(ctx: HookContext) -> HookContext:
                        project=clean_id(ctx.project), workspace_dir=ctx.workspace_dir)
 
 
+
+def _bounded(fn, timeout_s: float):
+    """``fn()``'s value, or None when it has not returned within ``timeout_s`` (it then runs on, in a daemon
+    thread, and nothing waits for it); its exception is raised here."""
+    box: list = []
+
+    def run():
+        try:
+            box.append((True, fn()))
+        except BaseException as exc:  # handed to the caller
+            box.append((False, exc))
+
+    worker = threading.Thread(target=run, name="memtier-policy", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if not box:
+        return None
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
 class Memory:
     """One workspace's memory service."""
 
@@ -540,13 +563,27 @@ class Memory:
 
         try:
             request = task[-500:]
-            cached = state.standing_task
-            if cached is None or cached[0] != request:
-                items = [it for it in self.standing_items(ctx.project, ts) if it.label in (*CHECKED_KINDS, "choice")]
-                scored = [(it, s) for it, s, _ in self.scorer.score(request, items)] if request.strip() else []
-                cached = state.standing_task = (request, scored[:4])
-            scored = cached[1]
-            feats = features(call_text(params, task), request, scored, self.scorer.embedder)
+
+            def evidence_and_features():
+                cached = state.standing_task
+                if cached is None or cached[0] != request:
+                    items = [it for it in self.standing_items(ctx.project, ts)
+                             if it.label in (*CHECKED_KINDS, "choice")]
+                    scored = [(it, s) for it, s, _ in self.scorer.score(request, items)] if request.strip() else []
+                    cached = state.standing_task = (request, scored[:4])
+                return cached[1], features(call_text(params, task), request, cached[1], self.scorer.embedder)
+
+            timeout_ms = self.config.scheduling.policy_timeout_ms
+            done = _bounded(evidence_and_features, timeout_ms / 1000.0)
+            if done is None:  # still embedding: it finishes in the background (cached for the next call)
+                log.warning("memtier intervention policy: no answer for %s within %.0f ms", tool, timeout_ms)
+                if policy is None or rule.action != "silent":
+                    return rule
+                return Decision("supplement", [], f"the learned intervention check did not finish within "
+                                                  f"{timeout_ms:.0f} ms: review this call against the user's "
+                                                  "standing preferences before it commits",
+                                {**rule.features, "policy_timeout": True})
+            scored, feats = done
             if feats is None:
                 return rule
             explicit = explicit_choice(params, task)

@@ -260,3 +260,33 @@ def test_with_bge_the_option_that_names_what_the_preference_avoids_is_closer_to_
     assert follow["embedded"] == violate["embedded"] == 1.0
     assert violate["sem_avoid"] > follow["sem_avoid"] + 0.05
     assert violate["avoid_minus_request"] > follow["avoid_minus_request"]
+
+
+def test_a_policy_check_past_its_timeout_is_a_supplement_and_the_hook_does_not_wait_for_it(tmp_path, monkeypatch):
+    """The policy's evidence and features run under scheduling.policy_timeout_ms: a check that has not
+    answered by then gives the call a supplement saying so (never a silent allow, never a wait for it)."""
+    import threading
+
+    from memtier_plugin import policy as policy_mod
+    from memtier_plugin.events import ToolCallEvent
+
+    mem, ctx = _memory_asked(tmp_path / "ws", lambda path: write_policy(path, _always("silent")))
+    mem.config.scheduling.policy_timeout_ms = 50.0
+    release = threading.Event()
+    real = policy_mod.call_text
+
+    def slow(params, task):
+        release.wait(30)  # an embedder stuck on a loaded machine
+        return real(params, task)
+
+    monkeypatch.setattr(policy_mod, "call_text", slow)
+    try:
+        answer = mem.on_pre_tool(ToolCallEvent("select_option", {"option": "mushroom pasta"}), ctx)
+        assert release.is_set() is False  # answered while the check was still blocked
+        assert answer is not None and not answer.block and "did not finish within 50 ms" in answer.supplement
+        assert mem.last_decision.features.get("policy_timeout") is True
+    finally:
+        release.set()
+    monkeypatch.setattr(policy_mod, "call_text", real)
+    again = mem.on_pre_tool(ToolCallEvent("select_option", {"option": "tomato pasta"}), ctx)
+    assert again is None or "did not finish" not in (again.supplement or "")
