@@ -165,6 +165,9 @@ class RerankConfig:
     # top_n always (docs/foresight.md has the measured quality per budget)
     budget_ms: float = field(default=0.0, metadata=_rng(0, 600_000))
     cache_size: int = field(default=0, metadata=_rng(0, 10_000_000))  # (query, entry) logits kept; 0 = no cache
+    # the budget of Foresight's background preparations, off the critical path: a prepared result can re-rank
+    # a deeper head than a prompt may wait for; -1 = budget_ms, 0 = the whole top_n
+    background_budget_ms: float = field(default=-1.0, metadata=_rng(-1, 600_000))
 
 
 @dataclass

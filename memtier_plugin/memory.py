@@ -213,9 +213,10 @@ class Memory:
             return self._model_client
 
     def recall(self, query: str, ctx: HookContext, now: float | None = None, *, record_trace: bool = True,
-               standing_layers: bool = True):
+               standing_layers: bool = True, rerank_budget_ms: float | None = None):
         """Ranked, packed memory for ``query`` as ``ctx.agent_id`` may see it, standing knowledge included
-        (unless ``standing_layers`` is False: a Foresight prediction that targets episodes and facts only)."""
+        (unless ``standing_layers`` is False: a Foresight prediction that targets episodes and facts only).
+        ``rerank_budget_ms`` overrides ``rerank.budget_ms`` (Foresight's background preparations)."""
         when = self._now(now)
         standing = None
         if self.config.standing.enabled and standing_layers:
@@ -225,7 +226,8 @@ class Memory:
                 log.exception("memtier standing knowledge failed for this prompt")
         result = self.retriever.recall(query, agent_id=ctx.agent_id, project=ctx.project,
                                        session_id=ctx.session_id, agents=self.visible_agents(ctx.agent_id),
-                                       now=when, run_id=ctx.run_id, standing=standing, record_trace=record_trace)
+                                       now=when, run_id=ctx.run_id, standing=standing, record_trace=record_trace,
+                                       rerank_budget_ms=rerank_budget_ms)
         if self.config.standing.enabled and result.hits:
             self._mark_revised(result)
         return result
@@ -260,10 +262,13 @@ class Memory:
         return self._foresight
 
     def _prepare(self, query: str, layers: tuple, job) -> Any:
-        """Foresight's background retrieval: the normal path, untraced (the trace is written when it is served)."""
+        """Foresight's background retrieval: the normal path, untraced (the trace is written when it is served),
+        re-ranking within ``rerank.background_budget_ms`` (off the critical path; -1: ``rerank.budget_ms``)."""
         ctx, when = job
+        bg = self.config.rerank.background_budget_ms
         return self.recall(query, ctx, when, record_trace=False,
-                           standing_layers=bool({"global", "procedural"} & set(layers)))
+                           standing_layers=bool({"global", "procedural"} & set(layers)),
+                           rerank_budget_ms=None if bg < 0 else bg)
 
     def directory(self, project: str, now: float) -> dict[str, list[str]]:
         """The visible topic directory (MemSidecar I): topic → the standing items of ``project`` under it."""

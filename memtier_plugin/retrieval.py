@@ -265,14 +265,15 @@ class Retriever:
             return slots[:0], []
         return slots, [self.content(*ranked.docs[i]) for i in slots.tolist()]
 
-    def _score_head(self, query: str, texts: list[str]) -> np.ndarray | None:
-        """Cross-encoder logits of the longest prefix of ``texts`` that ``rerank.budget_ms`` allows (None: failed).
+    def _score_head(self, query: str, texts: list[str], budget_ms: float | None = None) -> np.ndarray | None:
+        """Cross-encoder logits of the longest prefix of ``texts`` that ``rerank.budget_ms`` (or ``budget_ms``,
+        when given) allows (None: failed).
 
         Cached (query, entry) logits cost nothing; the rest is scored in batches of
         :data:`RERANK_BATCH`, stopping before a batch that the measured time per pair
         says would overrun the budget (0: no budget, the whole head).
         """
-        budget = self.config.rerank.budget_ms
+        budget = self.config.rerank.budget_ms if budget_ms is None else budget_ms
         t0 = time.perf_counter()
         out = np.full(len(texts), np.nan)
         for i, t in enumerate(texts):
@@ -521,8 +522,12 @@ class Retriever:
 
     def recall(self, query: str, *, agent_id: str, project: str | None, session_id: str = "",
                agents: list[str] | None, now: float | None = None, run_id: str = "",
-               record_trace: bool = True, standing: list[Hit] | None = None) -> RecallResult:
+               record_trace: bool = True, standing: list[Hit] | None = None,
+               rerank_budget_ms: float | None = None) -> RecallResult:
         """The full path of before_prompt_build: rank, merge standing knowledge, pack within budget, trace.
+
+        ``rerank_budget_ms`` overrides ``rerank.budget_ms`` for this recall (Foresight's background
+        preparations have their own, ``rerank.background_budget_ms``).
 
         ``standing``: hits of the Global and Workspace layers that apply to this
         query (see :mod:`standing`), already scored; they compete with the
@@ -541,7 +546,7 @@ class Retriever:
             ranked = self._fused(query, **kw)
             gen = self._generation
             slots, texts = self._rerank_head(ranked) if self._reranks() else (None, [])
-        logits = self._score_head(query, texts) if texts else None
+        logits = self._score_head(query, texts, rerank_budget_ms) if texts else None
         with self._lock:
             if gen != self._generation:  # an index was rebuilt meanwhile: its doc numbers are void
                 ranked = self.rank(query, **kw)

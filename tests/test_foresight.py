@@ -382,6 +382,47 @@ def test_a_rerank_budget_scores_a_prefix_of_the_head_and_the_logit_cache_spares_
     assert model.calls[-1] == 50  # no budget: the whole head in one call, as before
 
 
+@pytest.mark.parametrize("background", [0, -1])
+def test_background_preparations_rerank_within_their_own_budget(workspace, background):
+    """rerank.background_budget_ms: Foresight's thread may re-rank the whole head while a prompt keeps its
+    budget (0); -1 gives the thread the prompt's budget."""
+    (workspace / "memtier.yaml").write_text(
+        "foresight:\n  enabled: true\nstanding:\n  embedder: none\nrerank:\n  top_n: 40\n"
+        f"  budget_ms: 0.000001\n  background_budget_ms: {background}\n")
+    _history(workspace)
+    from memtier_plugin.ledger import Ledger
+
+    for i in range(60):  # a head deeper than one batch for every step
+        Ledger(workspace / "memory").write_entry(agent_id="planner", session_id=f"old-{i // 10}", project="offsite",
+                                                 content=f"note {i}: flights hotel restaurant dinner agenda",
+                                                 role="user", timestamp=T0 - 10_000 + i)
+    ctx = _ctx(workspace)
+    mem = memory_for(ctx)
+    calls: list[tuple[str, int]] = []
+
+    class Reranker:
+        def score(self, query, texts):
+            calls.append((threading.current_thread().name, len(texts)))
+            return np.arange(len(texts), dtype=np.float32)
+
+    mem.retriever.set_reranker(Reranker())
+    host = Host()
+    host.register(plugin, "memtier")
+    try:
+        host.before_prompt_build(PromptEvent(INSTRUCTION, timestamp=T0), ctx)
+        _ready(mem.foresight, "task-1")
+        host.before_prompt_build(PromptEvent("Which corporate card did we switch to?", timestamp=T0 + 60), ctx)
+    finally:
+        mem.close()
+    fg = [n for name, n in calls if name != "memtier-foresight"]
+    bg = [n for name, n in calls if name == "memtier-foresight"]
+    assert fg and max(fg) <= 16  # the prompt: the first batch measures the model, then the budget is spent
+    if background == 0:
+        assert len(bg) >= 4 and min(bg) > 16  # every prediction: the whole head in one call
+    else:
+        assert max(bg, default=0) <= 16  # the prompt's budget, already spent
+
+
 def test_entries_are_embedded_when_written_not_at_query_time(workspace):
     r = _retriever(workspace, 30, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
     assert r.embedder is not None and r.embed_pending() == 30
