@@ -35,6 +35,7 @@ from .tokenize import tokenize
 log = logging.getLogger(__name__)
 TIER_NAMES = ("episodic", "semantic", "procedural")
 RERANK_BATCH = 16  # pairs per cross-encoder call when re-ranking within a budget
+PRIOR_PAIR_MS = 10.0  # the cross-encoder's time per pair assumed until the first call measures it
 RANK_DEPTH = 50  # rank()'s depth when a caller gives none (recall asks for max(4k, 16), evaluation for its own)
 
 
@@ -269,9 +270,10 @@ class Retriever:
         """Cross-encoder logits of the longest prefix of ``texts`` that ``rerank.budget_ms`` (or ``budget_ms``,
         when given) allows (None: failed).
 
-        Cached (query, entry) logits cost nothing; the rest is scored in batches of
-        :data:`RERANK_BATCH`, stopping before a batch that the measured time per pair
-        says would overrun the budget (0: no budget, the whole head).
+        Cached (query, entry) logits cost nothing; the rest is scored in batches of at
+        most :data:`RERANK_BATCH`, each as large as the time left allows at the measured
+        time per pair (:data:`PRIOR_PAIR_MS` before the first call), stopping when not
+        one more pair fits (0: no budget, the whole head in one call).
         """
         budget = self.config.rerank.budget_ms if budget_ms is None else budget_ms
         t0 = time.perf_counter()
@@ -284,13 +286,19 @@ class Retriever:
         try:
             if len(todo) and budget > 0 and hasattr(self.reranker, "load"):
                 self.reranker.load()  # loading the model is not a cost per pair
-            for start in range(0, len(todo), RERANK_BATCH if budget > 0 else max(1, len(todo))):
-                chunk = todo[start: start + (RERANK_BATCH if budget > 0 else len(todo))]
-                if budget > 0 and self._pair_ms is not None:  # (the first batch ever measures the model)
-                    spent = (time.perf_counter() - t0) * 1000
-                    if spent + self._pair_ms * len(chunk) > budget:
-                        out[chunk[0]:] = np.nan  # a prefix only: nothing below the first unscored entry counts
-                        break
+            start = 0
+            while start < len(todo):
+                n = len(todo) - start
+                if budget > 0:  # as many pairs as the time left allows, at most a batch
+                    left = budget - (time.perf_counter() - t0) * 1000
+                    n = min(n, RERANK_BATCH, int(left // (self._pair_ms or PRIOR_PAIR_MS)))
+                    if n < 1:
+                        if self._pair_ms is None and start == 0:
+                            n = 1  # the first call ever measures the model on one pair
+                        else:
+                            break
+                chunk = todo[start: start + n]
+                start += n
                 c0 = time.perf_counter()
                 logits = np.asarray(self.reranker.score(query, [texts[i] for i in chunk.tolist()]), dtype=np.float64)
                 if logits.shape != (len(chunk),) or not np.all(np.isfinite(logits)):
