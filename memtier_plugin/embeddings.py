@@ -28,6 +28,7 @@ import logging
 import os
 import re
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -50,6 +51,8 @@ MAX_WORDPIECES = 256
 #: Measured on one thread: beyond ~512 a bigger batch is slower per text (cache
 #: misses outweigh call overhead) and a batch of 32 x 256 holds ~1 GB RSS.
 MAX_BATCH_TOKENS = 512
+#: query vectors an embedder keeps (a prompt is embedded once for standing knowledge, retrieval and Foresight)
+QUERY_CACHE = 256
 
 
 class EmbeddingUnavailable(MemtierError):
@@ -194,6 +197,7 @@ class OnnxMiniLM(Embedder):
         self._tokenizer: Any = None
         self._input_names: set[str] = set()
         self._lock = threading.Lock()
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()  # recent query vectors (read-only)
 
     @staticmethod
     def available() -> bool:
@@ -252,8 +256,23 @@ class OnnxMiniLM(Embedder):
         return (None if self.model_path else MODEL_SHA256, None if self.tokenizer_path else TOKENIZER_SHA256)
 
     def embed_query(self, query: str) -> np.ndarray:
-        """One query's vector (with :attr:`query_prefix`); documents go through :meth:`embed`."""
-        return self.embed([self.query_prefix + query])[0]
+        """One query's vector (with :attr:`query_prefix`); documents go through :meth:`embed`.
+
+        The last :data:`QUERY_CACHE` queries are kept: one prompt is embedded by the
+        standing layer and the retriever, and Foresight matches it again (read-only arrays).
+        """
+        with self._lock:
+            v = self._queries.get(query)
+            if v is not None:
+                self._queries.move_to_end(query)
+                return v
+        v = self.embed([self.query_prefix + query])[0]
+        v.flags.writeable = False
+        with self._lock:
+            self._queries[query] = v
+            if len(self._queries) > QUERY_CACHE:
+                self._queries.popitem(last=False)
+        return v
 
     def embed(self, texts: list[str]) -> np.ndarray:
         texts = list(texts)

@@ -435,3 +435,25 @@ def test_a_backend_without_embed_query_embeds_the_query_as_is(workspace):
     res = r.recall("flight seat", agent_id="a", project="p", agents=["a"], now=1_790_000_100.0, record_trace=False)
     assert res.hits and res.hits[0].content == "aisle seat on the flight"
     assert res.hits[0].signals["sem"]["value"] > 0  # φsem came from the hashing vectors
+
+
+def test_a_query_is_embedded_once_while_it_is_recent():
+    """One prompt is embedded for standing knowledge, retrieval and Foresight: the model runs once."""
+
+    class Counting(E.OnnxMiniLM):
+        runs: list[list[str]] = []
+
+        def embed(self, texts):
+            self.runs.append(list(texts))
+            return np.full((len(texts), 4), float(len(self.runs)), dtype=np.float32)
+
+    emb = Counting()
+    a = emb.embed_query("hotel near the venue")
+    b = emb.embed_query("hotel near the venue")
+    assert len(emb.runs) == 1 and a is b and not a.flags.writeable  # shared, so read-only
+    emb.embed_query("another prompt")
+    assert len(emb.runs) == 2
+    for i in range(E.QUERY_CACHE):
+        emb.embed_query(f"q{i}")
+    emb.embed_query("hotel near the venue")  # pushed out by newer queries: embedded again
+    assert len(emb.runs) == 3 + E.QUERY_CACHE
