@@ -105,8 +105,33 @@ def _cut(ranked: Ranked, depth: int) -> Ranked:
                   ranked.stage1_sessions, None if ranked.rerank is None else ranked.rerank[:depth])
 
 
+class Rows:
+    """Append-only (n, dim) float32 rows with spare capacity: appending a prompt's one new vector to 10k rows
+    copies nothing (``np.vstack`` copied all of them on every prompt). A view handed out stays valid."""
+
+    def __init__(self, first: np.ndarray):
+        self._buf = np.array(first, dtype=np.float32)
+        self.n = len(first)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def append(self, new: np.ndarray) -> Rows:
+        need = self.n + len(new)
+        if need > len(self._buf):
+            buf = np.empty((max(need, 2 * len(self._buf), 64), self._buf.shape[1]), dtype=np.float32)
+            buf[:self.n] = self._buf[:self.n]
+            self._buf = buf
+        self._buf[self.n:need] = new
+        self.n = need
+        return self
+
+    def view(self) -> np.ndarray:
+        return self._buf[:self.n]
+
+
 class LogitCache:
-    """Cross-encoder logits per (query, entry text), least recently used dropped beyond ``size`` (0: off)."""
+    """Cross-encoder logits per (query, entry id), least recently used dropped beyond ``size`` (0: off)."""
 
     def __init__(self, size: int):
         self.size = size
@@ -114,24 +139,24 @@ class LogitCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def _key(query: str, text: str) -> bytes:
-        return hashlib.blake2b(query.encode() + b"\x00" + text.encode(), digest_size=16).digest()
+    def _key(query: str, entry: str) -> bytes:
+        return hashlib.blake2b(query.encode() + b"\x00" + entry.encode(), digest_size=16).digest()
 
-    def get(self, query: str, text: str) -> float | None:
+    def get(self, query: str, entry: str) -> float | None:
         if not self.size:
             return None
-        key = self._key(query, text)
+        key = self._key(query, entry)
         with self._lock:
             v = self._d.get(key)
             if v is not None:
                 self._d.move_to_end(key)
             return v
 
-    def put(self, query: str, text: str, value: float) -> None:
+    def put(self, query: str, entry: str, value: float) -> None:
         if not self.size:
             return
         with self._lock:
-            self._d[self._key(query, text)] = value
+            self._d[self._key(query, entry)] = value
             while len(self._d) > self.size:
                 self._d.popitem(last=False)
 
@@ -156,7 +181,7 @@ class Retriever:
         self.reranker = None
         self._rerank_failed = False
         self.vector_cache = None
-        self._vectors: dict[str, np.ndarray] = {}
+        self._vectors: dict[str, Rows] = {}
         self._lock = threading.RLock()  # the indexes and vectors; held for the cheap stages only (see recall)
         self._embed_lock = threading.Lock()  # the vector cache (embedding runs outside _lock)
         self._generation = 0  # bumped when an index is rebuilt: doc numbers read before then are void
@@ -258,17 +283,37 @@ class Retriever:
         self.reranker = reranker
         self._rerank_failed = False
 
-    def _rerank_head(self, ranked: Ranked) -> tuple[np.ndarray, list[str]]:
-        """The head the cross-encoder may re-order: positions of the best ``rerank.top_n`` episodic entries, texts."""
+    def _rerank_head(self, ranked: Ranked, query: str = "",
+                     budget_ms: float | None = None) -> tuple[np.ndarray, list[str], list[str]]:
+        """The head the cross-encoder may re-order: positions of the best ``rerank.top_n`` episodic entries, their
+        entry ids, and the texts of the prefix the budget could score (all of them without a budget).
+
+        Logits are cached per (query, entry id): ledger entries never change. With a budget,
+        only the texts up to the pairs the time could score (past those already cached) are
+        read from the ledger, not the whole head.
+        """
         slots = np.array([i for i, (idx, _) in enumerate(ranked.docs) if idx.kind == "episodic"]
                          [: self.config.rerank.top_n], dtype=np.int64)
         if len(slots) < 2:
-            return slots[:0], []
-        return slots, [self.content(*ranked.docs[i]) for i in slots.tolist()]
+            return slots[:0], [], []
+        ids = [ranked.docs[i][0].ids[ranked.docs[i][1]] for i in slots.tolist()]
+        budget = self.config.rerank.budget_ms if budget_ms is None else budget_ms
+        n = len(ids)
+        if budget > 0:
+            room = max(1, int(budget // (self._pair_ms or PRIOR_PAIR_MS)))
+            n = 0
+            for key in ids:
+                if self._logits.get(query, key) is None:
+                    if room == 0:
+                        break
+                    room -= 1
+                n += 1
+        return slots, ids, [self.content(*ranked.docs[i]) for i in slots[:n].tolist()]
 
-    def _score_head(self, query: str, texts: list[str], budget_ms: float | None = None) -> np.ndarray | None:
-        """Cross-encoder logits of the longest prefix of ``texts`` that ``rerank.budget_ms`` (or ``budget_ms``,
-        when given) allows (None: failed).
+    def _score_head(self, query: str, ids: list[str], texts: list[str],
+                    budget_ms: float | None = None) -> np.ndarray | None:
+        """Cross-encoder logits of the longest prefix of the head that ``rerank.budget_ms`` (or ``budget_ms``,
+        when given) allows (None: failed). ``texts`` may be shorter than ``ids``: nothing past them is scored.
 
         Cached (query, entry) logits cost nothing; the rest is scored in batches of at
         most :data:`RERANK_BATCH`, each as large as the time left allows at the measured
@@ -278,8 +323,8 @@ class Retriever:
         budget = self.config.rerank.budget_ms if budget_ms is None else budget_ms
         t0 = time.perf_counter()
         out = np.full(len(texts), np.nan)
-        for i, t in enumerate(texts):
-            v = self._logits.get(query, t)
+        for i, key in enumerate(ids[:len(texts)]):
+            v = self._logits.get(query, key)
             if v is not None:
                 out[i] = v
         todo = np.flatnonzero(np.isnan(out))
@@ -307,7 +352,7 @@ class Retriever:
                 self._pair_ms = per if self._pair_ms is None else 0.7 * self._pair_ms + 0.3 * per
                 out[chunk] = logits
                 for i, v in zip(chunk.tolist(), logits.tolist()):
-                    self._logits.put(query, texts[i], v)
+                    self._logits.put(query, ids[i], v)
         except Exception as exc:  # a memory failure never breaks the turn
             if not self._rerank_failed:
                 log.warning("re-ranking failed, fused order kept: %s", exc)
@@ -338,10 +383,10 @@ class Retriever:
         Facts keep their places; each moved entry takes its new place's score. Any
         failure of the model keeps the fused order (warned once).
         """
-        slots, texts = self._rerank_head(ranked)
+        slots, ids, texts = self._rerank_head(ranked, query)
         if not texts:
             return ranked
-        return self._apply_rerank(ranked, slots, self._score_head(query, texts))
+        return self._apply_rerank(ranked, slots, self._score_head(query, ids, texts))
 
     def embed_pending(self, batch: int = 16) -> int:
         """Embed the entries written since the last embedding (agent_end, the daemon, Foresight's thread), so
@@ -365,7 +410,7 @@ class Retriever:
                     now = self._vectors.get(kind)
                     if gen != self._generation or (0 if now is None else len(now)) != done:
                         continue  # rebuilt or extended meanwhile: read again
-                    self._vectors[kind] = new if now is None else np.vstack([now, new])
+                    self._vectors[kind] = Rows(new) if now is None else now.append(new)
                 total += len(texts)
         return total
 
@@ -377,9 +422,9 @@ class Retriever:
             texts = [self.content(idx, d) for d in range(done, idx.n)]
             with self._embed_lock:
                 new = self.vector_cache.get_many(texts).astype(np.float32)
-            have = new if have is None else np.vstack([have, new])
+            have = Rows(new) if have is None else have.append(new)
             self._vectors[idx.kind] = have
-        return have
+        return have.view()
 
     def _dense(self, idx: DocIndex, qv: np.ndarray, scope: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k documents by cosine within ``scope`` (all when None): (docs, cosines)."""
@@ -387,7 +432,7 @@ class Retriever:
             return np.empty(0, np.int64), np.empty(0)
         V = self.vectors(idx)
         docs = np.arange(idx.n) if scope is None else scope
-        cos = V[docs] @ qv
+        cos = V @ qv if scope is None else V[docs] @ qv  # (V[docs] would copy every row)
         if len(docs) > k:
             part = np.argpartition(-cos, k)[:k]
             docs, cos = docs[part], cos[part]
@@ -553,8 +598,9 @@ class Retriever:
             self.refresh()
             ranked = self._fused(query, **kw)
             gen = self._generation
-            slots, texts = self._rerank_head(ranked) if self._reranks() else (None, [])
-        logits = self._score_head(query, texts, rerank_budget_ms) if texts else None
+            slots, ids, texts = (self._rerank_head(ranked, query, rerank_budget_ms) if self._reranks()
+                                 else (None, [], []))
+        logits = self._score_head(query, ids, texts, rerank_budget_ms) if texts else None
         with self._lock:
             if gen != self._generation:  # an index was rebuilt meanwhile: its doc numbers are void
                 ranked = self.rank(query, **kw)

@@ -516,3 +516,33 @@ def test_bench_latency_errors_are_one_line_naming_the_problem():
     bad = run_cli("bench", "latency", "--set", "foresight.k=0", check=False)
     assert bad.returncode == 2 and "foresight.k" in bad.stderr and "Traceback" not in bad.stderr
     assert "replayed" in run_cli("bench", "latency", "--help").stdout
+
+
+def test_a_budgeted_recall_reads_only_the_texts_it_can_score(workspace):
+    """The head's texts come from the ledger; with a budget only the prefix the time allows is read."""
+    r = _retriever(workspace, 120, **{"rerank.top_n": 100, "rerank.budget_ms": 35, "rerank.cache_size": 1000})
+    model = CountingReranker()
+    r.set_reranker(model)
+    r._pair_ms = 10.0  # as measured on an earlier call: 35 ms fits three pairs
+    reads = []
+    content = r.content
+    r.content = lambda idx, doc: reads.append(doc) or content(idx, doc)
+    r.recall("hotel note", agent_id="a", project="p", agents=["a"])
+    assert sum(model.calls) <= 3
+    head_reads = len(reads) - r.config.retrieval.top_k * 4  # the delivered hits are read too
+    assert head_reads <= 3 + 16, len(reads)  # never the whole 100-entry head
+
+
+def test_rows_grow_without_copying_and_views_stay_valid():
+    from memtier_plugin.retrieval import Rows
+
+    rows = Rows(np.ones((3, 2), dtype=np.float32))
+    v = rows.view()
+    rows.append(np.full((1, 2), 2.0, dtype=np.float32))
+    buf = rows._buf
+    rows.append(np.full((5, 2), 3.0, dtype=np.float32))
+    assert rows._buf is buf  # spare capacity: no new buffer
+    assert len(rows) == 9 and rows.view()[3].tolist() == [2.0, 2.0] and rows.view()[8].tolist() == [3.0, 3.0]
+    assert v.shape == (3, 2) and v.tolist() == [[1.0, 1.0]] * 3  # an earlier view is unchanged
+    rows.append(np.zeros((200, 2), dtype=np.float32))
+    assert len(rows) == 209 and rows.view()[:3].tolist() == [[1.0, 1.0]] * 3
