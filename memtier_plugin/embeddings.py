@@ -53,6 +53,8 @@ MAX_WORDPIECES = 256
 MAX_BATCH_TOKENS = 512
 #: query vectors an embedder keeps (a prompt is embedded once for standing knowledge, retrieval and Foresight)
 QUERY_CACHE = 256
+_QUERIES: OrderedDict[tuple, np.ndarray] = OrderedDict()
+_QUERY_LOCK = threading.Lock()
 
 
 class EmbeddingUnavailable(MemtierError):
@@ -197,7 +199,6 @@ class OnnxMiniLM(Embedder):
         self._tokenizer: Any = None
         self._input_names: set[str] = set()
         self._lock = threading.Lock()
-        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()  # recent query vectors (read-only)
 
     @staticmethod
     def available() -> bool:
@@ -258,20 +259,23 @@ class OnnxMiniLM(Embedder):
     def embed_query(self, query: str) -> np.ndarray:
         """One query's vector (with :attr:`query_prefix`); documents go through :meth:`embed`.
 
-        The last :data:`QUERY_CACHE` queries are kept: one prompt is embedded by the
-        standing layer and the retriever, and Foresight matches it again (read-only arrays).
+        The last :data:`QUERY_CACHE` queries are kept per model file, across instances: one
+        prompt is embedded for standing knowledge and for retrieval (which may hold two
+        instances of the same model), and Foresight matches it again (read-only arrays).
         """
-        with self._lock:
-            v = self._queries.get(query)
+        key = (type(self).__name__, str(self.model_path or ""), str(self.tokenizer_path or ""),
+               self.query_prefix + query)
+        with _QUERY_LOCK:
+            v = _QUERIES.get(key)
             if v is not None:
-                self._queries.move_to_end(query)
+                _QUERIES.move_to_end(key)
                 return v
         v = self.embed([self.query_prefix + query])[0]
         v.flags.writeable = False
-        with self._lock:
-            self._queries[query] = v
-            if len(self._queries) > QUERY_CACHE:
-                self._queries.popitem(last=False)
+        with _QUERY_LOCK:
+            _QUERIES[key] = v
+            if len(_QUERIES) > QUERY_CACHE:
+                _QUERIES.popitem(last=False)
         return v
 
     def embed(self, texts: list[str]) -> np.ndarray:

@@ -35,6 +35,7 @@ from .tokenize import tokenize
 log = logging.getLogger(__name__)
 TIER_NAMES = ("episodic", "semantic", "procedural")
 RERANK_BATCH = 16  # pairs per cross-encoder call when re-ranking within a budget
+DEFER_EMBED = 32  # new documents a warm store leaves to embed_pending instead of embedding at query time
 PRIOR_PAIR_MS = 10.0  # the cross-encoder's time per pair assumed until the first call measures it
 RANK_DEPTH = 50  # rank()'s depth when a caller gives none (recall asks for max(4k, 16), evaluation for its own)
 
@@ -107,23 +108,48 @@ def _cut(ranked: Ranked, depth: int) -> Ranked:
 
 class Rows:
     """Append-only (n, dim) float32 rows with spare capacity: appending a prompt's one new vector to 10k rows
-    copies nothing (``np.vstack`` copied all of them on every prompt). A view handed out stays valid."""
+    copies nothing (``np.vstack`` copied all of them on every prompt). A view handed out stays valid.
+
+    The first ``embedded`` rows are vectors; rows past them are zeros standing for documents not
+    embedded yet (cosine 0 until :meth:`put` fills them).
+    """
 
     def __init__(self, first: np.ndarray):
-        self._buf = np.array(first, dtype=np.float32)
-        self.n = len(first)
+        first = np.asarray(first, dtype=np.float32)
+        n = len(first)
+        # spare rows from the start: the next prompts' entries never copy the matrix on the critical path
+        self._buf = np.zeros((n + max(64, n // 4), first.shape[1]), dtype=np.float32)
+        self._buf[:n] = first
+        self.n = self.embedded = n
 
     def __len__(self) -> int:
         return self.n
 
-    def append(self, new: np.ndarray) -> Rows:
-        need = self.n + len(new)
+    def _reserve(self, need: int) -> None:
         if need > len(self._buf):
-            buf = np.empty((max(need, 2 * len(self._buf), 64), self._buf.shape[1]), dtype=np.float32)
+            buf = np.zeros((max(need, 2 * len(self._buf), 64), self._buf.shape[1]), dtype=np.float32)
             buf[:self.n] = self._buf[:self.n]
             self._buf = buf
-        self._buf[self.n:need] = new
-        self.n = need
+
+    def append(self, new: np.ndarray) -> Rows:
+        """Embedded rows after the embedded ones (zero rows past them are overwritten)."""
+        return self.put(self.embedded, new)
+
+    def put(self, start: int, new: np.ndarray) -> Rows:
+        end = start + len(new)
+        self._reserve(end)
+        self._buf[start:end] = new
+        self.n = max(self.n, end)
+        if start <= self.embedded:
+            self.embedded = max(self.embedded, end)
+        return self
+
+    def pad(self, n: int) -> Rows:
+        """Zero rows up to ``n`` (documents not embedded yet)."""
+        if n > self.n:
+            self._reserve(n)
+            self._buf[self.n:n] = 0.0
+            self.n = n
         return self
 
     def view(self) -> np.ndarray:
@@ -187,6 +213,7 @@ class Retriever:
         self._generation = 0  # bumped when an index is rebuilt: doc numbers read before then are void
         self._logits = LogitCache(config.rerank.cache_size)
         self._pair_ms: float | None = None  # measured cross-encoder time per pair (budgeted re-ranking)
+        self._char_ms: float | None = None  # the same per character of query + entry (a pair's time ∝ its length)
         self.last_result: RecallResult | None = None
         if backends.embedder is not None:
             self.set_embedder(backends.embedder, vector_cache)
@@ -336,7 +363,7 @@ class Retriever:
                 n = len(todo) - start
                 if budget > 0:  # as many pairs as the time left allows, at most a batch
                     left = budget - (time.perf_counter() - t0) * 1000
-                    n = min(n, RERANK_BATCH, int(left // (self._pair_ms or PRIOR_PAIR_MS)))
+                    n = self._pairs_within(left, query, [texts[i] for i in todo[start: start + RERANK_BATCH]])
                     if n < 1:
                         if self._pair_ms is None and start == 0:
                             n = 1  # the first call ever measures the model on one pair
@@ -348,8 +375,11 @@ class Retriever:
                 logits = np.asarray(self.reranker.score(query, [texts[i] for i in chunk.tolist()]), dtype=np.float64)
                 if logits.shape != (len(chunk),) or not np.all(np.isfinite(logits)):
                     raise ValueError(f"reranker returned {logits.shape} values for {len(chunk)} candidates")
-                per = (time.perf_counter() - c0) * 1000 / len(chunk)
+                ms = (time.perf_counter() - c0) * 1000
+                per = ms / len(chunk)
                 self._pair_ms = per if self._pair_ms is None else 0.7 * self._pair_ms + 0.3 * per
+                chars = ms / max(1, sum(len(query) + len(texts[i]) for i in chunk.tolist()))
+                self._char_ms = chars if self._char_ms is None else 0.7 * self._char_ms + 0.3 * chars
                 out[chunk] = logits
                 for i, v in zip(chunk.tolist(), logits.tolist()):
                     self._logits.put(query, ids[i], v)
@@ -360,6 +390,20 @@ class Retriever:
             return None
         n = int(np.argmax(np.isnan(out))) if np.isnan(out).any() else len(out)
         return out[:n]
+
+    def _pairs_within(self, left_ms: float, query: str, texts: list[str]) -> int:
+        """How many of ``texts`` (in order) the cross-encoder scores within ``left_ms``: a pair's time is taken
+        as proportional to its characters (query + entry; measured), before any measurement as
+        :data:`PRIOR_PAIR_MS` a pair. A long query or long entries fit fewer pairs."""
+        if self._char_ms is None:
+            return min(len(texts), int(left_ms // (self._pair_ms or PRIOR_PAIR_MS)))
+        n, spent = 0, 0.0
+        for t in texts:
+            spent += self._char_ms * (len(query) + len(t))
+            if spent > left_ms:
+                break
+            n += 1
+        return n
 
     def _apply_rerank(self, ranked: Ranked, slots: np.ndarray, logits: np.ndarray | None) -> Ranked:
         """Re-order the scored prefix of the head among its places (facts keep theirs; see :mod:`.rerank`)."""
@@ -400,7 +444,7 @@ class Retriever:
                 with self._lock:
                     idx, gen = getattr(self, kind), self._generation
                     have = self._vectors.get(kind)
-                    done = 0 if have is None else len(have)
+                    done = 0 if have is None else have.embedded
                     if done >= idx.n:
                         break
                     texts = [self.content(idx, d) for d in range(done, min(idx.n, done + batch))]
@@ -408,23 +452,31 @@ class Retriever:
                     new = self.vector_cache.get_many(texts).astype(np.float32)
                 with self._lock:
                     now = self._vectors.get(kind)
-                    if gen != self._generation or (0 if now is None else len(now)) != done:
+                    if gen != self._generation or (0 if now is None else now.embedded) != done:
                         continue  # rebuilt or extended meanwhile: read again
                     self._vectors[kind] = Rows(new) if now is None else now.append(new)
                 total += len(texts)
         return total
 
     def vectors(self, idx: DocIndex) -> np.ndarray:
-        """(idx.n, dim) unit vectors, computing only the documents added since the last call."""
+        """(idx.n, dim) unit vectors, computing only the documents added since the last call.
+
+        A warm store with at most :data:`DEFER_EMBED` new documents (the prompt just written,
+        the run's last turns) does not embed them here, on the critical path: their rows are
+        zeros until ``embed_pending`` (agent_end, Foresight's idle thread) fills them, and
+        BM25 still finds them. A cold store, or more new documents, is embedded now.
+        """
         have = self._vectors.get(idx.kind)
-        done = 0 if have is None else len(have)
+        done = 0 if have is None else have.embedded
         if done < idx.n:
+            if have is not None and done > 0 and idx.n - done <= DEFER_EMBED:
+                return have.pad(idx.n).view()
             texts = [self.content(idx, d) for d in range(done, idx.n)]
             with self._embed_lock:
                 new = self.vector_cache.get_many(texts).astype(np.float32)
             have = Rows(new) if have is None else have.append(new)
             self._vectors[idx.kind] = have
-        return have.view()
+        return None if have is None else have.view()[:idx.n]  # None: an empty index, never embedded
 
     def _dense(self, idx: DocIndex, qv: np.ndarray, scope: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k documents by cosine within ``scope`` (all when None): (docs, cosines)."""

@@ -439,6 +439,7 @@ def test_a_backend_without_embed_query_embeds_the_query_as_is(workspace):
 
 def test_a_query_is_embedded_once_while_it_is_recent():
     """One prompt is embedded for standing knowledge, retrieval and Foresight: the model runs once."""
+    E._QUERIES.clear()
 
     class Counting(E.OnnxMiniLM):
         runs: list[list[str]] = []
@@ -451,6 +452,8 @@ def test_a_query_is_embedded_once_while_it_is_recent():
     a = emb.embed_query("hotel near the venue")
     b = emb.embed_query("hotel near the venue")
     assert len(emb.runs) == 1 and a is b and not a.flags.writeable  # shared, so read-only
+    assert Counting().embed_query("hotel near the venue") is a  # another instance of the same model file
+    assert len(emb.runs) == 1
     emb.embed_query("another prompt")
     assert len(emb.runs) == 2
     for i in range(E.QUERY_CACHE):

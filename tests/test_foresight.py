@@ -546,3 +546,40 @@ def test_rows_grow_without_copying_and_views_stay_valid():
     assert v.shape == (3, 2) and v.tolist() == [[1.0, 1.0]] * 3  # an earlier view is unchanged
     rows.append(np.zeros((200, 2), dtype=np.float32))
     assert len(rows) == 209 and rows.view()[:3].tolist() == [[1.0, 1.0]] * 3
+
+
+def test_a_warm_store_leaves_a_few_new_entries_to_embed_pending_not_the_prompt(workspace):
+    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.retrieval import DEFER_EMBED
+
+    r = _retriever(workspace, 30, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
+    r.recall("hotel note", agent_id="a", project="p", agents=["a"])  # a cold store: embedded now
+    led = Ledger(workspace / "memory")
+    calls = []
+    original = r.vector_cache.get_many
+    r.vector_cache.get_many = lambda texts: calls.append(len(texts)) or original(texts)
+
+    def write(n):
+        for i in range(n):
+            rec, path, off = led.write_entry(agent_id="a", session_id="s-new", project="p", role="user",
+                                             content=f"late gym remark {i}", timestamp=T0 + 500 + i)
+            r.notify_append(rec, path, off)
+
+    write(2)
+    late = r.recall("late gym remark", agent_id="a", project="p", agents=["a"])
+    assert calls == []  # not embedded on the prompt's path
+    assert any("late gym remark" in h.content for h in late.hits)  # still found, by its words
+    assert r.embed_pending() == 2 and calls == [2]
+    write(DEFER_EMBED + 1)  # too many to leave: embedded now
+    r.recall("late gym remark", agent_id="a", project="p", agents=["a"])
+    assert calls == [2, DEFER_EMBED + 1] and r.embed_pending() == 0
+
+
+def test_the_budget_counts_a_pairs_length_so_long_queries_fit_fewer_pairs(workspace):
+    r = _retriever(workspace, 0)
+    assert r._pairs_within(35, "q", ["a"] * 10) == 3  # nothing measured yet: 10 ms a pair assumed
+    r._char_ms = 0.1  # measured: 0.1 ms per character of query + entry
+    short = r._pairs_within(50, "hotel", ["x" * 45] * 16)  # 5 ms a pair
+    long = r._pairs_within(50, "hotel " * 40, ["x" * 45] * 16)  # 29 ms a pair
+    assert (short, long) == (10, 1)
+    assert r._pairs_within(50, "q", ["x" * 1000] + ["y"] * 5) == 0  # the next pair alone overruns

@@ -130,10 +130,11 @@ class MemtierGroup(click.Group):
               help="Agent workspace (default ~/.openclaw/workspace; env MEMTIER_WORKSPACE).")
 @click.option("--config", "config_path", envvar="MEMTIER_CONFIG", type=click.Path(dir_okay=False),
               help="YAML config file (default <workspace>/memtier.yaml; env MEMTIER_CONFIG).")
-@click.option("--preset", type=click.Choice(["paper", "recommended", "hybrid"]), default=None,
+@click.option("--preset", type=click.Choice(["paper", "recommended", "hybrid", "hybrid-fast"]), default=None,
               help="Named preset: paper (k 4, 300 tokens), recommended (k 2, 600 tokens), "
                    "hybrid (bge-small φsem 1.5, soft scoping, cross-encoder re-ranking; needs the embed extra "
-                   "and memtier model setup --embedder --reranker).")
+                   "and memtier model setup --embedder --reranker), hybrid-fast (hybrid with Foresight on and "
+                   "re-ranking within 40 ms a prompt, 800 ms a background preparation).")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.pass_context
 def cli(ctx, workspace, config_path, preset, verbose):
