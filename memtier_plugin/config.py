@@ -218,7 +218,8 @@ class ForesightConfig:
     task_ttl_s: float = field(default=3600.0, metadata=_rng(1, 7 * 86400))  # an idle task's cache lives this long
     # share of the query's distinctive words in a prediction's vocabulary that serves it (foresight.match)
     match_threshold: float = field(default=0.5, metadata=_rng(0, 1))
-    embed_threshold: float = field(default=0.8, metadata=_rng(-1, 1))  # embedding cosine, when an embedder is loaded
+    # query-to-prediction cosine (both embedded as queries), when an embedder is loaded
+    embed_threshold: float = field(default=0.75, metadata=_rng(-1, 1))
     wait_ms: float = field(default=250.0, metadata=_rng(0, 60_000))  # longest wait for a preparation in progress
     queue_size: int = field(default=16, metadata=_rng(1, 1024))  # background preparations waiting at most
     predictor: str = field(default="rules", metadata={"choices": ("rules", "model")})  # model: also ask model.*

@@ -253,7 +253,10 @@ class Memory:
             client = self.model_client if self.config.foresight.predictor == "model" else None
             r = self.retriever
             emb = r.embedder
-            fs = Foresight(self.config.foresight, self._prepare, embed=emb.embed if emb is not None else None,
+            # queries and predictions are embedded as queries: the prompt's vector is the one retrieval needs
+            # too (the embedder keeps it), so matching costs no model run of its own
+            fs = Foresight(self.config.foresight, self._prepare,
+                           embed=(lambda texts: [r._embed_query(t) for t in texts]) if emb is not None else None,
                            tree=topic_tree(self.config.memory_root), client=client,
                            idle=lambda: r.embed_pending(batch=4))  # small batches: a hook never waits long
             with self._lock:

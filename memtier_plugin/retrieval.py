@@ -35,7 +35,7 @@ from .tokenize import tokenize
 log = logging.getLogger(__name__)
 TIER_NAMES = ("episodic", "semantic", "procedural")
 RERANK_BATCH = 16  # pairs per cross-encoder call when re-ranking within a budget
-DEFER_EMBED = 32  # new documents a warm store leaves to embed_pending instead of embedding at query time
+DEFER_EMBED = 32  # new documents a recall leaves unembedded (zero rows); past this it embeds them first
 PRIOR_PAIR_MS = 10.0  # the cross-encoder's time per pair assumed until the first call measures it
 RANK_DEPTH = 50  # rank()'s depth when a caller gives none (recall asks for max(4k, 16), evaluation for its own)
 
@@ -432,10 +432,22 @@ class Retriever:
             return ranked
         return self._apply_rerank(ranked, slots, self._score_head(query, ids, texts))
 
-    def embed_pending(self, batch: int = 16) -> int:
+    def _unembedded(self) -> int:
+        """Documents of a warm store not embedded yet (0 without an embedder or before the first recall)."""
+        if self.embedder is None:
+            return 0
+        n = 0
+        for kind in ("episodic", "semantic"):
+            have = self._vectors.get(kind)
+            if have is not None and have.embedded:
+                n += max(0, getattr(self, kind).n - have.embedded)
+        return n
+
+    def embed_pending(self, batch: int = 16, *, wait: bool = True) -> int:
         """Embed the entries written since the last embedding (agent_end, the daemon, Foresight's thread), so
         recall never embeds the workspace at query time. The model runs outside the index lock, ``batch``
-        texts at a time; returns how many were embedded."""
+        texts at a time; returns how many were embedded. ``wait=False``: stop rather than wait while
+        another thread is embedding (it is catching up already)."""
         if self.embedder is None or self.vector_cache is None:
             return 0
         total = 0
@@ -448,8 +460,12 @@ class Retriever:
                     if done >= idx.n:
                         break
                     texts = [self.content(idx, d) for d in range(done, min(idx.n, done + batch))]
-                with self._embed_lock:
+                if not self._embed_lock.acquire(blocking=wait):
+                    return total
+                try:
                     new = self.vector_cache.get_many(texts).astype(np.float32)
+                finally:
+                    self._embed_lock.release()
                 with self._lock:
                     now = self._vectors.get(kind)
                     if gen != self._generation or (0 if now is None else now.embedded) != done:
@@ -461,15 +477,17 @@ class Retriever:
     def vectors(self, idx: DocIndex) -> np.ndarray:
         """(idx.n, dim) unit vectors, computing only the documents added since the last call.
 
-        A warm store with at most :data:`DEFER_EMBED` new documents (the prompt just written,
-        the run's last turns) does not embed them here, on the critical path: their rows are
-        zeros until ``embed_pending`` (agent_end, Foresight's idle thread) fills them, and
-        BM25 still finds them. A cold store, or more new documents, is embedded now.
+        Only a cold store (nothing embedded yet: a workspace just opened, an evaluation's) is
+        embedded here, under the index lock. A warm store's new documents (the prompt just
+        written, the run's turns, another process's appends) are zero rows — cosine 0, still
+        found by their words — until ``embed_pending`` fills them outside the lock (agent_end,
+        Foresight's idle thread, or :meth:`recall` itself past :data:`DEFER_EMBED` of them),
+        so no recall ever waits on another thread's embedding.
         """
         have = self._vectors.get(idx.kind)
         done = 0 if have is None else have.embedded
         if done < idx.n:
-            if have is not None and done > 0 and idx.n - done <= DEFER_EMBED:
+            if have is not None and done > 0:
                 return have.pad(idx.n).view()
             texts = [self.content(idx, d) for d in range(done, idx.n)]
             with self._embed_lock:
@@ -639,6 +657,8 @@ class Retriever:
         episodic and semantic hits for the same k and budget.
         """
         t0 = time.perf_counter()
+        if self._unembedded() > DEFER_EMBED:  # many new entries and no agent_end yet: embed them, outside the lock
+            self.embed_pending(wait=False)  # (unless another thread is at it: never wait for it)
         k, budget = self.config.retrieval.top_k, self.config.packing.token_budget
         depth = max(4 * k, 16)
         kw = dict(agents=agents, project=project, session_id=session_id, now=now, depth=depth, two_stage=None,

@@ -570,9 +570,41 @@ def test_a_warm_store_leaves_a_few_new_entries_to_embed_pending_not_the_prompt(w
     assert calls == []  # not embedded on the prompt's path
     assert any("late gym remark" in h.content for h in late.hits)  # still found, by its words
     assert r.embed_pending() == 2 and calls == [2]
-    write(DEFER_EMBED + 1)  # too many to leave: embedded now
+    write(DEFER_EMBED + 1)  # too many to leave: embedded first, outside the index lock
     r.recall("late gym remark", agent_id="a", project="p", agents=["a"])
-    assert calls == [2, DEFER_EMBED + 1] and r.embed_pending() == 0
+    assert calls[0] == 2 and sum(calls[1:]) == DEFER_EMBED + 1 and r.embed_pending() == 0
+
+
+def test_a_recall_never_waits_on_another_threads_embedding(workspace):
+    from memtier_plugin.ledger import Ledger
+
+    r = _retriever(workspace, 30, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
+    r.recall("hotel note", agent_id="a", project="p", agents=["a"])
+    gate, inside = threading.Event(), threading.Event()
+    original = r.vector_cache.get_many
+
+    def slow(texts):
+        inside.set()
+        gate.wait(60)
+        return original(texts)
+
+    r.vector_cache.get_many = slow
+    from memtier_plugin.retrieval import DEFER_EMBED
+
+    for i in range(DEFER_EMBED + 20):  # more than a recall leaves unembedded
+        rec, path, off = Ledger(workspace / "memory").write_entry(agent_id="a", session_id="s-new", project="p",
+                                                                 role="user", content=f"a slow gym remark {i}",
+                                                                 timestamp=T0 + 900 + i)
+        r.notify_append(rec, path, off)
+    t = threading.Thread(target=r.embed_pending)  # Foresight's idle thread, stuck inside the model
+    t.start()
+    try:
+        assert inside.wait(10)
+        got = r.recall("slow gym remark", agent_id="a", project="p", agents=["a"])
+        assert any("slow gym remark" in h.content for h in got.hits) and t.is_alive()
+    finally:
+        gate.set()
+        t.join(30)
 
 
 def test_the_budget_counts_a_pairs_length_so_long_queries_fit_fewer_pairs(workspace):
