@@ -213,7 +213,7 @@ class Memory:
             return self._model_client
 
     def recall(self, query: str, ctx: HookContext, now: float | None = None, *, record_trace: bool = True,
-               standing_layers: bool = True, rerank_budget_ms: float | None = None):
+               standing_layers: bool = True, rerank_budget_ms: float | None = None, background: bool = False):
         """Ranked, packed memory for ``query`` as ``ctx.agent_id`` may see it, standing knowledge included
         (unless ``standing_layers`` is False: a Foresight prediction that targets episodes and facts only).
         ``rerank_budget_ms`` overrides ``rerank.budget_ms`` (Foresight's background preparations)."""
@@ -227,7 +227,7 @@ class Memory:
         result = self.retriever.recall(query, agent_id=ctx.agent_id, project=ctx.project,
                                        session_id=ctx.session_id, agents=self.visible_agents(ctx.agent_id),
                                        now=when, run_id=ctx.run_id, standing=standing, record_trace=record_trace,
-                                       rerank_budget_ms=rerank_budget_ms)
+                                       rerank_budget_ms=rerank_budget_ms, background=background)
         if self.config.standing.enabled and result.hits:
             self._mark_revised(result)
         return result
@@ -271,7 +271,7 @@ class Memory:
         bg = self.config.rerank.background_budget_ms
         return self.recall(query, ctx, when, record_trace=False,
                            standing_layers=bool({"global", "procedural"} & set(layers)),
-                           rerank_budget_ms=None if bg < 0 else bg)
+                           rerank_budget_ms=None if bg < 0 else bg, background=True)
 
     def directory(self, project: str, now: float) -> dict[str, list[str]]:
         """The visible topic directory (MemSidecar I): topic → the standing items of ``project`` under it."""
@@ -286,17 +286,19 @@ class Memory:
 
     def recall_for(self, query: str, ctx: HookContext, ts: Any = None, *, start_task: bool = True):
         """(result, access) for a query of the agent: served from the Foresight cache when a prediction matches,
-        else retrieved normally. The first prompt of a task (``start_task``) starts its predictions."""
+        else retrieved normally. The first prompt of a task (``start_task``) starts its predictions. While a
+        retrieval of the hook runs, Foresight's preparations pause at their next checkpoint (not while the
+        hook waits for a preparation: that one must finish)."""
         from .foresight import Served
 
         fs = self.foresight
         if fs is None:
-            return self.recall(query, ctx, ts), None
+            return self._hook_recall(query, ctx, ts), None
         key = ctx.session_id or ctx.run_id or "-"
         when = self._now(ts)
         if fs.task(key) is None:
             access = Served(None, reason="no task")
-            result = self.recall(query, ctx, ts)
+            result = self._hook_recall(query, ctx, ts)
             if start_task:  # after this prompt's own recall, so the thread does not compete with it
                 try:
                     fs.begin(key, query, self.directory(ctx.project, when), (ctx, when))
@@ -307,12 +309,16 @@ class Memory:
             return result, access
         access = fs.lookup(key, query)
         if not access.hit:
-            result = self.recall(query, ctx, ts)
+            result = self._hook_recall(query, ctx, ts)
         else:
             result = access.result
             self._trace_served(query, result, access, ctx, when)
         self._trace_foresight(query, result, access, ctx, when)
         return result, access
+
+    def _hook_recall(self, query: str, ctx: HookContext, ts: Any = None):
+        with self.retriever.foreground():
+            return self.recall(query, ctx, ts)
 
     def _trace_served(self, query: str, result, access, ctx: HookContext, when: float) -> None:
         from . import traces

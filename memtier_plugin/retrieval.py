@@ -11,6 +11,7 @@ with the query (or, with an embedding backend, are close to it) are eligible.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
@@ -35,6 +36,8 @@ from .tokenize import tokenize
 log = logging.getLogger(__name__)
 TIER_NAMES = ("episodic", "semantic", "procedural")
 RERANK_BATCH = 16  # pairs per cross-encoder call when re-ranking within a budget
+RERANK_BATCH_BACKGROUND = 8  # the same in the background: short calls, so a hook's recall soon has the CPU
+YIELD_LIMIT_S = 2.0  # longest a background checkpoint waits for the hooks in progress
 DEFER_EMBED = 32  # new documents a recall leaves unembedded (zero rows); past this it embeds them first
 PRIOR_PAIR_MS = 10.0  # the cross-encoder's time per pair assumed until the first call measures it
 RANK_DEPTH = 50  # rank()'s depth when a caller gives none (recall asks for max(4k, 16), evaluation for its own)
@@ -210,6 +213,8 @@ class Retriever:
         self._vectors: dict[str, Rows] = {}
         self._lock = threading.RLock()  # the indexes and vectors; held for the cheap stages only (see recall)
         self._embed_lock = threading.Lock()  # the vector cache (embedding runs outside _lock)
+        self._busy = threading.Condition()  # foreground recalls in progress: background work yields to them
+        self._foreground = 0
         self._generation = 0  # bumped when an index is rebuilt: doc numbers read before then are void
         self._logits = LogitCache(config.rerank.cache_size)
         self._pair_ms: float | None = None  # measured cross-encoder time per pair (budgeted re-ranking)
@@ -338,7 +343,7 @@ class Retriever:
         return slots, ids, [self.content(*ranked.docs[i]) for i in slots[:n].tolist()]
 
     def _score_head(self, query: str, ids: list[str], texts: list[str],
-                    budget_ms: float | None = None) -> np.ndarray | None:
+                    budget_ms: float | None = None, background: bool = False) -> np.ndarray | None:
         """Cross-encoder logits of the longest prefix of the head that ``rerank.budget_ms`` (or ``budget_ms``,
         when given) allows (None: failed). ``texts`` may be shorter than ``ids``: nothing past them is scored.
 
@@ -359,11 +364,14 @@ class Retriever:
             if len(todo) and budget > 0 and hasattr(self.reranker, "load"):
                 self.reranker.load()  # loading the model is not a cost per pair
             start = 0
+            step = RERANK_BATCH_BACKGROUND if background else RERANK_BATCH
             while start < len(todo):
-                n = len(todo) - start
+                n = len(todo) - start if not background else min(step, len(todo) - start)
+                if background and start:
+                    self.yield_to_foreground()  # (time paused for a hook counts against the budget)
                 if budget > 0:  # as many pairs as the time left allows, at most a batch
                     left = budget - (time.perf_counter() - t0) * 1000
-                    n = self._pairs_within(left, query, [texts[i] for i in todo[start: start + RERANK_BATCH]])
+                    n = self._pairs_within(left, query, [texts[i] for i in todo[start: start + step]])
                     if n < 1:
                         if self._pair_ms is None and start == 0:
                             n = 1  # the first call ever measures the model on one pair
@@ -431,6 +439,27 @@ class Retriever:
         if not texts:
             return ranked
         return self._apply_rerank(ranked, slots, self._score_head(query, ids, texts))
+
+    @contextlib.contextmanager
+    def foreground(self):
+        """Mark a hook's recall in progress: background work (Foresight's preparations) pauses at its next
+        checkpoint — before its ranking, between re-ranking batches — until no hook is running."""
+        with self._busy:
+            self._foreground += 1
+        try:
+            yield
+        finally:
+            with self._busy:
+                self._foreground -= 1
+                if not self._foreground:
+                    self._busy.notify_all()
+
+    def yield_to_foreground(self, limit_s: float = YIELD_LIMIT_S) -> None:
+        """Background work: wait while a hook's recall runs (at most ``limit_s``: a hook stuck elsewhere never
+        stalls the background for good)."""
+        with self._busy:
+            if self._foreground:
+                self._busy.wait_for(lambda: not self._foreground, timeout=limit_s)
 
     def _unembedded(self) -> int:
         """Documents of a warm store not embedded yet (0 without an embedder or before the first recall)."""
@@ -646,16 +675,19 @@ class Retriever:
     def recall(self, query: str, *, agent_id: str, project: str | None, session_id: str = "",
                agents: list[str] | None, now: float | None = None, run_id: str = "",
                record_trace: bool = True, standing: list[Hit] | None = None,
-               rerank_budget_ms: float | None = None) -> RecallResult:
+               rerank_budget_ms: float | None = None, background: bool = False) -> RecallResult:
         """The full path of before_prompt_build: rank, merge standing knowledge, pack within budget, trace.
 
         ``rerank_budget_ms`` overrides ``rerank.budget_ms`` for this recall (Foresight's background
-        preparations have their own, ``rerank.background_budget_ms``).
+        preparations have their own, ``rerank.background_budget_ms``). ``background``: a preparation,
+        which yields to hooks' recalls in progress (:meth:`foreground`) at its checkpoints.
 
         ``standing``: hits of the Global and Workspace layers that apply to this
         query (see :mod:`standing`), already scored; they compete with the
         episodic and semantic hits for the same k and budget.
         """
+        if background:
+            self.yield_to_foreground()
         t0 = time.perf_counter()
         if self._unembedded() > DEFER_EMBED:  # many new entries and no agent_end yet: embed them, outside the lock
             self.embed_pending(wait=False)  # (unless another thread is at it: never wait for it)
@@ -672,7 +704,7 @@ class Retriever:
             gen = self._generation
             slots, ids, texts = (self._rerank_head(ranked, query, rerank_budget_ms) if self._reranks()
                                  else (None, [], []))
-        logits = self._score_head(query, ids, texts, rerank_budget_ms) if texts else None
+        logits = self._score_head(query, ids, texts, rerank_budget_ms, background) if texts else None
         with self._lock:
             if gen != self._generation:  # an index was rebuilt meanwhile: its doc numbers are void
                 ranked = self.rank(query, **kw)
