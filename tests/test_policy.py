@@ -454,3 +454,45 @@ def test_train_policy_features_and_hidden_options(tmp_path):
     pairs = run_cli("train", "policy", str(root), "--from-rows", str(rows), "--features", "pairs", "-q",
                     "--out", str(tmp_path / "p.yaml"), check=False, env=LEXICAL)
     assert pairs.returncode != 0 and "ce_avoid" in pairs.stderr  # traced without the cross-encoder
+
+
+def test_a_pairs_policy_without_the_cross_encoder_is_refused_once_and_the_fixed_rule_decides(tmp_path, caplog):
+    from memtier_plugin.events import HookContext, PromptEvent, ToolCallEvent
+    from memtier_plugin.memory import Memory
+    from memtier_plugin.policy import CROSS_FEATURES, EVIDENCE_FEATURES
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    pol = Policy.zero(names=FEATURES + EVIDENCE_FEATURES + CROSS_FEATURES)
+    pol.bias[ACTIONS.index("intervene")] = 5.0
+    write_policy(ws / "memtier-policy.yaml", pol)
+    assert read_policy(ws / "memtier-policy.yaml").uses_pairs
+    mem = Memory(load_config(flags={"paths.workspace": str(ws), "scheduling.policy": "memtier-policy.yaml",
+                                    "standing.embedder": "none", "rerank.model_dir": str(tmp_path / "no-models")}))
+    ctx = HookContext(agent_id="main", session_key="s", session_id="s1", run_id="r1", project="p",
+                      workspace_dir=str(ws))
+    mem.on_prompt(PromptEvent("Can you recommend a pasta dish?"), ctx)
+    with caplog.at_level(logging.ERROR, logger="memtier_plugin.memory"):
+        for _ in range(3):
+            assert mem.on_pre_tool(ToolCallEvent("select_option", {"option": "mushroom pasta"}), ctx) is None
+    errors = [r.getMessage() for r in caplog.records if "scheduling.policy" in r.getMessage()]
+    assert len(errors) == 1 and "cross-encoder" in errors[0]
+
+
+@pytest.mark.embed
+def test_with_the_real_models_evidence_selection_and_the_cross_encoder_read_the_conflicting_item():
+    from memtier_plugin import embeddings as E
+    from memtier_plugin.rerank import CrossEncoder
+
+    bge, ce = E.OnnxBGE(), CrossEncoder()
+    if not bge.available() or not ce.available():
+        pytest.skip("bge-small or the cross-encoder not fetched (memtier model setup --embedder --reranker)")
+    scored = [(_item("I prefer series with short seasons that I can finish in a weekend."), 0.8),
+              (_item("I dislike any content that involves zombies or apocalyptic scenarios."), 0.7)]
+    request = "What are some thrilling TV series you'd suggest I start watching?"
+    violate = features("The Walking Dead - A gripping zombie apocalypse drama.", request, scored, bge, ce)
+    follow = features("Sherlock - A modern take on the classic detective stories.", request, scored, bge, ce)
+    assert violate["sel_is_top"] == 0 and violate["ce_used"] == 1.0
+    assert violate["max_sem_avoid"] > follow["max_sem_avoid"] + 0.05
+    assert violate["ce_avoid"] > follow["ce_avoid"]
+    assert violate["max_conflict"] > follow["max_conflict"]
