@@ -149,6 +149,7 @@ class Memory:
         self._items: dict[str, Any] = {}  # standing item per node/skill id (records never change: cached)
         self._policy_error = ""  # the last scheduling.policy problem logged (logged once, not per call)
         self.collect_policy_features = False  # evaluation and training: trace the policy features without a policy
+        self.collect_policy_pairs = False  # ... and the cross-encoder's (call, clause) features with them
         self.last_decision = None  # the last pre_tool decision (intervention.Decision), for evaluation
 
     # ---- scoping ---------------------------------------------------------
@@ -563,6 +564,15 @@ class Memory:
                 self._policy_error = msg
                 log.error("memtier scheduling.policy: %s; the fixed rule decides", msg)
             return None
+        if pol.uses_pairs:
+            from .rerank import SETUP_HINT, CrossEncoder, model_folder
+
+            if not CrossEncoder(model_folder(self.config.rerank.model_dir)).available():
+                msg = f"{path}: reads cross-encoder features and the cross-encoder is not set up ({SETUP_HINT})"
+                if self._policy_error != msg:
+                    self._policy_error = msg
+                    log.error("memtier scheduling.policy: %s; the fixed rule decides", msg)
+                return None
         return pol
 
     def _policy_decision(self, rule, policy, tool: str, params: dict, task: str, ctx: HookContext, state: RunState,
@@ -573,7 +583,8 @@ class Memory:
         words name) is silent, as the fixed rule has it. A failure here keeps the fixed rule's hold or
         supplement, and turns its silence into a supplement saying the check failed (never a silent allow)."""
         from .intervention import CHECKED_KINDS, Decision, Evidence
-        from .policy import call_text, explicit_choice, features
+        from .policy import call_text, explicit_choice, features, pair_scorer
+        from .rerank import SETUP_HINT
 
         try:
             request = task[-500:]
@@ -585,7 +596,14 @@ class Memory:
                              if it.label in (*CHECKED_KINDS, "choice")]
                     scored = [(it, s) for it, s, _ in self.scorer.score(request, items)] if request.strip() else []
                     cached = state.standing_task = (request, scored[:4])
-                return cached[1], features(call_text(params, task), request, cached[1], self.scorer.embedder)
+                pairs = policy.uses_pairs if policy is not None else self.collect_policy_pairs
+                ce = pair_scorer(self.config.rerank.model_dir) if pairs else None
+                if ce is None and policy is not None and policy.uses_pairs:
+                    raise RuntimeError("the policy reads cross-encoder features and the cross-encoder cannot run "
+                                       f"here ({SETUP_HINT})")
+                wide = policy.uses_evidence if policy is not None else True  # tracing: every feature
+                return cached[1], features(call_text(params, task), request, cached[1], self.scorer.embedder, ce,
+                                           evidence=wide)
 
             timeout_ms = self.config.scheduling.policy_timeout_ms
             done = _bounded(evidence_and_features, timeout_ms / 1000.0)

@@ -49,7 +49,17 @@ MARKER_KEY = "memtier_intervention_policy"  # value: format version
 ACTIONS = ("silent", "supplement", "intervene")
 FEATURES = ("applicability", "margin", "has_avoid", "has_want", "sem_avoid", "sem_want", "sem_request",
             "sem_item", "avoid_minus_request", "avoid_minus_want", "lex_avoid", "lex_want", "softeners",
-            "embedded")
+            "embedded")  # format 1: every policy file of format 1 is over exactly these
+# evidence selection: the top EVIDENCE_K standing items, and the one the call conflicts with most
+EVIDENCE_FEATURES = ("max_sem_avoid", "max_conflict", "max_lex_avoid", "sel_applicability", "sel_is_top",
+                     "sel_sem_avoid", "sel_sem_want")
+# the cross-encoder reads (call, the selected item's avoided clause) and (call, its wanted clause) together
+CROSS_FEATURES = ("ce_avoid", "ce_want", "ce_conflict", "ce_used")
+EVIDENCE_K = 3
+RANKED_FEATURES = tuple(f"top{k}_{n}" for k in range(1, EVIDENCE_K + 1)
+                        for n in ("app", "sem_avoid", "sem_want", "lex_avoid"))
+KNOWN_FEATURES = FEATURES + EVIDENCE_FEATURES + RANKED_FEATURES + CROSS_FEATURES
+CE_CLIP = 12.0  # cross-encoder logits are kept within ±CE_CLIP
 MAX_CALL_TEXT = 1000  # characters of call text a decision reads
 
 _AVERSE = re.compile(
@@ -130,9 +140,12 @@ _VECS_LOCK = threading.Lock()
 _VECS_MAX = 20_000
 
 
-def _vectors(embedder, texts: list[str]) -> list[np.ndarray]:
-    """One unit vector per text (documents, no query prefix), each text embedded once per process."""
-    name = getattr(embedder, "name", type(embedder).__name__)
+def _vectors(embedder, texts: list[str], space: str = "") -> list[np.ndarray]:
+    """One unit vector per text (documents, no query prefix), each text embedded once per process and ``space``.
+
+    The int8 embedder's vector of a text moves slightly with the batch it was embedded in, so the evidence
+    features embed in their own ``space``: the format-1 features stay the vectors they always were."""
+    name = getattr(embedder, "name", type(embedder).__name__) + space
     with _VECS_LOCK:
         missing = list(dict.fromkeys(t for t in texts if (name, t) not in _VECS))
     if missing:
@@ -146,60 +159,157 @@ def _vectors(embedder, texts: list[str]) -> list[np.ndarray]:
         return [_VECS[(name, t)] for t in texts]
 
 
-def features(call: str, request: str, scored: list, embedder=None) -> dict[str, float] | None:
-    """The features of (call text, best standing evidence) — None when there is no call text or no evidence.
+def _clause_scores(call: str, ctoks: set, c, pol: tuple[str, str], vec: dict) -> tuple[float, float, float]:
+    """(cosine with the avoided clause, with the wanted clause, words shared with the avoided clause)."""
+    avoid, want = pol
+    sa = float(c @ vec[avoid]) if c is not None and avoid else 0.0
+    sw = float(c @ vec[want]) if c is not None and want else 0.0
+    return sa, sw, float(min(3, len(ctoks & token_set(avoid))))
+
+
+def features(call: str, request: str, scored: list, embedder=None, cross_encoder=None,
+             evidence: bool = True) -> dict[str, float] | None:
+    """The features of (call text, standing evidence) — None when there is no call text or no evidence.
 
     ``scored``: (item, applicability) pairs, best first (preferences, constraints, rules, identity, choices).
     ``embedder``: the standing embedder, or None (the embedding features are then 0 and ``embedded`` 0).
+    ``cross_encoder``: a :class:`rerank.CrossEncoder` (``score(query, texts)``), or None: the CROSS_FEATURES
+    are then absent (a policy that uses them refuses to decide without one). ``evidence``: False computes
+    FEATURES only (a format-1 policy's; no other item's clauses embedded, no cross-encoder).
+
+    FEATURES describe the best item; EVIDENCE_FEATURES look at the best EVIDENCE_K and select the one whose
+    avoided clause the call is closest to, beyond its wanted clause (``max_conflict``): when the item that
+    applies best to the request is another of the user's preferences, the conflicting one is often second.
     """
     if not call.strip() or not scored:
         return None
     item, app = scored[0]
     second = scored[1][1] if len(scored) > 1 else 0.0
-    avoid, want = polarity(item.content)
+    top = scored[:EVIDENCE_K]
+    pols = [polarity(it.content) for it, _ in top]
+    avoid, want = pols[0]
     ctoks = token_set(call)
     f = {"applicability": float(app), "margin": float(app - second), "has_avoid": float(bool(avoid)),
          "has_want": float(bool(want)), "lex_avoid": float(min(3, len(ctoks & token_set(avoid)))),
          "lex_want": float(min(3, len(ctoks & token_set(want)))),
          "softeners": float(min(2, len(_SOFTENER.findall(call)))), "sem_avoid": 0.0, "sem_want": 0.0,
          "sem_request": 0.0, "sem_item": 0.0, "avoid_minus_request": 0.0, "avoid_minus_want": 0.0, "embedded": 0.0}
+    c, vec = None, {}
     if embedder is not None:
-        c, a, w, r, i = _vectors(embedder, [call, avoid or "-", want or "-", request or "-", item.content])
+        base = [call, avoid or "-", want or "-", request or "-", item.content]  # one batch, as format 1 had it
+        c, a, w, r, i = _vectors(embedder, base)
         sem_avoid = float(c @ a) if avoid else 0.0
         sem_want = float(c @ w) if want else 0.0
         sem_request = float(c @ r) if request else 0.0
         f.update(sem_avoid=sem_avoid, sem_want=sem_want, sem_request=sem_request, sem_item=float(c @ i),
                  avoid_minus_request=sem_avoid - sem_request if avoid else 0.0,
                  avoid_minus_want=sem_avoid - sem_want if avoid and want else 0.0, embedded=1.0)
+        if evidence:  # the other items' clauses: embedded once per task (cached), never re-batched with the above
+            vec = dict(zip(base, (c, a, w, r, i)))
+            extra = list(dict.fromkeys(t for pol in pols[1:] for t in pol if t and t not in vec))
+            vec.update(zip(extra, _vectors(embedder, extra, "/evidence") if extra else []))
+    if not evidence:
+        return f
+    # evidence selection: the conflict of the call with each of the top items (cosine when embedded, else words)
+    per = [_clause_scores(call, ctoks, c, pol, vec) for pol in pols]
+    base = f["sem_request"]  # an item that asks for nothing: the call against the request
+    conflict = [(sa - (sw if pol[1] else base) if c is not None
+                 else la - float(min(3, len(ctoks & token_set(pol[1]))))) if pol[0] else -9.0
+                for (sa, sw, la), pol in zip(per, pols)]
+    sel = int(np.argmax(conflict))
+    f.update(max_sem_avoid=max(sa for sa, _, _ in per), max_conflict=max(0.0 if v == -9.0 else v for v in conflict),
+             max_lex_avoid=max(la for _, _, la in per), sel_applicability=float(top[sel][1]),
+             sel_is_top=float(sel == 0), sel_sem_avoid=per[sel][0], sel_sem_want=per[sel][1])
+    for k in range(EVIDENCE_K):  # each of the top items, by rank (0 past the last)
+        sa, sw, la = per[k] if k < len(per) else (0.0, 0.0, 0.0)
+        f.update({f"top{k + 1}_app": float(top[k][1]) if k < len(top) else 0.0, f"top{k + 1}_sem_avoid": sa,
+                  f"top{k + 1}_sem_want": sw, f"top{k + 1}_lex_avoid": la})
+    if cross_encoder is not None:
+        s_avoid, s_want = pols[sel]
+        pairs = [t for t in (s_avoid, s_want) if t]
+        logits = [float(v) for v in cross_encoder.score(call, pairs)] if pairs else []
+        ce = dict(zip([k for k, t in (("a", s_avoid), ("w", s_want)) if t], logits))
+        lo = -CE_CLIP  # a clause the item does not have: no relevance at all
+        a, w = (max(lo, min(CE_CLIP, ce.get(k, lo))) for k in ("a", "w"))
+        f.update(ce_avoid=a, ce_want=w, ce_conflict=a - w if len(ce) == 2 else 0.0, ce_used=1.0)
     return f
+
+
+_PAIR_SCORERS: dict[str, object] = {}
+
+
+def pair_scorer(model_dir: str = ""):
+    """The shared cross-encoder of ``rerank.model_dir`` (loaded once per process), or None when it cannot run
+    (runtime or model missing: logged by the caller's check)."""
+    from .rerank import CrossEncoder, RerankerUnavailable, model_folder
+
+    key = str(model_folder(model_dir))
+    with _VECS_LOCK:
+        if key in _PAIR_SCORERS:
+            return _PAIR_SCORERS[key]
+    ce = CrossEncoder(model_folder(model_dir))
+    try:
+        ce = ce.load() if ce.available() else None
+    except RerankerUnavailable:
+        ce = None
+    with _VECS_LOCK:
+        return _PAIR_SCORERS.setdefault(key, ce)
 
 
 # ---------------------------------------------------------------- the model
 
 
+FORMAT = 2  # 1: linear over FEATURES; 2: any known features (its "features" list), optionally one hidden layer
+MAX_HIDDEN = 256
+
+
 @dataclass
 class Policy:
-    """A softmax over ACTIONS, linear in standardised features."""
+    """A softmax over ACTIONS of standardised features: linear, or through one tanh hidden layer.
+
+    ``names``: the features it reads, in order (any of KNOWN_FEATURES); ``hidden_w`` (H, F) and ``hidden_b``
+    (H,) when it has a hidden layer, and ``weights`` is then (3, H).
+    """
 
     mean: np.ndarray  # (F,)
     std: np.ndarray  # (F,)
-    weights: np.ndarray  # (3, F)
+    weights: np.ndarray  # (3, F) or (3, H)
     bias: np.ndarray  # (3,)
     embedder: str = ""  # the standing embedder it was trained with ("" none: lexical features)
     source: str = ""
     meta: dict | None = None
+    names: tuple = FEATURES
+    hidden_w: np.ndarray | None = None
+    hidden_b: np.ndarray | None = None
 
     @classmethod
-    def zero(cls, embedder: str = "") -> Policy:
-        n = len(FEATURES)
-        return cls(np.zeros(n), np.ones(n), np.zeros((len(ACTIONS), n)), np.zeros(len(ACTIONS)), embedder)
+    def zero(cls, embedder: str = "", names: tuple = FEATURES) -> Policy:
+        n = len(names)
+        return cls(np.zeros(n), np.ones(n), np.zeros((len(ACTIONS), n)), np.zeros(len(ACTIONS)), embedder,
+                   names=tuple(names))
+
+    @property
+    def uses_evidence(self) -> bool:
+        """It reads more than FEATURES (the other top items' clauses are then embedded, once per task)."""
+        return any(n not in FEATURES for n in self.names)
+
+    @property
+    def uses_pairs(self) -> bool:
+        """It reads the cross-encoder's features (the decision then scores two (call, clause) pairs)."""
+        return any(n in CROSS_FEATURES for n in self.names)
 
     def vector(self, feats: dict[str, float]) -> np.ndarray:
-        return np.array([feats.get(k, 0.0) for k in FEATURES], dtype=float)
+        return np.array([feats.get(k, 0.0) for k in self.names], dtype=float)
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        h = (x - self.mean) / self.std
+        if self.hidden_w is not None:
+            h = np.tanh(h @ self.hidden_w.T + self.hidden_b)
+        return h @ self.weights.T + self.bias
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
         """Action probabilities for feature rows ``x`` ((F,) or (N, F))."""
-        z = ((x - self.mean) / self.std) @ self.weights.T + self.bias
+        z = self.logits(x)
         z = z - z.max(axis=-1, keepdims=True)
         e = np.exp(z)
         return e / e.sum(axis=-1, keepdims=True)
@@ -210,10 +320,16 @@ class Policy:
         return ACTIONS[int(np.argmax(p))], [round(float(v), 4) for v in p]
 
     def to_doc(self) -> dict:
-        return {MARKER_KEY: 1, "features": list(FEATURES), "actions": list(ACTIONS), "embedder": self.embedder,
-                "mean": [float(v) for v in self.mean], "std": [float(v) for v in self.std],
-                "weights": {a: [float(v) for v in row] for a, row in zip(ACTIONS, self.weights)},
-                "bias": {a: float(v) for a, v in zip(ACTIONS, self.bias)}, "meta": self.meta or {}}
+        legacy = self.hidden_w is None and tuple(self.names) == FEATURES  # readable by format-1 memtier too
+        doc = {MARKER_KEY: 1 if legacy else FORMAT, "features": list(self.names), "actions": list(ACTIONS),
+               "embedder": self.embedder, "mean": [float(v) for v in self.mean], "std": [float(v) for v in self.std],
+               "weights": {a: [float(v) for v in row] for a, row in zip(ACTIONS, self.weights)},
+               "bias": {a: float(v) for a, v in zip(ACTIONS, self.bias)}}
+        if self.hidden_w is not None:
+            doc["hidden"] = {"weights": [[float(v) for v in row] for row in self.hidden_w],
+                             "bias": [float(v) for v in self.hidden_b]}
+        doc["meta"] = self.meta or {}
+        return doc
 
 
 def _numbers(doc: dict, key: str, n: int, path: Path, where: str = "") -> np.ndarray:
@@ -239,15 +355,33 @@ def read_policy(path: str | Path) -> Policy:
     if not isinstance(doc, dict) or MARKER_KEY not in doc:
         raise ConfigError(f"{path}: not an intervention policy file (no '{MARKER_KEY}' key; "
                           "write one with `memtier train policy`)")
-    if doc.get("features") != list(FEATURES) or doc.get("actions") != list(ACTIONS):
+    version = doc[MARKER_KEY]
+    if isinstance(version, bool) or version not in (1, FORMAT):
+        raise ConfigError(f"{path}: policy file format {version!r} is not one this memtier reads (1, {FORMAT}); "
+                          "retrain it with `memtier train policy`")
+    names = doc.get("features")
+    ok = isinstance(names, list) and names and all(isinstance(n, str) and n in KNOWN_FEATURES for n in names) \
+        and len(set(names)) == len(names) and (version == FORMAT or names == list(FEATURES))
+    if not ok or doc.get("actions") != list(ACTIONS):
         raise ConfigError(f"{path}: trained for other features or actions than this memtier computes; "
                           "retrain it with `memtier train policy`")
-    n = len(FEATURES)
+    n = len(names)
+    hw = hb = None
+    hidden = doc.get("hidden")
+    if hidden is not None:
+        if version != FORMAT or not isinstance(hidden, dict) or set(hidden) != {"weights", "bias"} \
+                or not isinstance(hidden["weights"], list) or not 1 <= len(hidden["weights"]) <= MAX_HIDDEN:
+            raise ConfigError(f"{path}: key 'hidden' must map 'weights' (1-{MAX_HIDDEN} rows of {n} numbers) "
+                              "and 'bias'")
+        hw = np.stack([_numbers({"row": row}, "row", n, path, f"hidden.weights[{i}].")
+                       for i, row in enumerate(hidden["weights"])])
+        hb = _numbers(hidden, "bias", len(hw), path, "hidden.")
+    width = n if hw is None else len(hw)
     weights, bias = doc.get("weights"), doc.get("bias")
     if not isinstance(weights, dict) or not isinstance(bias, dict) or set(weights) != set(ACTIONS) \
             or set(bias) != set(ACTIONS):
         raise ConfigError(f"{path}: keys 'weights' and 'bias' must map each of {list(ACTIONS)}")
-    w = np.stack([_numbers(weights, a, n, path, "weights.") for a in ACTIONS])
+    w = np.stack([_numbers(weights, a, width, path, "weights.") for a in ACTIONS])
     b = np.array([bias[a] if isinstance(bias[a], (int, float)) and not isinstance(bias[a], bool) else math.nan
                   for a in ACTIONS], dtype=float)
     if not np.all(np.isfinite(b)):
@@ -259,7 +393,7 @@ def read_policy(path: str | Path) -> Policy:
     if not isinstance(emb, str):
         raise ConfigError(f"{path}: key 'embedder' must be text")
     meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
-    return Policy(_numbers(doc, "mean", n, path), std, w, b, emb, str(path), meta)
+    return Policy(_numbers(doc, "mean", n, path), std, w, b, emb, str(path), meta, tuple(names), hw, hb)
 
 
 def write_policy(path: str | Path, policy: Policy, config_source: str = "") -> Path:

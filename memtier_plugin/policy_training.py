@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .policy import ACTIONS, FEATURES, Policy
+from .policy import ACTIONS, FEATURES, KNOWN_FEATURES, Policy
 
 LABELS = ("follow", "violate")
 CORRECT = {"follow": "supplement", "violate": "intervene"}
@@ -45,20 +45,30 @@ class GRPOConfig:
     lr: float = 0.05
     l2: float = 1e-3
     balance: bool = True  # weigh each label's calls equally (the dev options are 3 violating : 1 following)
+    hidden: int = 0  # units of one tanh hidden layer (0: linear)
+    features: tuple = FEATURES  # the features the policy reads (any of policy.KNOWN_FEATURES)
 
 
-def _matrix(rows: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]:
-    x = np.array([[r["features"].get(k, 0.0) for k in FEATURES] for r in rows], dtype=float).reshape(-1, len(FEATURES))
+def _matrix(rows: Sequence[dict], names: Sequence[str] = FEATURES) -> tuple[np.ndarray, np.ndarray]:
+    x = np.array([[r["features"].get(k, 0.0) for k in names] for r in rows], dtype=float).reshape(-1, len(names))
     r = np.array([[reward(a, row["label"]) for a in ACTIONS] for row in rows], dtype=float).reshape(-1, len(ACTIONS))
     return x, r
 
 
 def train(rows: Sequence[dict], cfg: GRPOConfig, embedder: str = "") -> tuple[Policy, dict]:
     """A policy from ``rows`` ({"features": dict, "label": follow|violate}); (policy, training summary)."""
+    names = tuple(cfg.features)
+    unknown = [n for n in names if n not in KNOWN_FEATURES]
+    if unknown or not names or len(set(names)) != len(names):
+        raise ValueError(f"features must be distinct names among {', '.join(KNOWN_FEATURES)} (got {', '.join(names)})")
     rows = [r for r in rows if r.get("features") is not None]
     if not rows:
         raise ValueError("no training rows with features (did any call find standing evidence?)")
-    x, rewards = _matrix(rows)
+    missing = sorted({n for n in names for r in rows if n not in r["features"]})
+    if missing:
+        raise ValueError(f"the traced calls have no {', '.join(missing)} (traced by an older memtier, or without "
+                         "the cross-encoder): trace them again")
+    x, rewards = _matrix(rows, names)
     labels = np.array([r["label"] for r in rows])
     counts = {lab: int((labels == lab).sum()) for lab in LABELS}
     weight = np.array([len(rows) / (len(LABELS) * counts[lab]) if cfg.balance else 1.0 for lab in labels])
@@ -69,10 +79,12 @@ def train(rows: Sequence[dict], cfg: GRPOConfig, embedder: str = "") -> tuple[Po
     xs = (x - mean) / std
     n, f = xs.shape
     k = len(ACTIONS)
-    w = rng.normal(0.0, 0.01, size=(k, f))
-    b = np.zeros(k)
-    m = [np.zeros_like(w), np.zeros_like(b)]
-    v = [np.zeros_like(w), np.zeros_like(b)]
+    width = cfg.hidden or f
+    params = [rng.normal(0.0, 0.01, size=(k, width)), np.zeros(k)]
+    if cfg.hidden:
+        params += [rng.normal(0.0, 1.0 / np.sqrt(f), size=(cfg.hidden, f)), np.zeros(cfg.hidden)]
+    m = [np.zeros_like(q) for q in params]
+    v = [np.zeros_like(q) for q in params]
     step = 0
     history = []
     for _epoch in range(cfg.epochs):
@@ -80,7 +92,9 @@ def train(rows: Sequence[dict], cfg: GRPOConfig, embedder: str = "") -> tuple[Po
         epoch_reward = 0.0
         for lo in range(0, n, cfg.batch_size):
             idx = order[lo:lo + cfg.batch_size]
-            z = xs[idx] @ w.T + b
+            w, b = params[0], params[1]
+            h = np.tanh(xs[idx] @ params[2].T + params[3]) if cfg.hidden else xs[idx]
+            z = h @ w.T + b
             z -= z.max(axis=1, keepdims=True)
             p = np.exp(z)
             p /= p.sum(axis=1, keepdims=True)
@@ -94,20 +108,23 @@ def train(rows: Sequence[dict], cfg: GRPOConfig, embedder: str = "") -> tuple[Po
             onehot = np.eye(k)[acts]  # (B, G, K)
             gz = weight[idx, None] * (adv[:, :, None] * (onehot - p[:, None, :])).sum(axis=1) \
                 / (len(idx) * cfg.group_size)
-            gw = gz.T @ xs[idx] - cfg.l2 * w
-            gb = gz.sum(axis=0)
+            grads = [gz.T @ h - cfg.l2 * w, gz.sum(axis=0)]
+            if cfg.hidden:  # back through tanh
+                gpre = (gz @ w) * (1.0 - h * h)
+                grads += [gpre.T @ xs[idx] - cfg.l2 * params[2], gpre.sum(axis=0)]
             step += 1
-            for i, (param, g) in enumerate(((w, gw), (b, gb))):  # Adam, ascent
+            for i, (param, g) in enumerate(zip(params, grads)):  # Adam, ascent
                 m[i] = 0.9 * m[i] + 0.1 * g
                 v[i] = 0.999 * v[i] + 0.001 * g * g
                 mh = m[i] / (1 - 0.9 ** step)
                 vh = v[i] / (1 - 0.999 ** step)
                 param += cfg.lr * mh / (np.sqrt(vh) + 1e-8)
         history.append(epoch_reward / (n * cfg.group_size))
-    policy = Policy(mean, std, w, b, embedder)
+    policy = Policy(mean, std, params[0], params[1], embedder, names=names,
+                    hidden_w=params[2] if cfg.hidden else None, hidden_b=params[3] if cfg.hidden else None)
     greedy = policy.probabilities(x).argmax(axis=1)
     summary = {"rows": n, "labels": counts,
-               "config": asdict(cfg), "mean_sampled_reward_first_epoch": round(history[0], 4),
+               "config": {**asdict(cfg), "features": list(names)}, "mean_sampled_reward_first_epoch": round(history[0], 4),
                "mean_sampled_reward_last_epoch": round(history[-1], 4),
                "greedy_train_reward": round(float(rewards[np.arange(n), greedy].mean()), 4)}
     return policy, summary

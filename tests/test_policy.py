@@ -290,3 +290,209 @@ def test_a_policy_check_past_its_timeout_is_a_supplement_and_the_hook_does_not_w
     monkeypatch.setattr(policy_mod, "call_text", real)
     again = mem.on_pre_tool(ToolCallEvent("select_option", {"option": "tomato pasta"}), ctx)
     assert again is None or "did not finish" not in (again.supplement or "")
+
+
+# ---------------------------------------------------------------- format 2: evidence selection, a hidden layer
+
+
+def test_evidence_features_select_the_item_the_call_conflicts_with_when_another_applies_best():
+    """The best-applying item is another of the user's preferences; the one the option goes against is
+    second: the evidence features pick it, and a format-1 computation (evidence=False) does not look."""
+    scored = [(_item("I prefer quick weekday recipes; I dislike long prep."), 0.7),
+              (_item("I avoid anything with peanuts or peanut sauce."), 0.6),
+              (_item("I like spicy food."), 0.2)]
+    call = "Satay noodles tossed in a rich peanut sauce"
+    f = features(call, "Suggest a dinner recipe", scored)
+    assert f["lex_avoid"] == 0  # the best item says nothing about peanuts
+    assert f["sel_is_top"] == 0 and f["sel_applicability"] == 0.6 and f["max_lex_avoid"] == 2
+    assert f["top2_lex_avoid"] == 2 and f["top1_lex_avoid"] == 0 and f["top3_app"] == 0.2
+    assert "ce_avoid" not in f  # no cross-encoder given: its features are absent, not zeros
+    base = features(call, "Suggest a dinner recipe", scored, evidence=False)
+    assert set(base) == set(FEATURES) and all(base[k] == f[k] for k in FEATURES)
+    alone = features(call, "Suggest a dinner recipe", scored[:1])
+    assert alone["sel_is_top"] == 1 and alone["top2_app"] == 0.0
+
+
+class _Pairs:
+    """A stand-in cross-encoder that records what it is asked (the real one is tested under `embed`)."""
+
+    def __init__(self):
+        self.asked = []
+
+    def score(self, query, texts):
+        self.asked.append((query, list(texts)))
+        return np.array([4.0 if "peanut" in t else -3.0 for t in texts])
+
+
+def test_cross_encoder_features_score_the_call_against_the_selected_items_clauses():
+    scored = [(_item("I prefer quick weekday recipes; I dislike long prep."), 0.7),
+              (_item("I avoid anything with peanuts or peanut sauce, but I love rice noodles."), 0.6)]
+    ce = _Pairs()
+    f = features("Satay noodles in peanut sauce", "Suggest a dinner", scored, cross_encoder=ce)
+    assert ce.asked == [("Satay noodles in peanut sauce", ["anything with peanuts or peanut sauce", "I love rice noodles"])]
+    assert (f["ce_avoid"], f["ce_want"], f["ce_conflict"], f["ce_used"]) == (4.0, -3.0, 7.0, 1.0)
+
+
+def test_a_hidden_layer_policy_is_deterministic_and_round_trips_through_its_file(tmp_path):
+    from memtier_plugin.policy import EVIDENCE_FEATURES, MARKER_KEY
+
+    names = FEATURES + EVIDENCE_FEATURES
+    rows = [{**r, "features": {**r["features"], **{k: 0.5 for k in EVIDENCE_FEATURES}}} for r in _rows()]
+    a, _ = train(rows, GRPOConfig(seed=4, epochs=30, hidden=6, features=names))
+    b, _ = train(rows, GRPOConfig(seed=4, epochs=30, hidden=6, features=names))
+    c, _ = train(rows, GRPOConfig(seed=5, epochs=30, hidden=6, features=names))
+    assert a.hidden_w.shape == (6, len(names)) and a.weights.shape == (3, 6)
+    assert np.array_equal(a.hidden_w, b.hidden_w) and np.array_equal(a.weights, b.weights)
+    assert not np.array_equal(a.hidden_w, c.hidden_w)
+    path = write_policy(tmp_path / "h.yaml", a)
+    doc = yaml.safe_load(path.read_text())
+    assert doc[MARKER_KEY] == 2 and doc["features"] == list(names)
+    back = read_policy(path)
+    x = np.array([[r["features"][k] for k in names] for r in rows])
+    assert np.allclose(back.probabilities(x), a.probabilities(x))
+    assert [back.act(r["features"])[0] for r in rows] == [a.act(r["features"])[0] for r in rows]
+    assert back.uses_evidence and not back.uses_pairs
+    # a linear policy over FEATURES stays format 1: a file older memtier reads as before
+    lin, _ = train(_rows(), GRPOConfig(seed=1, epochs=3))
+    assert yaml.safe_load(write_policy(tmp_path / "l.yaml", lin).read_text())[MARKER_KEY] == 1
+
+
+def _hidden_doc():
+    from memtier_plugin.policy import EVIDENCE_FEATURES
+
+    rows = [{**r, "features": {**r["features"], **{k: 0.5 for k in EVIDENCE_FEATURES}}} for r in _rows(n=20)]
+    pol, _ = train(rows, GRPOConfig(seed=2, epochs=2, hidden=3, features=FEATURES + EVIDENCE_FEATURES))
+    return pol.to_doc()
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d["hidden"]["weights"][1].pop(), "hidden.weights[1]"),
+    (lambda d: d["hidden"]["weights"][0].__setitem__(2, float("nan")), "hidden.weights[0]"),
+    (lambda d: d["hidden"].update(bias=[0.0]), "hidden.bias"),
+    (lambda d: d["hidden"].pop("bias"), "'hidden'"),
+    (lambda d: d["weights"].update(intervene=[0.0] * len(d["features"])), "weights.intervene"),
+    (lambda d: d.update(features=d["features"][:-1] + ["no_such_feature"]), "other features"),
+    (lambda d: d.update(features=d["features"][:-1] + [d["features"][0]]), "other features"),
+    (lambda d: d.update(memtier_intervention_policy=1), "other features"),  # format 1 is FEATURES only
+    (lambda d: d.update(memtier_intervention_policy=3), "format 3"),
+    (lambda d: d.update(memtier_intervention_policy=True), "format True"),
+])
+def test_a_corrupted_format_2_policy_is_one_line_naming_the_file(tmp_path, change, words):
+    doc = _hidden_doc()
+    change(doc)
+    path = tmp_path / "bad-policy.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as err:
+        read_policy(path)
+    msg = str(err.value)
+    assert str(path) in msg and words in msg and "\n" not in msg
+
+
+def test_at_pre_tool_an_evidence_policy_reads_the_features_a_real_pre_tool_computes(tmp_path):
+    """Through Memory.on_pre_tool: a format-2 policy gets the evidence features (traced with the decision);
+    a format-1 policy's features are FEATURES only (no other item is looked at for it)."""
+    from memtier_plugin.events import HookContext, PromptEvent, ToolCallEvent
+    from memtier_plugin.policy import EVIDENCE_FEATURES
+
+    def run(ws, pol):
+        from memtier_plugin import plugin
+        from memtier_plugin.events import AgentEndEvent, SessionEndEvent
+        from memtier_plugin.host import Host
+        from memtier_plugin.memory import memory_for, reset_services
+
+        ws.mkdir()
+        write_policy(ws / "memtier-policy.yaml", pol)
+        (ws / "memtier.yaml").write_text("standing:\n  embedder: none\nscheduling:\n  mode: combined\n"
+                                         "  policy: memtier-policy.yaml\n")
+        reset_services()
+        host = Host()
+        host.register(plugin, "memtier")
+
+        def ctx(n):
+            return HookContext(agent_id="main", session_id=f"s{n}", run_id=f"r{n}", project="food",
+                               workspace_dir=str(ws))
+
+        host.before_prompt_build(PromptEvent("I avoid anything with peanuts or peanut sauce."), ctx(1))
+        host.agent_end(AgentEndEvent(success=True), ctx(1))
+        host.session_end(SessionEndEvent(reason="completed"), ctx(1))
+        host.before_prompt_build(PromptEvent("Suggest a dinner recipe with noodles."), ctx(2))
+        answer = host.pre_tool(ToolCallEvent("select_option", {"option": "Satay noodles in peanut sauce"}), ctx(2))
+        return answer, memory_for(ctx(2)).last_decision.features
+
+    wide = Policy.zero(names=FEATURES + EVIDENCE_FEATURES)
+    wide.bias[ACTIONS.index("intervene")] = 5.0
+    answer, feats = run(tmp_path / "a", wide)
+    assert answer.block and "peanut" in answer.block_reason
+    got = feats["policy_features"]
+    assert set(EVIDENCE_FEATURES) <= set(got) and got["max_lex_avoid"] >= 1
+    assert "ce_avoid" not in got  # this policy reads no cross-encoder feature: none is computed
+    _, feats = run(tmp_path / "b", _always("intervene"))
+    assert set(feats["policy_features"]) == set(FEATURES)
+
+
+def test_train_policy_features_and_hidden_options(tmp_path):
+    """--features picks what the policy reads (a bad name is one line), --hidden a tanh layer; --from-rows
+    trains the same file again from the traced calls."""
+    root = synth.write(tmp_path / "prefeval_dev")
+    rows, out = tmp_path / "rows.jsonl", tmp_path / "h.yaml"
+    bad = run_cli("train", "policy", str(root), "--turns", "3", "--features", "applicability,nope", "-q",
+                  "--out", str(out), check=False, env=LEXICAL)
+    assert bad.returncode != 0 and "nope" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+    run_cli("train", "policy", str(root), "--turns", "3", "--hidden", "4", "--epochs", "20", "-q", "--json",
+            "--train-topics", "food_dishes,music_shows", "--out", str(out), "--rows-out", str(rows), env=LEXICAL)
+    pol = read_policy(out)
+    assert pol.hidden_w.shape[0] == 4 and "max_conflict" in pol.names  # the default: evidence features
+    again = tmp_path / "again.yaml"
+    run_cli("train", "policy", str(root), "--from-rows", str(rows), "--hidden", "4", "--epochs", "20", "-q",
+            "--train-topics", "food_dishes,music_shows", "--out", str(again), env=LEXICAL)
+    assert again.read_text() == out.read_text()
+    base = tmp_path / "base.yaml"
+    run_cli("train", "policy", str(root), "--from-rows", str(rows), "--features", "base", "--epochs", "20", "-q",
+            "--train-topics", "food_dishes,music_shows", "--out", str(base), env=LEXICAL)
+    assert read_policy(base).names == FEATURES and yaml.safe_load(base.read_text())["memtier_intervention_policy"] == 1
+    pairs = run_cli("train", "policy", str(root), "--from-rows", str(rows), "--features", "pairs", "-q",
+                    "--out", str(tmp_path / "p.yaml"), check=False, env=LEXICAL)
+    assert pairs.returncode != 0 and "ce_avoid" in pairs.stderr  # traced without the cross-encoder
+
+
+def test_a_pairs_policy_without_the_cross_encoder_is_refused_once_and_the_fixed_rule_decides(tmp_path, caplog):
+    from memtier_plugin.events import HookContext, PromptEvent, ToolCallEvent
+    from memtier_plugin.memory import Memory
+    from memtier_plugin.policy import CROSS_FEATURES, EVIDENCE_FEATURES
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    pol = Policy.zero(names=FEATURES + EVIDENCE_FEATURES + CROSS_FEATURES)
+    pol.bias[ACTIONS.index("intervene")] = 5.0
+    write_policy(ws / "memtier-policy.yaml", pol)
+    assert read_policy(ws / "memtier-policy.yaml").uses_pairs
+    mem = Memory(load_config(flags={"paths.workspace": str(ws), "scheduling.policy": "memtier-policy.yaml",
+                                    "standing.embedder": "none", "rerank.model_dir": str(tmp_path / "no-models")}))
+    ctx = HookContext(agent_id="main", session_key="s", session_id="s1", run_id="r1", project="p",
+                      workspace_dir=str(ws))
+    mem.on_prompt(PromptEvent("Can you recommend a pasta dish?"), ctx)
+    with caplog.at_level(logging.ERROR, logger="memtier_plugin.memory"):
+        for _ in range(3):
+            assert mem.on_pre_tool(ToolCallEvent("select_option", {"option": "mushroom pasta"}), ctx) is None
+    errors = [r.getMessage() for r in caplog.records if "scheduling.policy" in r.getMessage()]
+    assert len(errors) == 1 and "cross-encoder" in errors[0]
+
+
+@pytest.mark.embed
+def test_with_the_real_models_evidence_selection_and_the_cross_encoder_read_the_conflicting_item():
+    from memtier_plugin import embeddings as E
+    from memtier_plugin.rerank import CrossEncoder
+
+    bge, ce = E.OnnxBGE(), CrossEncoder()
+    if not bge.available() or not ce.available():
+        pytest.skip("bge-small or the cross-encoder not fetched (memtier model setup --embedder --reranker)")
+    scored = [(_item("I prefer series with short seasons that I can finish in a weekend."), 0.8),
+              (_item("I dislike any content that involves zombies or apocalyptic scenarios."), 0.7)]
+    request = "What are some thrilling TV series you'd suggest I start watching?"
+    violate = features("The Walking Dead - A gripping zombie apocalypse drama.", request, scored, bge, ce)
+    follow = features("Sherlock - A modern take on the classic detective stories.", request, scored, bge, ce)
+    assert violate["sel_is_top"] == 0 and violate["ce_used"] == 1.0
+    assert violate["max_sem_avoid"] > follow["max_sem_avoid"] + 0.05
+    assert violate["ce_avoid"] > follow["ce_avoid"]
+    assert violate["max_conflict"] > follow["max_conflict"]

@@ -256,11 +256,21 @@ DEFAULT_POLICY_OUT = "memtier-policy.yaml"
               help="Also write every traced call (label, actions, features) as JSON lines to this file.")
 @click.option("--from-rows", "rows_in", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Train on the calls a --rows-out file holds instead of tracing them again (seconds, not minutes).")
+@click.option("--features", "feature_set", default="evidence", show_default=True,
+              help="What the policy reads: base (the best standing item: format-1 files), evidence (also the "
+                   "item of the top 3 the call conflicts with most), ranked (also each of the top 3), pairs "
+                   "(evidence plus the cross-encoder's (call, clause) scores: needs --cross-encoder), or a "
+                   "comma-separated list of feature names.")
+@click.option("--hidden", type=click.IntRange(0, 256), default=0, show_default=True,
+              help="Units of one tanh hidden layer (0: a linear policy).")
+@click.option("--cross-encoder", "pairs", is_flag=True,
+              help="Also trace the cross-encoder's (call, clause) features (two pairs a call, ~25 ms each here; "
+                   "needs `memtier model setup --reranker`).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @click.pass_obj
-def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr, out_path, rows_out, rows_in, as_json,
-           quiet):
+def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr, out_path, rows_out, rows_in,
+           feature_set, hidden, pairs, as_json, quiet):
     """Learn the pre_tool intervention policy (silent / supplement / intervene) on PrefEval with GRPO.
 
     PATH is the PrefEval folder (or its parent). Every question of the
@@ -294,16 +304,23 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
     if unknown:
         raise ConfigError(f"--train-topics: no topic {', '.join(unknown)} in {root} (known: {', '.join(names)})")
     held = [t for t in names if t not in chosen]
+    feature_names = _feature_names(feature_set)
     cfg.scheduling.policy = ""  # features are traced under the fixed rule, whatever the config names
     if rows_in:
         result, info = _traced_rows(Path(rows_in))
     else:
-        result, info = iv.run_config(cfg, root, limit=limit, turns=turns, collect=True,
+        if pairs:
+            from ..rerank import SETUP_HINT, CrossEncoder, model_folder
+
+            if not CrossEncoder(model_folder(cfg.rerank.model_dir)).available():
+                raise ConfigError(f"--cross-encoder: the cross-encoder is not set up: {SETUP_HINT}")
+        result, info = iv.run_config(cfg, root, limit=limit, turns=turns, collect=True, pairs=pairs,
                                      progress=None if quiet else Progress(quiet).bound)
     rows, base = result["rows"]["memtier"], result["rows"]["baseline"]
     train_rows = [r for r in rows if r["topic"] in chosen]
     embedded = any((r.get("features") or {}).get("embedded") for r in rows)
-    gcfg = GRPOConfig(seed=seed, epochs=epochs, group_size=group_size, lr=lr)
+    gcfg = GRPOConfig(seed=seed, epochs=epochs, group_size=group_size, lr=lr, hidden=hidden,
+                      features=feature_names)
     try:
         learned, summary = grpo(train_rows, gcfg, embedder=(info["standing_embedder"] or "") if embedded else "")
     except ValueError as exc:
@@ -350,6 +367,23 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
     click.echo(f"wrote {report['out']}")
     click.echo("use it: add to memtier.yaml\n  scheduling:\n    policy: " + report["out"]
                + "\n(your config file is not changed)")
+
+
+def _feature_names(spec: str) -> tuple:
+    """The features ``--features`` names: a preset or a comma-separated list (ConfigError: unknown names)."""
+    from ..policy import CROSS_FEATURES, EVIDENCE_FEATURES, FEATURES, KNOWN_FEATURES, RANKED_FEATURES
+
+    presets = {"base": FEATURES, "evidence": FEATURES + EVIDENCE_FEATURES,
+               "ranked": FEATURES + EVIDENCE_FEATURES + RANKED_FEATURES,
+               "pairs": FEATURES + EVIDENCE_FEATURES + CROSS_FEATURES}
+    if spec.strip() in presets:
+        return presets[spec.strip()]
+    chosen = tuple(n.strip() for n in spec.split(",") if n.strip())
+    unknown = [n for n in chosen if n not in KNOWN_FEATURES]
+    if unknown or not chosen or len(set(chosen)) != len(chosen):
+        raise ConfigError(f"--features: {', '.join(unknown) or spec!r} is not a preset ({', '.join(presets)}) nor a "
+                          f"list of distinct feature names ({', '.join(KNOWN_FEATURES)})")
+    return chosen
 
 
 def _traced_rows(path: Path) -> tuple[dict, dict]:

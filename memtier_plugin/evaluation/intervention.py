@@ -135,6 +135,7 @@ class MemtierIntervention(pe.MemtierPrefEval):
 
     options: dict = field(default_factory=dict)
     collect: bool = True
+    pairs: bool = False  # with collect: the cross-encoder's features too
 
     def score(self, ws: Path, q: pe.Question, lay: pe.Layout, keys: dict) -> list[dict]:
         from ..events import PromptEvent, ToolCallEvent
@@ -142,6 +143,7 @@ class MemtierIntervention(pe.MemtierPrefEval):
         ctx = self._ctx(ws, f"question-{q.owner}")
         mem = self._memory(ctx)
         mem.collect_policy_features = self.collect
+        mem.collect_policy_pairs = self.collect and self.pairs  # when the cross-encoder can run
         self.host.before_prompt_build(PromptEvent(q.text, timestamp=lay.now), ctx)
         rows, gold = [], lay.gold(q)
         for k, opt in enumerate(self.options[(q.topic, q.index)]):
@@ -221,9 +223,11 @@ def table(doc: dict[str, Any]) -> str:
 
 
 def run_config(cfg, root: Path, *, topics: Sequence[str] | None = None, limit: int | None = None,
-               turns: int = 300, workdir: Path | None = None, collect: bool = True, progress=None) -> tuple[dict[str, Any], dict]:
+               turns: int = 300, workdir: Path | None = None, collect: bool = True, pairs: bool = False,
+               progress=None) -> tuple[dict[str, Any], dict]:
     """:func:`run` with the effective config ``cfg`` written into every workspace (a temporary folder unless
-    ``workdir`` keeps them); (result, meta about the memtier side)."""
+    ``workdir`` keeps them); (result, meta about the memtier side). ``pairs``: trace the cross-encoder's
+    features too (policy.CROSS_FEATURES; two pairs a call)."""
     import os
     import shutil
     import tempfile
@@ -235,7 +239,7 @@ def run_config(cfg, root: Path, *, topics: Sequence[str] | None = None, limit: i
     env_config = os.environ.pop("MEMTIER_CONFIG", None)
     memtier = None
     try:
-        memtier = MemtierIntervention(cfg, work, keep=keep, collect=collect)
+        memtier = MemtierIntervention(cfg, work, keep=keep, collect=collect, pairs=pairs)
         t0 = time.perf_counter()
         result = run(root, memtier=memtier, topics=topics, limit=limit, turns=turns, progress=progress)
         result["wall_seconds"] = round(time.perf_counter() - t0, 1)
