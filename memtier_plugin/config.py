@@ -267,10 +267,10 @@ PRESETS: dict[str, dict[str, Any]] = {
                "weights.sem": 1.5, "embeddings.backend": "bge-small", "rerank.backend": "cross-encoder",
                "rerank.top_n": 200},
     # the recall-first hybrid on the critical path's budget (docs/foresight.md): Foresight prepares predicted
-    # queries in the background with a deep re-ranking, a prompt re-ranks only what 40 ms allow
+    # queries in the background with a deep re-ranking, a prompt re-ranks only what 20 ms allow
     "hybrid-fast": {"retrieval.top_k": 4, "packing.token_budget": 300, "retrieval.scoping": "soft",
                     "weights.sem": 1.5, "embeddings.backend": "bge-small", "rerank.backend": "cross-encoder",
-                    "rerank.top_n": 200, "rerank.budget_ms": 40, "rerank.background_budget_ms": 800,
+                    "rerank.top_n": 200, "rerank.budget_ms": 20, "rerank.background_budget_ms": 800,
                     "rerank.cache_size": 20000, "foresight.enabled": True},
 }
 

@@ -636,3 +636,13 @@ def test_background_preparations_pause_while_a_hooks_recall_runs(workspace):
     with r.foreground():
         r.yield_to_foreground(limit_s=0.05)  # a hook stuck elsewhere never stalls the background for good
     assert time.perf_counter() - t0 < 5
+
+
+def test_the_hybrid_fast_preset_turns_on_foresight_with_both_budgets(workspace):
+    (workspace / "memtier.yaml").write_text("preset: hybrid-fast\nrerank:\n  budget_ms: 35\n")
+    cfg = load_config(flags={"paths.workspace": str(workspace)}, use_env=False)
+    assert cfg.foresight.enabled and cfg.rerank.backend == "cross-encoder" and cfg.embeddings.backend == "bge-small"
+    assert (cfg.rerank.budget_ms, cfg.rerank.background_budget_ms, cfg.rerank.cache_size) == (35, 800, 20000)
+    (workspace / "other").mkdir()
+    plain = load_config(flags={"paths.workspace": str(workspace / "other"), "preset": "hybrid"}, use_env=False)
+    assert not plain.foresight.enabled and plain.rerank.budget_ms == 0  # hybrid itself is unchanged
