@@ -93,6 +93,18 @@ def test_policy_file_round_trips_and_is_never_written_over_a_config_or_another_f
     assert cfg.read_text() == "preset: paper\n" and other.read_text() == "a: 1\n"
 
 
+
+def _refused(tmp_path, doc: dict, words: str):
+    """Write ``doc`` as a policy file; read_policy refuses it in one line naming the file and ``words``."""
+    path = tmp_path / "bad-policy.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as err:
+        read_policy(path)
+    msg = str(err.value)
+    assert str(path) in msg and words in msg and "\n" not in msg
+    return path
+
+
 @pytest.mark.parametrize("change, words", [
     (lambda d: d.pop("memtier_intervention_policy"), "not an intervention policy"),
     (lambda d: d.update(features=["x"]), "other features"),
@@ -103,12 +115,7 @@ def test_policy_file_round_trips_and_is_never_written_over_a_config_or_another_f
 def test_a_bad_policy_file_is_one_line_naming_the_file(tmp_path, change, words):
     doc = Policy.zero().to_doc()
     change(doc)
-    path = tmp_path / "bad-policy.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(ConfigError) as err:
-        read_policy(path)
-    msg = str(err.value)
-    assert str(path) in msg and words in msg and "\n" not in msg
+    path = _refused(tmp_path, doc, words)
     proc = run_cli("eval", "intervention", str(synth.write(tmp_path / "d")), "--turns", "3", "--policy", str(path),
                    check=False, env=LEXICAL)
     assert proc.returncode != 0 and str(path) in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
@@ -380,12 +387,7 @@ def _hidden_doc():
 def test_a_corrupted_format_2_policy_is_one_line_naming_the_file(tmp_path, change, words):
     doc = _hidden_doc()
     change(doc)
-    path = tmp_path / "bad-policy.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(ConfigError) as err:
-        read_policy(path)
-    msg = str(err.value)
-    assert str(path) in msg and words in msg and "\n" not in msg
+    _refused(tmp_path, doc, words)
 
 
 def test_at_pre_tool_an_evidence_policy_reads_the_features_a_real_pre_tool_computes(tmp_path):
