@@ -553,27 +553,25 @@ class Memory:
         try:
             pol = load_policy(path)
         except (ConfigError, OSError) as exc:
-            if self._policy_error != str(exc):
-                self._policy_error = str(exc)
-                log.error("memtier scheduling.policy: %s; the fixed rule decides", exc)
-            return None
+            return self._policy_refused(str(exc))
         emb = self.scorer.embedder
         if pol.embedder and getattr(emb, "name", "") != pol.embedder:
-            msg = f"{path}: trained with the {pol.embedder} embedder, which standing.embedder does not give here"
-            if self._policy_error != msg:
-                self._policy_error = msg
-                log.error("memtier scheduling.policy: %s; the fixed rule decides", msg)
-            return None
+            return self._policy_refused(f"{path}: trained with the {pol.embedder} embedder, which "
+                                        "standing.embedder does not give here")
         if pol.uses_pairs:
             from .rerank import SETUP_HINT, CrossEncoder, model_folder
 
             if not CrossEncoder(model_folder(self.config.rerank.model_dir)).available():
-                msg = f"{path}: reads cross-encoder features and the cross-encoder is not set up ({SETUP_HINT})"
-                if self._policy_error != msg:
-                    self._policy_error = msg
-                    log.error("memtier scheduling.policy: %s; the fixed rule decides", msg)
-                return None
+                return self._policy_refused(f"{path}: reads cross-encoder features and the cross-encoder is not "
+                                            f"set up ({SETUP_HINT})")
         return pol
+
+    def _policy_refused(self, msg: str) -> None:
+        """The configured policy cannot be used: log ``msg`` once (not on every call); the fixed rule decides."""
+        if self._policy_error != msg:
+            self._policy_error = msg
+            log.error("memtier scheduling.policy: %s; the fixed rule decides", msg)
+        return None
 
     def _policy_decision(self, rule, policy, tool: str, params: dict, task: str, ctx: HookContext, state: RunState,
                          ts: float):
