@@ -199,6 +199,17 @@ def replay(ws: Path, fixture: Path, session_id: str, think_ms: float) -> list[di
     from .memory import query_text
     from .redact import redact
 
+    origin: dict[str, str] = {}  # a normally retrieved result serves later queries: the need of its query
+    for _kind, text, need in queries:
+        origin.setdefault(" ".join(redact(query_text(text))[0].split())[:300], need)
+
+    def right(pred: str, need: str) -> bool | None:
+        if not pred:
+            return None
+        if pred in origin:
+            return origin[pred] == need
+        return any(n == need and n in pred for n in NEEDS)
+
     by_query: dict[str, list[dict]] = {}
     for r in recs:  # the tools' records may sit in another day's file: matched by query, in order
         by_query.setdefault(r.get("query", ""), []).append(r)
@@ -210,7 +221,7 @@ def replay(ws: Path, fixture: Path, session_id: str, think_ms: float) -> list[di
         pred = fr.get("prediction", "")
         rows.append({"kind": kind, "need": need, "ms": ms, "outcome": fr.get("outcome", "off"),
                      "wait_ms": fr.get("wait_ms", 0.0), "wait_saved_ms": fr.get("wait_saved_ms", 0.0),
-                     "right": any(n in pred for n in NEEDS if n == need) if pred else None})
+                     "right": right(pred, need)})
     return rows
 
 

@@ -45,6 +45,7 @@ MAX_QUERY = 300  # characters of one predicted query
 MAX_TASKS = 64
 NICE = 10  # the background thread's nice value (where the OS allows one per thread)
 MIN_COVER = 0.25  # lexical match: share of the query's distinctive words a prediction must hold
+MAX_RETRIEVED = 8  # normally retrieved results kept per task (the oldest goes first)
 #: words that make a step out of an instruction's clause (verbs of a task, or a list after a colon)
 _SPLIT = re.compile(r"(?:\n\s*(?:[-*•]|\d+[.)])\s*|;\s*|,\s*(?:and\s+|then\s+)?|\s+and then\s+|\s+then\s+|\.\s+)",
                     re.I)
@@ -266,14 +267,38 @@ class Foresight:
 
     def refill(self, key: str, directory: dict[str, list[str]], ctx: Any) -> list[Prediction]:
         """Memory writes changed the directory: predict again with the budget left, and prepare every
-        prediction again (their results predate the writes). Nothing when the directory is unchanged."""
+        prediction again (their results predate the writes); normally retrieved results are dropped.
+        Nothing when the directory is unchanged."""
         task = self.task(key)
         if task is None or _signature(directory) == task.directory:
             return []
         task.directory = _signature(directory)
+        with self._lock:
+            task.entries = [e for e in task.entries if e.prediction.source != "retrieved"]
         for e in list(task.entries):
             self._prepare(task, e.prediction, ctx, again=e)
         return self._refill(task, directory, ctx)
+
+    def remember(self, key: str, query: str, result: Any) -> bool:
+        """A normally retrieved result joins task ``key``'s cache (MemSidecar §3.2: the cache holds
+        "prefetched or normally retrieved query results"): a later query of the same need is served from it
+        until it expires (entry_ttl_s) or memory writes change the directory. It costs no prediction budget,
+        and a prediction that matches a query is always preferred to it. True when kept."""
+        task = self.task(key)
+        tokens = token_set(query)
+        if task is None or result is None or not tokens:
+            return False
+        now = self.clock()
+        vector = self._vector(query) if self.embed is not None and not self._embed_failed else None
+        entry = Prepared(Prediction(" ".join(query.split())[:MAX_QUERY], (), "retrieved"), tokens, now,
+                         self._vocab(query), vector=vector, result=result, ready_at=now,
+                         prep_ms=float(getattr(result, "elapsed_ms", 0.0)))
+        entry.ready.set()
+        with self._lock:
+            others = [e for e in task.entries if e.prediction.source != "retrieved"]
+            kept = [e for e in task.entries if e.prediction.source == "retrieved" and e.tokens != tokens]
+            task.entries = others + kept[max(0, len(kept) - MAX_RETRIEVED + 1):] + [entry]
+        return True
 
     def _refill(self, task: Task, directory: dict[str, list[str]], ctx: Any, *,
                 in_worker: bool = False) -> list[Prediction]:
@@ -445,18 +470,19 @@ class Foresight:
             return None, 0.0
         qv = self._vector(query) if self.embed is not None and not self._embed_failed and \
             any(e.vector is not None for e in entries) else None
-        common = frozenset.intersection(*(e.tokens for e in entries)) if len(entries) > 1 else frozenset()
+        predicted = [e for e in entries if e.prediction.source != "retrieved"]
+        common = frozenset.intersection(*(e.tokens for e in predicted)) if len(predicted) > 1 else frozenset()
         qt = token_set(query) - common
         need = qt & frozenset().union(*(e.vocab for e in entries))  # the query's words that name some need
-        best, best_s = None, -1.0
+        best, best_s, best_rank = None, -1.0, -1
         for e in entries:
             shared = len(qt & e.vocab)
             lex = shared / len(need) if need and len(qt) and shared / len(qt) >= MIN_COVER else 0.0
             cos = float(qv @ e.vector) if qv is not None and e.vector is not None else None
             ok = lex >= self.cfg.match_threshold or (cos is not None and cos >= self.cfg.embed_threshold)
-            score = lex + (cos or 0.0)
-            if ok and score > best_s:
-                best, best_s = e, score
+            score, rank = lex + (cos or 0.0), int(e.prediction.source != "retrieved")  # predictions first
+            if ok and (rank, score) > (best_rank, best_s):
+                best, best_s, best_rank = e, score, rank
         return best, max(best_s, 0.0)
 
     def lookup(self, key: str, query: str) -> Served:

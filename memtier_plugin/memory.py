@@ -303,6 +303,7 @@ class Memory:
             if start_task:  # after this prompt's own recall, so the thread does not compete with it
                 try:
                     fs.begin(key, query, self.directory(ctx.project, when), (ctx, when))
+                    fs.remember(key, query, result)
                     access.reason = "task start"
                 except Exception:  # predictions are best effort
                     log.exception("memtier foresight could not start task %s", key)
@@ -311,6 +312,10 @@ class Memory:
         access = fs.lookup(key, query)
         if not access.hit:
             result = self._hook_recall(query, ctx, ts)
+            try:  # a later query of the same need is served from it
+                fs.remember(key, query, result)
+            except Exception:
+                log.exception("memtier foresight could not keep a result of task %s", key)
         else:
             result = access.result
             self._trace_served(query, result, access, ctx, when)

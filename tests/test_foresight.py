@@ -509,6 +509,8 @@ def test_bench_latency_prints_one_json_row_per_preset_size_foresight_and_phase()
         assert {"preset", "entries", "foresight", "p50_ms", "p95_ms", "hit_rate", "wait_saved_ms"} <= set(r)
         assert r["preset"] == "paper" and r["entries"] == 100 and r["memory_queries"] == 12
     assert rows[0]["hit_rate"] is None and rows[2]["hits"] >= 1 and rows[2]["wrong_hits"] == 0
+    # warm: the 8 predictable queries and the card search (served by the card prompt's own retrieval)
+    assert rows[3]["hits"] == 9 and rows[3]["wrong_hits"] == 0 and rows[3]["hit_rate"] == 0.75
 
 
 def test_bench_latency_errors_are_one_line_naming_the_problem():
@@ -646,3 +648,64 @@ def test_the_hybrid_fast_preset_turns_on_foresight_with_both_budgets(workspace):
     (workspace / "other").mkdir()
     plain = load_config(flags={"paths.workspace": str(workspace / "other"), "preset": "hybrid"}, use_env=False)
     assert not plain.foresight.enabled and plain.rerank.budget_ms == 0  # hybrid itself is unchanged
+
+
+# ---- normally retrieved results in the task cache (MemSidecar §3.2) ----------------------------------------
+def test_a_normally_retrieved_result_serves_a_later_query_of_the_same_need():
+    clock = Clock()
+    fs = _fs(clock=clock, k=4, entry_ttl_s=600)
+    try:
+        fs.begin("t", INSTRUCTION, {}, None)
+        _ready(fs, "t")
+        card = "The payment was declined again. Which card did we switch to the last time this happened?"
+        assert fs.lookup("t", card).reason == "no match"
+        assert fs.remember("t", card, Result("normal", elapsed_ms=90.0))
+        assert fs.task("t").budget == 0  # no prediction budget spent
+        hit = fs.lookup("t", "payment declined corporate card switched")
+        assert hit.hit and hit.result.query == "normal" and hit.prediction.source == "retrieved"
+        assert hit.wait_saved_ms > 0
+        # a prediction that matches is preferred to a retrieved result that matches as well
+        fs.remember("t", "find a hotel near the venue with a rooftop pool", Result("normal hotel"))
+        served = fs.lookup("t", "find a hotel near the venue with a rooftop pool")
+        assert served.hit and served.prediction.source == "step" and "hotel" in served.result.query
+        clock.t += 601  # retrieved results expire like prepared ones
+        assert fs.lookup("t", "payment declined corporate card switched").reason == "no match"
+        assert not fs.remember("unknown", card, Result("x")) and not fs.remember("t", "the of", Result("x"))
+    finally:
+        assert fs.close()
+
+
+def test_retrieved_results_are_bounded_and_dropped_when_writes_change_the_directory():
+    fs = _fs(k=1)
+    try:
+        fs.begin("t", INSTRUCTION, {}, None)
+        _ready(fs, "t")
+        for i in range(12):
+            fs.remember("t", f"question number{i} about topic{i}", Result(f"r{i}"))
+        fs.remember("t", "question number11 about topic11", Result("again"))  # the same query replaces its entry
+        kept = [e for e in fs.task("t").entries if e.prediction.source == "retrieved"]
+        assert len(kept) == 8 and kept[-1].result.query == "again"
+        assert [e.result.query for e in kept[:7]] == [f"r{i}" for i in range(4, 11)]
+        assert fs.lookup("t", "number11 topic11").result.query == "again"
+        fs.refill("t", {"travel/lodging": ["gk-1"]}, None)  # memory writes changed the directory
+        assert all(e.prediction.source != "retrieved" for e in fs.task("t").entries)
+        assert fs.lookup("t", "number11 topic11").reason == "no match"
+    finally:
+        assert fs.close()
+
+
+def test_a_missed_prompt_is_kept_and_serves_the_agents_next_search(workspace):
+    _history(workspace)
+    mem = Memory(_config(workspace))
+    ctx = _ctx(workspace)
+    try:
+        mem.recall_for(INSTRUCTION, ctx, T0)
+        _ready(mem.foresight, "task-1")
+        card = "The payment was declined again. Which card did we switch to the last time this happened?"
+        result, access = mem.recall_for(card, ctx, T0 + 60)
+        assert access.reason == "no match"
+        again, access = mem.recall_for("payment declined corporate card switched", ctx, T0 + 65, start_task=False)
+        assert access.hit and again is result and access.prediction.query == card
+        assert any("4417" in h.content for h in again.hits)
+    finally:
+        mem.close()
