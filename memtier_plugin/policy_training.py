@@ -19,6 +19,7 @@ batching and initialisation all draw from one ``numpy`` generator seeded by
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -128,3 +129,79 @@ def train(rows: Sequence[dict], cfg: GRPOConfig, embedder: str = "") -> tuple[Po
                "mean_sampled_reward_last_epoch": round(history[-1], 4),
                "greedy_train_reward": round(float(rewards[np.arange(n), greedy].mean()), 4)}
     return policy, summary
+
+
+# ---- labelled calls from real runs -----------------------------------------------------------
+def rows_from_traces(memory_root) -> tuple[list[dict], dict[str, int]]:
+    """Labelled calls from a workspace's real runs: (rows, skipped by reason).
+
+    Each pre_tool ``decision`` trace that carries the policy's features (a run with ``scheduling.policy``
+    set traces them) is joined by its ``tool_call_id`` to what happened to the call — its ``post_tool``
+    entry in the episodic ledger (ran, and whether it failed) — and by its run to the run's outcome
+    (``run_end``). The label says what the right action would have been, by Pulse's reading of outcomes:
+
+    * let through (silent or supplement), the call **failed** with standing evidence at hand and the **run
+      failed**: ``violate`` (memory should have held it);
+    * let through, the call **succeeded** and the **run succeeded**: ``follow``;
+    * **held**, and the run still **succeeded** (the agent replanned): ``violate``;
+    * held, yet the call **ran and succeeded** (the host or the user let it through) and the run
+      succeeded: ``follow`` (the hold was a wrong interruption).
+
+    Anything else (no outcome logged, a failed call in a run that recovered, a held call in a failed
+    run) says too little and is skipped, with its reason counted.
+    """
+    from . import traces
+    from .ledger import Ledger, iter_records
+
+    root = Path(memory_root)
+    decisions: list[dict] = []
+    outcome: dict[str, bool] = {}
+    for rec in traces.iter_traces(root):
+        if rec.get("kind") == "decision":
+            decisions.append(rec)
+        elif rec.get("kind") == "run_end" and rec.get("run_id"):
+            outcome[rec["run_id"]] = bool(rec.get("success"))
+    ran: dict[tuple[str, str], bool] = {}  # (run, tool_call_id) -> the call succeeded
+    ledger = Ledger(root)
+    for path in ledger.files():
+        for rec, _, problem in iter_records(path):
+            prov = rec.get("provenance") if not problem and isinstance(rec, dict) else None
+            if isinstance(prov, dict) and prov.get("source") == "post_tool" and prov.get("tool_call_id"):
+                ran[(str(prov.get("run_id", "")), str(prov["tool_call_id"]))] = bool(prov.get("success"))
+    rows: list[dict] = []
+    skipped: dict[str, int] = {}
+
+    def skip(why: str) -> None:
+        skipped[why] = skipped.get(why, 0) + 1
+
+    for rec in decisions:
+        traced = rec.get("features") if isinstance(rec.get("features"), dict) else {}
+        feats = traced.get("policy_features")
+        if not isinstance(feats, dict) or not any(k in feats for k in KNOWN_FEATURES):
+            skip("no policy features traced (a run without scheduling.policy, or the fixed rule held it)")
+            continue
+        if traced.get("explicit_choice"):
+            skip("an explicit choice in the task (silent whatever the policy says)")
+            continue
+        run, call = rec.get("run_id", ""), rec.get("tool_call_id", "")
+        if run not in outcome:
+            skip("no run_end (outcome) logged")
+            continue
+        won, result = outcome[run], ran.get((run, call))
+        held = rec.get("action") == "intervene"
+        if not held and result is False and rec.get("evidence") and not won:
+            label = "violate"
+        elif not held and result is True and won:
+            label = "follow"
+        elif held and result is None and won:
+            label = "violate"
+        elif held and result is True and won:
+            label = "follow"
+        else:
+            skip("outcome says too little (a failed call in a run that recovered, a held call in a failed run, "
+                 "or no post_tool for a call let through)")
+            continue
+        rows.append({"topic": "traces", "features": {k: float(v) for k, v in feats.items()
+                                                      if k in KNOWN_FEATURES and isinstance(v, (int, float))},
+                     "label": label, "action": rec.get("action"), "run_id": run, "tool": rec.get("tool", "")})
+    return rows, skipped

@@ -498,3 +498,81 @@ def test_with_the_real_models_evidence_selection_and_the_cross_encoder_read_the_
     assert violate["max_sem_avoid"] > follow["max_sem_avoid"] + 0.05
     assert violate["ce_avoid"] > follow["ce_avoid"]
     assert violate["max_conflict"] > follow["max_conflict"]
+
+
+def _real_runs(ws, policy: Policy):
+    """A workspace with real runs through the host under ``policy``: a preference, then four runs of one call
+    each — let through and failed in a failed run; let through and fine in a good run; held in a good run;
+    and one with no outcome logged."""
+    from memtier_plugin import plugin
+    from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent, \
+        ToolResultEvent
+    from memtier_plugin.host import Host
+    from memtier_plugin.memory import reset_services
+
+    ws.mkdir()
+    write_policy(ws / "memtier-policy.yaml", policy)
+    (ws / "memtier.yaml").write_text("standing:\n  embedder: none\nscheduling:\n  mode: combined\n"
+                                     "  policy: memtier-policy.yaml\n")
+    reset_services()
+    host = Host()
+    host.register(plugin, "memtier")
+
+    def ctx(n):
+        return HookContext(agent_id="main", session_id=f"s{n}", run_id=f"r{n}", project="food", workspace_dir=str(ws))
+
+    host.before_prompt_build(PromptEvent("I avoid seafood, so never suggest shrimp or fish dishes to me."), ctx(0))
+    host.agent_end(AgentEndEvent(success=True), ctx(0))
+    host.session_end(SessionEndEvent(reason="completed"), ctx(0))
+    decisions = []
+    for n, option, error, success in ((1, "grilled shrimp skewers", "restaurant out of stock", False),
+                                      (2, "mushroom risotto", None, True), (3, "salmon sashimi", None, True),
+                                      (4, "fish tacos", None, None)):
+        host.before_prompt_build(PromptEvent("Recommend a dish for tonight's dinner."), ctx(n))
+        call = ToolCallEvent("select_option", {"request": "a dish for dinner", "option": option}, f"c{n}")
+        decision = host.pre_tool(call, ctx(n))
+        decisions.append(decision)
+        if not decision.block:
+            host.post_tool(ToolResultEvent("select_option", call.params, f"c{n}", result=None if error else "ok",
+                                           error=error), ctx(n))
+        if success is not None:
+            host.agent_end(AgentEndEvent(success=success), ctx(n))
+    reset_services()
+    return decisions
+
+
+def test_real_runs_become_labelled_calls_by_what_happened_to_the_call_and_the_run(tmp_path):
+    from memtier_plugin.policy_training import rows_from_traces
+
+    hold_salmon = _always("supplement")  # everything through but what the fixed rule holds ...
+    decisions = _real_runs(tmp_path / "ws", hold_salmon)
+    assert not any(d.block for d in decisions) and all(d.supplement for d in decisions)
+    rows, skipped = rows_from_traces(tmp_path / "ws" / "memory")
+    by_run = {r["run_id"]: r["label"] for r in rows}
+    # r1: let through, failed, the run failed -> violate; r2, r3: let through, fine, the run fine -> follow
+    assert by_run == {"r1": "violate", "r2": "follow", "r3": "follow"}
+    assert set(rows[0]["features"]) == set(FEATURES) and skipped == {"no run_end (outcome) logged": 1}
+    held = _real_runs(tmp_path / "ws2", _always("intervene"))
+    assert all(d.block for d in held)
+    rows, skipped = rows_from_traces(tmp_path / "ws2" / "memory")
+    by_run = {r["run_id"]: r["label"] for r in rows}
+    # held in a good run -> violate (the agent replanned); held in the failed run r1 says too little
+    assert by_run == {"r2": "violate", "r3": "violate"} and sum(skipped.values()) == 2
+
+
+def test_train_policy_with_traces_adds_the_real_runs_to_the_training_calls(tmp_path):
+    root = synth.write(tmp_path / "prefeval_dev")
+    _real_runs(tmp_path / "ws", _always("supplement"))
+    env = {**LEXICAL, "MEMTIER_WORKSPACE": str(tmp_path / "ws")}
+    args = ("train", "policy", str(root), "--turns", "3", "--seed", "5", "--epochs", "20", "--json", "-q",
+            "--features", "base", "--train-topics", "food_dishes,music_shows", "--out", str(tmp_path / "p.yaml"))
+    plain = json.loads(run_cli(*args, env=env).stdout)
+    doc = json.loads(run_cli(*args, "--with-traces", env=env).stdout)
+    assert doc["training"]["rows"] == plain["training"]["rows"] + 3
+    assert doc["traces"]["labels"] == {"follow": 2, "violate": 1} and doc["traces"]["used"] == 3
+    assert doc["traces"]["skipped"] == {"no run_end (outcome) logged": 1}
+    assert read_policy(tmp_path / "p.yaml").meta["real_run_calls"] == 3
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = run_cli(*args, "--with-traces", env={**LEXICAL, "MEMTIER_WORKSPACE": str(empty)}, check=False)
+    assert bad.returncode != 0 and "--with-traces: no labelled calls" in bad.stderr and "Traceback" not in bad.stderr

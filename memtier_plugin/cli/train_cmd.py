@@ -266,11 +266,14 @@ DEFAULT_POLICY_OUT = "memtier-policy.yaml"
 @click.option("--cross-encoder", "pairs", is_flag=True,
               help="Also trace the cross-encoder's (call, clause) features (two pairs a call, ~25 ms each here; "
                    "needs `memtier model setup --reranker`).")
+@click.option("--with-traces", "with_traces", is_flag=True,
+              help="Also train on the workspace's real runs: pre_tool decisions traced with the policy's features, "
+                   "labelled by what happened to the call and the run (docs/learning.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @click.pass_obj
 def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr, out_path, rows_out, rows_in,
-           feature_set, hidden, pairs, as_json, quiet):
+           feature_set, hidden, pairs, with_traces, as_json, quiet):
     """Learn the pre_tool intervention policy (silent / supplement / intervene) on PrefEval with GRPO.
 
     PATH is the PrefEval folder (or its parent). Every question of the
@@ -318,6 +321,9 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
                                      progress=None if quiet else Progress(quiet).bound)
     rows, base = result["rows"]["memtier"], result["rows"]["baseline"]
     train_rows = [r for r in rows if r["topic"] in chosen]
+    traced = _real_run_rows(cfg.memory_root, feature_names) if with_traces else None
+    if traced is not None:
+        train_rows += traced.pop("rows")
     embedded = any((r.get("features") or {}).get("embedded") for r in rows)
     gcfg = GRPOConfig(seed=seed, epochs=epochs, group_size=group_size, lr=lr, hidden=hidden,
                       features=feature_names)
@@ -340,8 +346,10 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
     for split in ("train", "held_back", "all"):  # the traced calls' time is the policy path's (features computed)
         if split in report:
             report[split]["fixed_rule"]["decision_p50_ms"] = report[split]["fixed_rule"]["decision_p95_ms"] = None
+    if traced is not None:
+        report["traces"] = traced
     learned.meta = {"seed": seed, "train_topics": chosen, "held_topics": held, "data": str(root),
-                    "training": summary,  # the measures, not the times: the same data and seed give the same file
+                    "real_run_calls": traced["used"] if traced is not None else 0, "training": summary,  # the measures, not the times: the same data and seed give the same file
                     "held_back": {k: v for k, v in (report.get("held_back", {}).get("policy") or {}).items()
                                   if not k.endswith("_ms")}}
     report["out"] = str(write_policy(out, learned, cfg.source).resolve())
@@ -359,6 +367,10 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
     click.echo(f"memtier train policy: {summary['rows']} training calls ({', '.join(chosen)}), seed {seed}, "
                f"sampled reward {summary['mean_sampled_reward_first_epoch']:+.3f} -> "
                f"{summary['mean_sampled_reward_last_epoch']:+.3f}")
+    if traced is not None:
+        click.echo(f"real runs ({traced['memory_root']}): {traced['used']} labelled calls "
+                   f"({traced['labels']['follow']} follow, {traced['labels']['violate']} violate)"
+                   + "".join(f"; skipped {n}: {why}" for why, n in traced["skipped"].items()))
     click.echo(f"{'split':10s} {'system':11s} {'precision':>9s} {'recall':>7s} {'false int':>9s} {'suppl':>6s} {'n':>5s}")
     for split in ("train", "held_back", "all"):
         for system, m in report.get(split, {}).items():
@@ -367,6 +379,21 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
     click.echo(f"wrote {report['out']}")
     click.echo("use it: add to memtier.yaml\n  scheduling:\n    policy: " + report["out"]
                + "\n(your config file is not changed)")
+
+
+def _real_run_rows(memory_root: Path, names: tuple) -> dict:
+    """The labelled calls of the workspace's real runs that carry every feature in ``names`` (MemtierError: none)."""
+    from ..policy_training import LABELS, rows_from_traces
+
+    rows, skipped = rows_from_traces(memory_root)
+    usable = [r for r in rows if all(n in r["features"] for n in names)]
+    if len(usable) < len(rows):
+        skipped["traced without the features --features names"] = len(rows) - len(usable)
+    if not usable:
+        why = "; ".join(f"{n} {k}" for k, n in skipped.items()) or "no pre_tool decisions traced"
+        raise MemtierError(f"--with-traces: no labelled calls in {memory_root} ({why})")
+    return {"memory_root": str(memory_root), "used": len(usable), "rows": usable, "skipped": skipped,
+            "labels": {lab: sum(1 for r in usable if r["label"] == lab) for lab in LABELS}}
 
 
 def _feature_names(spec: str) -> tuple:
