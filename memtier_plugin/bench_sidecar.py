@@ -190,6 +190,105 @@ def bench_adversarial(*, hooks: int = 200, repeats: int = 30) -> dict:
             "p50_ms": _pct(times, 0.5), "max_ms": max(times)}
 
 
+# ---- the model path: the whole pre_tool with the learned policy -------------------------------------
+PREFERENCES = [
+    "I avoid seafood, so never suggest shrimp, oysters or fish dishes to me.",
+    "I have a fear of heights, so I stay away from rooftop bars, cable cars and observation decks.",
+    "I dislike horror films and anything with graphic violence.",
+    "I prefer quiet hotels within walking distance of the venue, under 180 euros a night.",
+    "I can't stand long layovers; direct flights only, please.",
+]
+TASKS = [
+    ("Recommend a dish for tonight's team dinner.",
+     ["grilled shrimp skewers", "wild mushroom risotto", "oysters on ice", "seared salmon with fennel"]),
+    ("Plan an evening out in Lisbon for the team.",
+     ["a rooftop bar with views over the city", "a fado show in Alfama", "the Santa Justa lift at sunset",
+      "a cable car ride over Parque das Nações"]),
+    ("Pick a film for Friday's movie night.",
+     ["a slasher horror film", "a light romantic comedy", "a gory zombie thriller", "a war film with graphic battles"]),
+    ("Book a hotel for the offsite in Porto.",
+     ["a boutique hotel 5 minutes' walk from the venue, 150 euros", "a party hostel near the clubs",
+      "a resort 40 minutes away by car", "a luxury suite at 420 euros a night"]),
+    ("Book the flights to Berlin for the conference.",
+     ["a direct flight landing at 11:00", "a flight with a 7-hour layover in Istanbul",
+      "an overnight flight with two stops", "a cheap flight with a 5-hour layover"]),
+]
+
+
+def bench_policy(n: int, *, tasks: int = 20, seed: int = 0, policy_file: Path | None = None,
+                 workdir: Path | None = None) -> dict:
+    """One row of the model path: the whole pre_tool through the reference host (fixed rule, ``n`` bound
+    hooks, then the learned policy over its features, with the standing embedder when there is one) for
+    ``tasks`` tasks of four ``select_option`` calls each, every task a new session (its first call embeds
+    the request and the evidence's clauses; the next three find them cached). ``policy_file``: a policy of
+    ``memtier train policy``; by default a zero-weight policy over the evidence features (its time does not
+    depend on its weights)."""
+    from . import plugin
+    from .events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent
+    from .host import Host
+    from .memory import memory_for, reset_services
+    from .policy import EVIDENCE_FEATURES, FEATURES, Policy, write_policy
+
+    base = Path(tempfile.mkdtemp(prefix="memtier-sidecar-policy-", dir=workdir))
+    rng = random.Random(seed * 1_000_003 + n)  # each row its own texts (vectors are cached per process)
+    try:
+        write_hooks(base, hook_mix(n, seed))
+        pol = base / "memtier-policy.yaml"
+        if policy_file is None:
+            write_policy(pol, Policy.zero(names=FEATURES + EVIDENCE_FEATURES))
+        else:
+            shutil.copyfile(policy_file, pol)
+        (base / "memtier.yaml").write_text("scheduling:\n  mode: combined\n  policy: memtier-policy.yaml\n")
+        reset_services()
+        host = Host()
+        host.register(plugin, "memtier")
+
+        def ctx(i: int) -> HookContext:
+            return HookContext(agent_id="bench", session_id=f"s{i}", run_id=f"r{i}", project="bench",
+                               workspace_dir=str(base))
+
+        for i, text in enumerate(PREFERENCES):  # the standing layer: what the user said once
+            host.before_prompt_build(PromptEvent(text), ctx(-1 - i))
+            host.agent_end(AgentEndEvent(success=True), ctx(-1 - i))
+            host.session_end(SessionEndEvent(reason="completed"), ctx(-1 - i))
+        mem = memory_for(ctx(0))
+        timeout_ms = mem.config.scheduling.policy_timeout_ms
+        embedder = getattr(mem.scorer.embedder, "name", "") if mem.scorer.embedder is not None else ""
+        times, first, actions, timeouts, checked = [], [], {}, 0, 0
+        for t in range(-1, tasks):  # task -1 warms up (models loaded, the evidence's clauses embedded)
+            request, options = TASKS[t % len(TASKS)]
+            words = " ".join(rng.sample(WORDS, 2))  # new texts every task: nothing embedded yet
+            request = f"{request} Task {t}: {words}."
+            host.before_prompt_build(PromptEvent(request), ctx(t))
+            for k, option in enumerate(rng.sample(options, len(options))):
+                option = f"{option} ({rng.choice(WORDS)} {t}-{k})"
+                call = ToolCallEvent("select_option", {"request": request, "option": option}, f"c{t}-{k}")
+                t0 = time.perf_counter_ns()
+                host.pre_tool(call, ctx(t))
+                ms = (time.perf_counter_ns() - t0) / 1e6
+                if t < 0:
+                    continue
+                times.append(ms)
+                if k == 0:
+                    first.append(ms)
+                d = mem.last_decision
+                action = d.action if d is not None else "?"
+                actions[action] = actions.get(action, 0) + 1
+                timeouts += bool(d is not None and d.features.get("policy_timeout"))
+                checked += bool(d is not None and "policy_features" in d.features)
+            host.session_end(SessionEndEvent(reason="completed"), ctx(t))
+        mem.close()
+    finally:
+        reset_services()
+        shutil.rmtree(base, ignore_errors=True)
+    return {"hooks": n, "path": "policy", "calls": len(times), "p50_ms": _pct(times, 0.5),
+            "p95_ms": _pct(times, 0.95), "p99_ms": _pct(times, 0.99), "max_ms": max(times),
+            "first_call_p50_ms": _pct(first, 0.5), "first_call_p95_ms": _pct(first, 0.95),
+            "policy_timeout_ms": timeout_ms, "timeouts": timeouts, "over_timeout": sum(t > timeout_ms for t in times),
+            "actions": actions, "policy_checked": checked, "standing_embedder": embedder or "none (lexical features)",
+            "policy": str(policy_file) if policy_file else "zero weights over the evidence features"}
+
+
 def check(rows: list[dict]) -> list[tuple[str, bool]]:
     """Verdicts on the issue-13 target for the measured sizes of at least 1,000 hooks.
 

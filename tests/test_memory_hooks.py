@@ -681,6 +681,33 @@ def test_bench_sidecar_reports_times_beside_a_same_run_reference():
     assert adv["skipped_by_budget"] > 0 and adv["steps"] <= adv["event_steps_budget"]
 
 
+def test_bench_sidecar_model_path_times_the_whole_pre_tool_with_the_policy(tmp_path, monkeypatch):
+    """The model path runs the real pre_tool through the host: every call reaches the policy (its features
+    computed), and a given policy file is the one that decides."""
+    from memtier_plugin.policy import ACTIONS, FEATURES, Policy, write_policy
+
+    monkeypatch.setenv("MEMTIER_STANDING__EMBEDDER", "none")
+    args = ["bench", "sidecar", "--hooks", "0,20", "--calls", "100", "--model-path", "--tasks", "2", "--json"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    rows = {r["hooks"]: r for r in json.loads(result.stdout)["model_path"]}
+    assert set(rows) == {0, 20}
+    for r in rows.values():
+        assert r["calls"] == 8 and r["policy_checked"] == 8 and r["timeouts"] == 0
+        assert 0 < r["p50_ms"] <= r["p95_ms"] <= r["max_ms"] and r["policy_timeout_ms"] == 500
+        assert r["actions"] == {"silent": 8}  # zero weights: the first action
+    pol = Policy.zero(names=FEATURES)
+    pol.bias[ACTIONS.index("intervene")] = 5.0
+    write_policy(tmp_path / "hold.yaml", pol)
+    held = CliRunner().invoke(cli, ["bench", "sidecar", "--hooks", "0", "--calls", "100", "--model-path", "--tasks", "2",
+                                    "--json", "--policy", str(tmp_path / "hold.yaml")])
+    assert held.exit_code == 0, held.output
+    assert json.loads(held.stdout)["model_path"][0]["actions"] == {"intervene": 8}
+    (tmp_path / "bad.yaml").write_text("just: text\n")
+    bad = CliRunner().invoke(cli, [*args, "--policy", str(tmp_path / "bad.yaml")])
+    assert bad.exit_code != 0 and "bad.yaml" in bad.output
+
+
 def test_bench_sidecar_rejects_bad_sizes_with_exit_2():
     result = CliRunner().invoke(cli, ["bench", "sidecar", "--hooks", "ten"])
     assert result.exit_code == 2 and "--hooks" in result.output

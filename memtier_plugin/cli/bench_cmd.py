@@ -270,10 +270,19 @@ def _dump(row: dict, json_out: str | None) -> str:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the hooks and the calls.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--check", is_flag=True, help="Exit 1 when a size of at least 1,000 hooks misses p99 ≤ 1 ms.")
-def sidecar(sizes, calls, seed, as_json, check):
+@click.option("--model-path", "model_path", is_flag=True,
+              help="Also time the model path: the whole pre_tool through the reference host with the learned "
+                   "policy (standing embedder, bge-small when set up), per size, beside its timeout.")
+@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The policy the model path uses (memtier train policy); default: zero weights over the "
+                   "evidence features (the time does not depend on the weights).")
+@click.option("--tasks", type=click.IntRange(1, 10_000), default=25, show_default=True,
+              help="Model path: tasks of four select_option calls per size.")
+def sidecar(sizes, calls, seed, as_json, check, model_path, policy_file, tasks):
     """pre_tool hook decision time (no model) with N bound hooks: p50/p95/p99, beside the same-run
-    time of json.dumps of the call's params, plus one adversarial event stopped by the step budget."""
-    from ..bench_sidecar import TARGET_P99_MS, bench_adversarial, bench_hooks
+    time of json.dumps of the call's params, plus one adversarial event stopped by the step budget.
+    With --model-path, also the whole pre_tool with the learned policy (its p95 beside its timeout)."""
+    from ..bench_sidecar import TARGET_P99_MS, bench_adversarial, bench_hooks, bench_policy
     from ..bench_sidecar import check as check_rows
 
     try:
@@ -283,11 +292,21 @@ def sidecar(sizes, calls, seed, as_json, check):
     if not counts or any(c < 0 or c > 100_000 for c in counts):
         raise click.BadParameter("every number of hooks must be between 0 and 100,000", param_hint="--hooks")
     rows = [bench_hooks(n, calls=calls, seed=seed) for n in counts]
+    policy_rows = []
+    if model_path:
+        from ..policy import load_policy
+
+        if policy_file:
+            load_policy(Path(policy_file))  # a bad file: one line naming it, before any work
+        policy_rows = [bench_policy(n, tasks=tasks, seed=seed, policy_file=Path(policy_file) if policy_file else None)
+                       for n in counts]
     adversarial = bench_adversarial()
     verdicts = check_rows(rows)
     missed = [d for d, ok in verdicts if not ok]
     if as_json:
         click.echo(json.dumps({"sidecar": [{k: _round(v) for k, v in r.items()} for r in rows],
+                               **({"model_path": [{k: _round(v) for k, v in r.items()} for r in policy_rows]}
+                                  if model_path else {}),
                                "adversarial": {k: _round(v) for k, v in adversarial.items()},
                                "meta": {"path": "no-model", "target_p99_ms": TARGET_P99_MS, "seed": seed,
                                         "reference": "json.dumps(params) of the same call",
@@ -300,6 +319,12 @@ def sidecar(sizes, calls, seed, as_json, check):
                        f"p99 {r['cpu_p99_ms']:.3f} ms (json.dumps of the params {r['ref_json_dumps_p50_ms'] * 1000:.1f} "
                        f"µs: p50 {r['p50_over_ref'] or 0:.1f}×); {r['evaluated_mean']:.1f} predicates evaluated a "
                        f"call; load {r['load_s']:.2f} s")
+        for r in policy_rows:
+            click.echo(f"{r['hooks']:>6,} hooks, model path ({r['standing_embedder']}): pre_tool wall p50 "
+                       f"{r['p50_ms']:.1f} ms, p95 {r['p95_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, max "
+                       f"{r['max_ms']:.1f} ms over {r['calls']} calls (a task's first call p95 "
+                       f"{r['first_call_p95_ms']:.1f} ms); timeout {r['policy_timeout_ms']:.0f} ms: "
+                       f"{r['over_timeout']} calls past it, {r['timeouts']} answered by the timeout")
         a = adversarial
         click.echo(f"adversarial: {a['hooks']} hooks of {a['pattern']!r} on a {a['argument_chars']:,}-character "
                    f"argument: {a['evaluated']} evaluated, {a['skipped_by_budget']} skipped by the step budget, "
