@@ -397,26 +397,9 @@ def test_at_pre_tool_an_evidence_policy_reads_the_features_a_real_pre_tool_compu
     from memtier_plugin.policy import EVIDENCE_FEATURES
 
     def run(ws, pol):
-        from memtier_plugin import plugin
-        from memtier_plugin.events import AgentEndEvent, SessionEndEvent
-        from memtier_plugin.host import Host
-        from memtier_plugin.memory import memory_for, reset_services
+        from memtier_plugin.memory import memory_for
 
-        ws.mkdir()
-        write_policy(ws / "memtier-policy.yaml", pol)
-        (ws / "memtier.yaml").write_text("standing:\n  embedder: none\nscheduling:\n  mode: combined\n"
-                                         "  policy: memtier-policy.yaml\n")
-        reset_services()
-        host = Host()
-        host.register(plugin, "memtier")
-
-        def ctx(n):
-            return HookContext(agent_id="main", session_id=f"s{n}", run_id=f"r{n}", project="food",
-                               workspace_dir=str(ws))
-
-        host.before_prompt_build(PromptEvent("I avoid anything with peanuts or peanut sauce."), ctx(1))
-        host.agent_end(AgentEndEvent(success=True), ctx(1))
-        host.session_end(SessionEndEvent(reason="completed"), ctx(1))
+        host, ctx = _policy_workspace(ws, pol, "I avoid anything with peanuts or peanut sauce.")
         host.before_prompt_build(PromptEvent("Suggest a dinner recipe with noodles."), ctx(2))
         answer = host.pre_tool(ToolCallEvent("select_option", {"option": "Satay noodles in peanut sauce"}), ctx(2))
         return answer, memory_for(ctx(2)).last_decision.features
@@ -500,13 +483,11 @@ def test_with_the_real_models_evidence_selection_and_the_cross_encoder_read_the_
     assert violate["max_conflict"] > follow["max_conflict"]
 
 
-def _real_runs(ws, policy: Policy):
-    """A workspace with real runs through the host under ``policy``: a preference, then four runs of one call
-    each — let through and failed in a failed run; let through and fine in a good run; held in a good run;
-    and one with no outcome logged."""
+def _policy_workspace(ws, policy: Policy, preference: str):
+    """(host, ctx) of a new workspace whose config names ``policy`` (lexical features), after a session in
+    which the user stated ``preference``; ``ctx(n)`` is run n's context (session s<n>)."""
     from memtier_plugin import plugin
-    from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent, \
-        ToolResultEvent
+    from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent
     from memtier_plugin.host import Host
     from memtier_plugin.memory import reset_services
 
@@ -521,9 +502,20 @@ def _real_runs(ws, policy: Policy):
     def ctx(n):
         return HookContext(agent_id="main", session_id=f"s{n}", run_id=f"r{n}", project="food", workspace_dir=str(ws))
 
-    host.before_prompt_build(PromptEvent("I avoid seafood, so never suggest shrimp or fish dishes to me."), ctx(0))
+    host.before_prompt_build(PromptEvent(preference), ctx(0))
     host.agent_end(AgentEndEvent(success=True), ctx(0))
     host.session_end(SessionEndEvent(reason="completed"), ctx(0))
+    return host, ctx
+
+
+def _real_runs(ws, policy: Policy):
+    """A workspace with real runs through the host under ``policy``: a preference, then four runs of one call
+    each — let through and failed in a failed run; let through and fine in a good run; held in a good run;
+    and one with no outcome logged."""
+    from memtier_plugin.events import AgentEndEvent, PromptEvent, ToolCallEvent, ToolResultEvent
+    from memtier_plugin.memory import reset_services
+
+    host, ctx = _policy_workspace(ws, policy, "I avoid seafood, so never suggest shrimp or fish dishes to me.")
     decisions = []
     for n, option, error, success in ((1, "grilled shrimp skewers", "restaurant out of stock", False),
                                       (2, "mushroom risotto", None, True), (3, "salmon sashimi", None, True),
