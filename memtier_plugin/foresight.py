@@ -403,11 +403,15 @@ class Foresight:
             except Exception as exc:  # a failed preparation is a miss, never a failed hook
                 entry.error = f"{type(exc).__name__}: {exc}"
                 log.warning("foresight: preparing %r failed: %s", entry.prediction.query[:60], entry.error)
-            entry.prep_ms = (time.perf_counter() - t0) * 1000
-            entry.ready_at = self.clock()
-            if entry.result is not None:
-                entry.previous = None  # (the earlier result is not kept alive)
-            entry.ready.set()
+            except BaseException as exc:  # the worker is stopping (SystemExit, ...): nobody waits for it
+                entry.error = f"worker stopped: {type(exc).__name__}"
+                raise
+            finally:
+                entry.prep_ms = (time.perf_counter() - t0) * 1000
+                entry.ready_at = self.clock()
+                if entry.result is not None:
+                    entry.previous = None  # (the earlier result is not kept alive)
+                entry.ready.set()
 
     def _vector(self, text: str):
         try:
@@ -500,6 +504,10 @@ class Foresight:
         prev = entry.previous
         if prev is not None and not entry.ready.is_set():
             entry = prev  # being prepared again after writes: the earlier result meanwhile
+        if not entry.ready.is_set() and not self.running:  # its worker died: nothing will come; no wait
+            self.stats.late += 1
+            self._ensure_thread()  # (a new worker takes what is still queued, for the next queries)
+            return Served(None, entry.prediction, sim, (time.perf_counter() - t0) * 1000, reason="late")
         ready = entry.ready.wait(self.cfg.wait_ms / 1000.0)
         wait = (time.perf_counter() - t0) * 1000
         if not ready or entry.result is None:

@@ -709,3 +709,37 @@ def test_a_missed_prompt_is_kept_and_serves_the_agents_next_search(workspace):
         assert any("4417" in h.content for h in again.hits)
     finally:
         mem.close()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_killed_worker_never_makes_a_hook_wait_and_a_new_one_takes_over():
+    """The worker dies inside a preparation (SystemExit, as when its thread is torn down): the query that
+    matches it, and one matching a preparation still queued, return at once (not after wait_ms), and the
+    next queries are prepared by a new worker."""
+    killed = threading.Event()
+
+    def retrieve(q, layers, ctx):
+        if not killed.is_set():
+            killed.set()
+            raise SystemExit("killed")
+        return Result(q)
+
+    fs = _fs(retrieve, wait_ms=30_000, k=4)
+    try:
+        fs.begin("t", INSTRUCTION, {}, None)
+        assert killed.wait(10)
+        first = fs.task("t").entries[0]
+        assert first.ready.wait(10) and first.error == "worker stopped: SystemExit"
+        deadline = time.monotonic() + 10
+        while fs.running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not fs.running
+        t0 = time.monotonic()
+        dead = fs.lookup("t", "Go ahead with the flights for the whole team")
+        queued = fs.lookup("t", "find a hotel near the venue")  # still queued when the worker died
+        assert time.monotonic() - t0 < 10  # far below wait_ms (30 s): neither waited
+        assert (dead.reason, queued.reason) == ("failed", "late") and not dead.hit and not queued.hit
+        _ready(fs, "t")  # the new worker prepares what was still queued
+        assert fs.running and fs.lookup("t", "reserve a restaurant for the team dinner").hit
+    finally:
+        assert fs.close()
