@@ -348,8 +348,9 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
             report[split]["fixed_rule"]["decision_p50_ms"] = report[split]["fixed_rule"]["decision_p95_ms"] = None
     if traced is not None:
         report["traces"] = traced
+    # the measures, not the times: the same data and seed give the same file
     learned.meta = {"seed": seed, "train_topics": chosen, "held_topics": held, "data": str(root),
-                    "real_run_calls": traced["used"] if traced is not None else 0, "training": summary,  # the measures, not the times: the same data and seed give the same file
+                    "real_run_calls": traced["used"] if traced is not None else 0, "training": summary,
                     "held_back": {k: v for k, v in (report.get("held_back", {}).get("policy") or {}).items()
                                   if not k.endswith("_ms")}}
     report["out"] = str(write_policy(out, learned, cfg.source).resolve())
