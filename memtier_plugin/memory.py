@@ -196,9 +196,10 @@ class Memory:
     @property
     def retriever(self):
         if self._retriever is None:
-            from .retrieval import Retriever
+            from .retrieval import COLD_EMBED, Retriever
 
             self._retriever = Retriever(self.config, self.ledger)
+            self._retriever.cold_embed_limit = COLD_EMBED  # a hook never embeds a big cold store in place
         return self._retriever
 
     @property
@@ -348,6 +349,8 @@ class Memory:
         fs = self._foresight
         if fs is not None:
             fs.close()
+        if self._retriever is not None:
+            self._retriever.close()
 
     # ---- standing knowledge (Global and Workspace layers) ------------------
     @property
@@ -790,7 +793,8 @@ class Memory:
         r = self._retriever
         fs = self._foresight
         try:
-            if r is not None and r.embedder is not None and (fs is None or not fs.running):
+            if r is not None and r.embedder is not None and (fs is None or not fs.running) \
+                    and not r.embedding_in_background:
                 r.embed_pending()  # with Foresight running, its thread embeds them when idle
             if fs is not None:
                 fs.refill(ctx.session_id or ctx.run_id or "-", self.directory(ctx.project, ts), (ctx, ts))

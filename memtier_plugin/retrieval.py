@@ -39,6 +39,7 @@ RERANK_BATCH = 16  # pairs per cross-encoder call when re-ranking within a budge
 RERANK_BATCH_BACKGROUND = 8  # the same in the background: short calls, so a hook's recall soon has the CPU
 YIELD_LIMIT_S = 2.0  # longest a background checkpoint waits for the hooks in progress
 DEFER_EMBED = 32  # new documents a recall leaves unembedded (zero rows); past this it embeds them first
+COLD_EMBED = 256  # a hook's first recall embeds a cold store in place up to this many uncached texts
 PRIOR_PAIR_MS = 10.0  # the cross-encoder's time per pair assumed until the first call measures it
 RANK_DEPTH = 50  # rank()'s depth when a caller gives none (recall asks for max(4k, 16), evaluation for its own)
 
@@ -220,6 +221,11 @@ class Retriever:
         self._pair_ms: float | None = None  # measured cross-encoder time per pair (budgeted re-ranking)
         self._char_ms: float | None = None  # the same per character of query + entry (a pair's time ∝ its length)
         self.last_result: RecallResult | None = None
+        # None: a cold store is embedded in place at its first recall (evaluation, `memtier index`); a number
+        # (the hooks' Memory: COLD_EMBED): past that many uncached texts it is embedded in the background
+        self.cold_embed_limit: int | None = None
+        self._cold_thread: threading.Thread | None = None
+        self._cold_stop = threading.Event()
         if backends.embedder is not None:
             self.set_embedder(backends.embedder, vector_cache)
         if backends.reranker is not None:
@@ -472,16 +478,16 @@ class Retriever:
                 n += max(0, getattr(self, kind).n - have.embedded)
         return n
 
-    def embed_pending(self, batch: int = 16, *, wait: bool = True) -> int:
+    def embed_pending(self, batch: int = 16, *, wait: bool = True, stop: threading.Event | None = None) -> int:
         """Embed the entries written since the last embedding (agent_end, the daemon, Foresight's thread), so
         recall never embeds the workspace at query time. The model runs outside the index lock, ``batch``
         texts at a time; returns how many were embedded. ``wait=False``: stop rather than wait while
-        another thread is embedding (it is catching up already)."""
+        another thread is embedding (it is catching up already). ``stop``: set, it stops before its next batch."""
         if self.embedder is None or self.vector_cache is None:
             return 0
         total = 0
         for kind in ("episodic", "semantic"):
-            while True:
+            while stop is None or not stop.is_set():
                 with self._lock:
                     idx, gen = getattr(self, kind), self._generation
                     have = self._vectors.get(kind)
@@ -516,14 +522,51 @@ class Retriever:
         have = self._vectors.get(idx.kind)
         done = 0 if have is None else have.embedded
         if done < idx.n:
-            if have is not None and done > 0:
+            if have is not None:
                 return have.pad(idx.n).view()
             texts = [self.content(idx, d) for d in range(done, idx.n)]
+            limit = self.cold_embed_limit
+            if limit is not None and self.vector_cache.missing(texts) > limit:
+                self._vectors[idx.kind] = have = Rows(np.zeros((0, self.vector_cache.dim), np.float32))
+                self._embed_cold()
+                return have.pad(idx.n).view()
             with self._embed_lock:
                 new = self.vector_cache.get_many(texts).astype(np.float32)
-            have = Rows(new) if have is None else have.append(new)
+            have = Rows(new)
             self._vectors[idx.kind] = have
         return None if have is None else have.view()[:idx.n]  # None: an empty index, never embedded
+
+    def _embed_cold(self) -> None:
+        """A hook found a cold store too big to embed in place: its vectors stay zero rows (the lexical
+        signals still rank) while a background thread embeds it (``memtier index`` does it ahead)."""
+        if self._cold_thread is not None and self._cold_thread.is_alive():
+            return
+        log.warning("memtier: %s holds entries not embedded yet; embedding them in the background (the "
+                    "semantic signal is off for them until then)", self.root)
+
+        stop = self._cold_stop = threading.Event()
+
+        def run() -> None:
+            try:
+                self.embed_pending(batch=64, stop=stop)
+            except Exception:
+                log.exception("memtier: embedding %s in the background failed", self.root)
+
+        self._cold_thread = threading.Thread(target=run, name="memtier-embed", daemon=True)
+        self._cold_thread.start()
+
+    @property
+    def embedding_in_background(self) -> bool:
+        """A cold store is being embedded by the background thread (nobody else needs to)."""
+        return self._cold_thread is not None and self._cold_thread.is_alive()
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Stop background embedding (at its next batch); True when no such thread is left running."""
+        self._cold_stop.set()
+        t = self._cold_thread
+        if t is not None:
+            t.join(timeout)
+        return t is None or not t.is_alive()
 
     def _dense(self, idx: DocIndex, qv: np.ndarray, scope: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k documents by cosine within ``scope`` (all when None): (docs, cosines)."""
@@ -689,8 +732,12 @@ class Retriever:
         if background:
             self.yield_to_foreground()
         t0 = time.perf_counter()
-        if self._unembedded() > DEFER_EMBED:  # many new entries and no agent_end yet: embed them, outside the lock
-            self.embed_pending(wait=False)  # (unless another thread is at it: never wait for it)
+        pending = self._unembedded()
+        if pending > DEFER_EMBED and not self.embedding_in_background:  # many new entries, no agent_end yet:
+            if self.cold_embed_limit is not None and pending > self.cold_embed_limit:
+                self._embed_cold()  # too many for a hook (another process wrote them): in the background
+            else:
+                self.embed_pending(wait=False)  # outside the lock (unless another thread is at it: no wait)
         k, budget = self.config.retrieval.top_k, self.config.packing.token_budget
         depth = max(4 * k, 16)
         kw = dict(agents=agents, project=project, session_id=session_id, now=now, depth=depth, two_stage=None,

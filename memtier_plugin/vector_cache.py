@@ -83,6 +83,11 @@ class VectorCache:
         self._n = n
         self._row = {int(k): i for i, k in enumerate(keys[:n].tolist())}
 
+    def missing(self, texts: list[str]) -> int:
+        """How many distinct ``texts`` are not cached (what :meth:`get_many` would embed)."""
+        self._load()
+        return len({k for k in map(self.key, texts) if k not in self._row})
+
     def get(self, text: str) -> np.ndarray:
         return self.get_many([text])[0]
 

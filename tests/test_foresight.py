@@ -743,3 +743,85 @@ def test_a_killed_worker_never_makes_a_hook_wait_and_a_new_one_takes_over():
         assert fs.running and fs.lookup("t", "reserve a restaurant for the team dinner").hit
     finally:
         assert fs.close()
+
+
+def test_a_hooks_first_recall_of_a_big_cold_store_embeds_it_in_the_background(workspace):
+    """Past cold_embed_limit uncached texts (the hooks' Memory sets COLD_EMBED) the first recall does not embed
+    the store in place: it answers by words while a background thread embeds it; without a limit
+    (evaluation) the store is embedded in place, as before."""
+    from memtier_plugin.retrieval import COLD_EMBED
+
+    flags = {"embeddings.backend": "hashing", "weights.sem": 1.0}
+    r = _retriever(workspace, 40, **flags)
+    r.cold_embed_limit = 10
+    gate, inside = threading.Event(), threading.Event()
+    original = r.vector_cache.get_many
+
+    def slow(texts):
+        inside.set()
+        gate.wait(60)
+        return original(texts)
+
+    r.vector_cache.get_many = slow
+    try:
+        got = r.recall("hotel note 7", agent_id="a", project="p", agents=["a"])
+        assert any("hotel note 7" in h.content for h in got.hits)  # by its words, while ...
+        assert inside.wait(10) and r.embedding_in_background  # ... the thread is inside the model
+        assert r._vectors["episodic"].embedded == 0
+    finally:
+        gate.set()
+    r._cold_thread.join(30)
+    assert r._vectors["episodic"].embedded == 40 and not r.embedding_in_background
+    assert r.close()
+    small = _retriever(workspace / "small", 5, **flags)  # under the limit: in place
+    small.cold_embed_limit = 10
+    small.recall("hotel note", agent_id="a", project="p", agents=["a"])
+    assert small._vectors["episodic"].embedded == 5 and small._cold_thread is None
+    mem = Memory(load_config(flags={"paths.workspace": str(workspace), **flags}, use_env=False))
+    assert mem.retriever.cold_embed_limit == COLD_EMBED and Retriever(mem.config).cold_embed_limit is None
+
+
+def test_closing_stops_the_background_embedding_at_its_next_batch(workspace):
+    r = _retriever(workspace, 150, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
+    r.cold_embed_limit = 10
+    gate, inside = threading.Event(), threading.Event()
+    original = r.vector_cache.get_many
+    r.vector_cache.get_many = lambda texts: (inside.set(), gate.wait(60), original(texts))[2]
+    r.recall("hotel note", agent_id="a", project="p", agents=["a"])
+    assert inside.wait(10)
+    assert not r.close(timeout=0)  # still inside the model: asked to stop
+    gate.set()
+    r._cold_thread.join(30)
+    assert not r.embedding_in_background and r._vectors["episodic"].embedded == 64  # one batch, then stopped
+    assert r.embed_pending() == 150 - 64  # an explicit call embeds the rest (the stop was that thread's)
+
+
+def test_many_entries_written_by_another_process_are_embedded_in_the_background_not_by_the_hook(workspace):
+    from memtier_plugin.ledger import Ledger
+
+    r = _retriever(workspace, 30, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
+    r.cold_embed_limit = 50
+    r.recall("hotel note", agent_id="a", project="p", agents=["a"])  # warm: 30 embedded in place
+    led = Ledger(workspace / "memory")
+    for i in range(120):  # another process appends 120 entries
+        rec, path, off = led.write_entry(agent_id="a", session_id="s-bulk", project="p", role="user",
+                                         content=f"bulk import line {i}", timestamp=T0 + 2000 + i)
+        r.notify_append(rec, path, off)
+    gate, inside, callers = threading.Event(), threading.Event(), []
+    original = r.vector_cache.get_many
+
+    def slow(texts):
+        callers.append(threading.current_thread().name)
+        inside.set()
+        gate.wait(60)
+        return original(texts)
+
+    r.vector_cache.get_many = slow
+    try:
+        got = r.recall("bulk import line 7", agent_id="a", project="p", agents=["a"])
+        assert any("bulk import line 7" in h.content for h in got.hits)
+        assert inside.wait(10) and callers == ["memtier-embed"]  # the hook's thread never ran the model
+    finally:
+        gate.set()
+    r._cold_thread.join(30)
+    assert r._vectors["episodic"].embedded == 150
