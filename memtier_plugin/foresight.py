@@ -273,17 +273,26 @@ class Foresight:
         if task is None or _signature(directory) == task.directory:
             return []
         task.directory = _signature(directory)
-        with self._lock:
-            task.entries = [e for e in task.entries if e.prediction.source != "retrieved"]
+        self.forget_retrieved(key)
         for e in list(task.entries):
             self._prepare(task, e.prediction, ctx, again=e)
         return self._refill(task, directory, ctx)
 
+    def forget_retrieved(self, key: str) -> None:
+        """A new prompt: the normally retrieved results of task ``key`` go (they predate what the user just
+        said); its predictions stay."""
+        task = self.task(key)
+        if task is not None:
+            with self._lock:
+                task.entries = [e for e in task.entries if e.prediction.source != "retrieved"]
+
     def remember(self, key: str, query: str, result: Any) -> bool:
         """A normally retrieved result joins task ``key``'s cache (MemSidecar §3.2: the cache holds
-        "prefetched or normally retrieved query results"): a later query of the same need is served from it
-        until it expires (entry_ttl_s) or memory writes change the directory. It costs no prediction budget,
-        and a prediction that matches a query is always preferred to it. True when kept."""
+        "prefetched or normally retrieved query results"): the agent's later queries of the same need in
+        this turn (its ``memory_search`` after the prompt) are served from it, until the next prompt
+        (:meth:`forget_retrieved`), its expiry (entry_ttl_s) or memory writes that change the directory. It
+        costs no prediction budget, and a prediction that matches a query is always preferred to it. True
+        when kept."""
         task = self.task(key)
         tokens = token_set(query)
         if task is None or result is None or not tokens:

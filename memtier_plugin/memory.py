@@ -287,8 +287,10 @@ class Memory:
         return out
 
     def recall_for(self, query: str, ctx: HookContext, ts: Any = None, *, start_task: bool = True):
-        """(result, access) for a query of the agent: served from the Foresight cache when a prediction matches,
-        else retrieved normally. The first prompt of a task (``start_task``) starts its predictions. While a
+        """(result, access) for a query of the agent: served from the Foresight cache when a prediction matches
+        (or, for the agent's own queries, a result retrieved earlier in this turn), else retrieved normally.
+        ``start_task``: a prompt (the memory tools pass False); the first prompt of a task starts its
+        predictions. While a
         retrieval of the hook runs, Foresight's preparations pause at their next checkpoint (not while the
         hook waits for a preparation: that one must finish)."""
         from .foresight import Served
@@ -310,6 +312,8 @@ class Memory:
                     log.exception("memtier foresight could not start task %s", key)
             self._trace_foresight(query, result, access, ctx, when)
             return result, access
+        if start_task:  # a prompt: what was retrieved for the last one predates what the user just said
+            fs.forget_retrieved(key)
         access = fs.lookup(key, query)
         if not access.hit:
             result = self._hook_recall(query, ctx, ts)

@@ -825,3 +825,21 @@ def test_many_entries_written_by_another_process_are_embedded_in_the_background_
         gate.set()
     r._cold_thread.join(30)
     assert r._vectors["episodic"].embedded == 150
+
+
+def test_a_retrieved_result_serves_the_agents_queries_of_its_turn_but_not_the_next_prompt(workspace):
+    _history(workspace)
+    mem = Memory(_config(workspace))
+    ctx = _ctx(workspace)
+    try:
+        mem.recall_for(INSTRUCTION, ctx, T0)
+        _ready(mem.foresight, "task-1")
+        card = "The payment was declined again. Which card did we switch to the last time this happened?"
+        mem.recall_for(card, ctx, T0 + 60)
+        _, again = mem.recall_for("Which card did we switch to when the payment was declined?", ctx, T0 + 90)
+        assert again.reason == "no match"  # a new prompt: the last turn's retrieval is gone
+        _, tool = mem.recall_for("payment declined card switched", ctx, T0 + 95, start_task=False)
+        assert tool.hit and tool.prediction.source == "retrieved"  # this turn's own retrieval serves the tool
+        assert tool.prediction.query.startswith("Which card did we switch")
+    finally:
+        mem.close()
