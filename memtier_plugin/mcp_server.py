@@ -15,6 +15,8 @@ everything else memtier says goes to stderr.
 
 from __future__ import annotations
 
+import threading
+
 from typing import Any
 
 from .errors import MemtierError
@@ -37,6 +39,8 @@ def build_server(ctx: HookContext):
 
     ctx = checked_context(ctx)  # a path-like agent id stops the server before it starts
     mem = memory_for(ctx)
+    # the index, vectors and models beside the server, not inside the first tool call
+    threading.Thread(target=mem.warm_up, name="memtier-warm-up", daemon=True).start()
     server = MCPServer("memtier", version=__version__, instructions=INSTRUCTIONS)
 
     def answer(call, *args, **kwargs) -> dict[str, Any]:

@@ -555,6 +555,27 @@ class Retriever:
         self._cold_thread = threading.Thread(target=run, name="memtier-embed", daemon=True)
         self._cold_thread.start()
 
+    def warm_up(self) -> dict[str, float]:
+        """Load what a process's first recall would: the vectors of both tiers (a big uncached store goes to
+        the background, as for a hook) and the models, one query each. Seconds per part."""
+        out: dict[str, float] = {}
+        if self.embedder is not None:
+            t0 = time.perf_counter()
+            with self._lock:
+                self.refresh()
+                for idx in (self.episodic, self.semantic):
+                    if idx.n:
+                        self.vectors(idx)
+            out["vectors_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            self._embed_query("memtier warm-up")
+            out["embedder_s"] = time.perf_counter() - t0
+        if self.reranker is not None and not self._rerank_failed:
+            t0 = time.perf_counter()
+            self.reranker.score("memtier warm-up", ["memtier warm-up"])
+            out["reranker_s"] = time.perf_counter() - t0
+        return out
+
     @property
     def embedding_in_background(self) -> bool:
         """A cold store is being embedded by the background thread (nobody else needs to)."""

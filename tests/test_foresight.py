@@ -4,6 +4,7 @@ joint delivery, and the fast path's re-ranking budget, logit cache and embedding
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -843,3 +844,31 @@ def test_a_retrieved_result_serves_the_agents_queries_of_its_turn_but_not_the_ne
         assert tool.prediction.query.startswith("Which card did we switch")
     finally:
         mem.close()
+
+
+def test_warm_up_loads_vectors_and_models_before_the_first_recall(workspace, caplog):
+    """What the sidecar and the MCP server do before serving: the first recall then embeds nothing and the
+    models have run once; a failing warm-up is logged, never raised."""
+    flags = {"embeddings.backend": "hashing", "weights.sem": 1.0, "standing.embedder": "none"}
+    _retriever(workspace, 40, **flags)
+    mem = Memory(load_config(flags={"paths.workspace": str(workspace), **flags}, use_env=False))
+    model = CountingReranker()
+    mem.retriever.set_reranker(model)
+    assert "episodic" not in mem.retriever._vectors
+    parts = mem.warm_up()
+    assert mem.retriever._vectors["episodic"].embedded == 40 and model.calls == [1]
+    assert {"vectors_s", "embedder_s", "reranker_s", "total_s"} <= set(parts)
+    calls = []
+    original = mem.retriever.vector_cache.get_many
+    mem.retriever.vector_cache.get_many = lambda texts: calls.append(len(texts)) or original(texts)
+    mem.recall("hotel note 3", _ctx(workspace), T0 + 100)
+    assert calls == []  # nothing left to load at the first prompt
+
+    class Broken:
+        def score(self, query, texts):
+            raise RuntimeError("model file truncated")
+
+    mem.retriever.set_reranker(Broken())
+    with caplog.at_level(logging.WARNING, logger="memtier_plugin.memory"):
+        assert set(mem.warm_up()) == {"total_s"}
+    assert any("warming up" in r.getMessage() for r in caplog.records)

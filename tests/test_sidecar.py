@@ -390,4 +390,27 @@ def test_bench_bridge_measures_each_path_over_the_same_prompts(tmp_path):
         assert isinstance(row["target_met"], bool)
     else:
         assert row["plugin_skipped"] and row["target_met"] is None
-    assert list(tmp_path.iterdir()) == [], "the temporary workspaces are removed"
+    # (HOME is tmp_path/home in tests: onnxruntime keeps a file there once a sidecar has loaded a model)
+    assert [p for p in tmp_path.iterdir() if p.name != "home"] == [], "the temporary workspaces are removed"
+
+
+def test_the_sidecar_warms_up_its_vectors_before_it_serves(sidecar, tmp_path):
+    """`memtier serve` loads (here: embeds) the workspace's vectors beside the server, right after it
+    starts and with no request, so the first prompt does not pay for them."""
+    from memtier_plugin.ledger import Ledger
+
+    ws = tmp_path / "ws"
+    led = Ledger(ws / "memory")
+    for i in range(40):
+        led.write_entry(agent_id="main", session_id=f"s{i // 10}", project="p", content=f"warm note {i}",
+                        role="user", timestamp=1_795_000_000.0 + i)
+    (ws / "memtier.yaml").write_text("embeddings:\n  backend: hashing\nweights:\n  sem: 1.0\n"
+                                     "standing:\n  embedder: none\n")
+    vectors = ws / "memory" / ".index" / "vectors"
+    assert not vectors.exists() or not list(vectors.glob("*.f32"))
+    sidecar(ws)  # returns once it printed its ready line; no request is sent
+    deadline = time.monotonic() + 30
+    while not (files := [f for f in vectors.glob("*.f32") if f.stat().st_size >= 40 * 4]) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert files  # every entry embedded without a request
