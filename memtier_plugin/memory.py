@@ -290,9 +290,8 @@ class Memory:
         """(result, access) for a query of the agent: served from the Foresight cache when a prediction matches
         (or, for the agent's own queries, a result retrieved earlier in this turn), else retrieved normally.
         ``start_task``: a prompt (the memory tools pass False); the first prompt of a task starts its
-        predictions. While a
-        retrieval of the hook runs, Foresight's preparations pause at their next checkpoint (not while the
-        hook waits for a preparation: that one must finish)."""
+        predictions. While a retrieval of the hook runs, Foresight's preparations pause at their next
+        checkpoint (not while the hook waits for a preparation: that one must finish)."""
         from .foresight import Served
 
         fs = self.foresight

@@ -221,7 +221,7 @@ class Retriever:
         self._pair_ms: float | None = None  # measured cross-encoder time per pair (budgeted re-ranking)
         self._char_ms: float | None = None  # the same per character of query + entry (a pair's time ∝ its length)
         self.last_result: RecallResult | None = None
-        # None: a cold store is embedded in place at its first recall (evaluation, `memtier index`); a number
+        # None: a cold store is embedded in place at its first recall (evaluation, benchmarks); a number
         # (the hooks' Memory: COLD_EMBED): past that many uncached texts it is embedded in the background
         self.cold_embed_limit: int | None = None
         self._cold_thread: threading.Thread | None = None
@@ -538,7 +538,7 @@ class Retriever:
 
     def _embed_cold(self) -> None:
         """A hook found a cold store too big to embed in place: its vectors stay zero rows (the lexical
-        signals still rank) while a background thread embeds it (``memtier index`` does it ahead)."""
+        signals still rank) while a background thread embeds it, 64 texts at a time."""
         if self._cold_thread is not None and self._cold_thread.is_alive():
             return
         log.warning("memtier: %s holds entries not embedded yet; embedding them in the background (the "
