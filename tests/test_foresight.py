@@ -579,20 +579,28 @@ def test_a_warm_store_leaves_a_few_new_entries_to_embed_pending_not_the_prompt(w
     assert calls[0] == 2 and sum(calls[1:]) == DEFER_EMBED + 1 and r.embed_pending() == 0
 
 
-def test_a_recall_never_waits_on_another_threads_embedding(workspace):
-    from memtier_plugin.ledger import Ledger
-
-    r = _retriever(workspace, 30, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
-    r.recall("hotel note", agent_id="a", project="p", agents=["a"])
-    gate, inside = threading.Event(), threading.Event()
+def _gate_embedding(r: Retriever):
+    """The vector cache's model calls held at a gate: (gate, inside, callers); ``inside`` is set once a call
+    reached the model, ``callers`` names the threads that called it."""
+    gate, inside, callers = threading.Event(), threading.Event(), []
     original = r.vector_cache.get_many
 
     def slow(texts):
+        callers.append(threading.current_thread().name)
         inside.set()
         gate.wait(60)
         return original(texts)
 
     r.vector_cache.get_many = slow
+    return gate, inside, callers
+
+
+def test_a_recall_never_waits_on_another_threads_embedding(workspace):
+    from memtier_plugin.ledger import Ledger
+
+    r = _retriever(workspace, 30, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
+    r.recall("hotel note", agent_id="a", project="p", agents=["a"])
+    gate, inside, _ = _gate_embedding(r)
     from memtier_plugin.retrieval import DEFER_EMBED
 
     for i in range(DEFER_EMBED + 20):  # more than a recall leaves unembedded
@@ -708,6 +716,11 @@ def test_a_missed_prompt_is_kept_and_serves_the_agents_next_search(workspace):
         again, access = mem.recall_for("payment declined corporate card switched", ctx, T0 + 65, start_task=False)
         assert access.hit and again is result and access.prediction.query == card
         assert any("4417" in h.content for h in again.hits)
+        # the next prompt drops it (it predates what the user just said); its own retrieval serves its turn
+        _, access = mem.recall_for("Which card did we switch to when the payment was declined?", ctx, T0 + 90)
+        assert access.reason == "no match"
+        _, tool = mem.recall_for("payment declined card switched", ctx, T0 + 95, start_task=False)
+        assert tool.hit and tool.prediction.query.startswith("Which card did we switch")
     finally:
         mem.close()
 
@@ -755,15 +768,7 @@ def test_a_hooks_first_recall_of_a_big_cold_store_embeds_it_in_the_background(wo
     flags = {"embeddings.backend": "hashing", "weights.sem": 1.0}
     r = _retriever(workspace, 40, **flags)
     r.cold_embed_limit = 10
-    gate, inside = threading.Event(), threading.Event()
-    original = r.vector_cache.get_many
-
-    def slow(texts):
-        inside.set()
-        gate.wait(60)
-        return original(texts)
-
-    r.vector_cache.get_many = slow
+    gate, inside, _ = _gate_embedding(r)
     try:
         got = r.recall("hotel note 7", agent_id="a", project="p", agents=["a"])
         assert any("hotel note 7" in h.content for h in got.hits)  # by its words, while ...
@@ -785,9 +790,7 @@ def test_a_hooks_first_recall_of_a_big_cold_store_embeds_it_in_the_background(wo
 def test_closing_stops_the_background_embedding_at_its_next_batch(workspace):
     r = _retriever(workspace, 150, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
     r.cold_embed_limit = 10
-    gate, inside = threading.Event(), threading.Event()
-    original = r.vector_cache.get_many
-    r.vector_cache.get_many = lambda texts: (inside.set(), gate.wait(60), original(texts))[2]
+    gate, inside, _ = _gate_embedding(r)
     r.recall("hotel note", agent_id="a", project="p", agents=["a"])
     assert inside.wait(10)
     assert not r.close(timeout=0)  # still inside the model: asked to stop
@@ -808,16 +811,7 @@ def test_many_entries_written_by_another_process_are_embedded_in_the_background_
         rec, path, off = led.write_entry(agent_id="a", session_id="s-bulk", project="p", role="user",
                                          content=f"bulk import line {i}", timestamp=T0 + 2000 + i)
         r.notify_append(rec, path, off)
-    gate, inside, callers = threading.Event(), threading.Event(), []
-    original = r.vector_cache.get_many
-
-    def slow(texts):
-        callers.append(threading.current_thread().name)
-        inside.set()
-        gate.wait(60)
-        return original(texts)
-
-    r.vector_cache.get_many = slow
+    gate, inside, callers = _gate_embedding(r)
     try:
         got = r.recall("bulk import line 7", agent_id="a", project="p", agents=["a"])
         assert any("bulk import line 7" in h.content for h in got.hits)
@@ -826,24 +820,6 @@ def test_many_entries_written_by_another_process_are_embedded_in_the_background_
         gate.set()
     r._cold_thread.join(30)
     assert r._vectors["episodic"].embedded == 150
-
-
-def test_a_retrieved_result_serves_the_agents_queries_of_its_turn_but_not_the_next_prompt(workspace):
-    _history(workspace)
-    mem = Memory(_config(workspace))
-    ctx = _ctx(workspace)
-    try:
-        mem.recall_for(INSTRUCTION, ctx, T0)
-        _ready(mem.foresight, "task-1")
-        card = "The payment was declined again. Which card did we switch to the last time this happened?"
-        mem.recall_for(card, ctx, T0 + 60)
-        _, again = mem.recall_for("Which card did we switch to when the payment was declined?", ctx, T0 + 90)
-        assert again.reason == "no match"  # a new prompt: the last turn's retrieval is gone
-        _, tool = mem.recall_for("payment declined card switched", ctx, T0 + 95, start_task=False)
-        assert tool.hit and tool.prediction.source == "retrieved"  # this turn's own retrieval serves the tool
-        assert tool.prediction.query.startswith("Which card did we switch")
-    finally:
-        mem.close()
 
 
 def test_warm_up_loads_vectors_and_models_before_the_first_recall(workspace, caplog):
