@@ -15,8 +15,6 @@ everything else memtier says goes to stderr.
 
 from __future__ import annotations
 
-import threading
-
 from typing import Any
 
 from .errors import MemtierError
@@ -39,8 +37,7 @@ def build_server(ctx: HookContext):
 
     ctx = checked_context(ctx)  # a path-like agent id stops the server before it starts
     mem = memory_for(ctx)
-    # the index, vectors and models beside the server, not inside the first tool call
-    threading.Thread(target=mem.warm_up, name="memtier-warm-up", daemon=True).start()
+    mem.warm_up_in_background()  # the index, vectors and models beside the server, not in the first tool call
     server = MCPServer("memtier", version=__version__, instructions=INSTRUCTIONS)
 
     def answer(call, *args, **kwargs) -> dict[str, Any]:
@@ -72,5 +69,12 @@ def build_server(ctx: HookContext):
 
 
 def run_stdio(ctx: HookContext) -> None:
-    """Serve MCP over stdin/stdout until the client closes the stream."""
-    build_server(ctx).run("stdio")
+    """Serve MCP over stdin/stdout until the client closes the stream; then stop background work (no model
+    may run while the process exits)."""
+    from .memory import memory_for
+
+    server = build_server(ctx)  # (it checked ctx)
+    try:
+        server.run("stdio")
+    finally:
+        memory_for(ctx).close()  # the Memory build_server bound (one per workspace)

@@ -146,6 +146,7 @@ class Memory:
         self._lexical = None
         self._hooks = None
         self._foresight = None
+        self._warm_thread: threading.Thread | None = None
         self._items: dict[str, Any] = {}  # standing item per node/skill id (records never change: cached)
         self._policy_error = ""  # the last scheduling.policy problem logged (logged once, not per call)
         self.collect_policy_features = False  # evaluation and training: trace the policy features without a policy
@@ -366,8 +367,27 @@ class Memory:
         out["total_s"] = time.perf_counter() - t0
         return out
 
-    def close(self) -> None:
-        """Stop background work (Foresight's thread); the Memory stays usable (it restarts on demand)."""
+    def warm_up_in_background(self) -> threading.Thread:
+        """:meth:`warm_up` in a thread of its own (the sidecar, the MCP server: neither their start nor their
+        first request waits for it); :meth:`close` waits for it, so no model runs while the process exits."""
+        with self._lock:
+            if self._warm_thread is None or not self._warm_thread.is_alive():
+                self._warm_thread = threading.Thread(target=self._warm_up_logged, name="memtier-warm-up",
+                                                     daemon=True)
+                self._warm_thread.start()
+            return self._warm_thread
+
+    def _warm_up_logged(self) -> None:
+        warm = self.warm_up()
+        log.info("memtier: warmed up in %.2f s (%s)", warm.get("total_s", 0.0),
+                 ", ".join(f"{k} {v:.2f}" for k, v in warm.items() if k != "total_s") or "nothing to load")
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop background work (the warm-up, Foresight's thread, background embedding) and wait for it, so no
+        model is left running (a process exiting under one can crash); the Memory stays usable."""
+        warm = self._warm_thread
+        if warm is not None:
+            warm.join(timeout)  # (a model load cannot be interrupted; it is short)
         fs = self._foresight
         if fs is not None:
             fs.close()

@@ -465,14 +465,6 @@ def build_host(plugin_dir: str | Path | None = None) -> Host:
     return host
 
 
-def _warm_up(mem) -> None:
-    """Vectors and models loaded beside the server, so neither its start nor the first prompt waits for them
-    (a request that comes first takes what it needs itself, as without it)."""
-    warm = mem.warm_up()
-    log.info("sidecar: warmed up in %.2f s (%s)", warm.get("total_s", 0.0),
-             ", ".join(f"{k} {v:.2f}" for k, v in warm.items() if k != "total_s") or "nothing to load")
-
-
 def serve(workspace: Path | str, memory_root: Path | str, *, host: str = "127.0.0.1", port: int = 0,
           token_file: Path | str | None = None, max_body: int = MAX_BODY, plugin_dir: str | Path | None = None,
           idle_exit_s: float = 0, on_ready: Callable[[Endpoint], None] | None = None,
@@ -502,7 +494,7 @@ def serve(workspace: Path | str, memory_root: Path | str, *, host: str = "127.0.
 
         mem = memory_for(HookContext(agent_id="main", workspace_dir=str(workspace)))
         mem.retriever  # noqa: B018 - open the index now, not inside the first request's timeout
-        threading.Thread(target=_warm_up, args=(mem,), name="memtier-warm-up", daemon=True).start()
+        mem.warm_up_in_background()  # vectors and models beside the server (the first request need not wait)
         server = SidecarServer(("::1" if host == "::1" else "127.0.0.1", port), Sidecar(hooks, workspace),
                                token, max_body=max_body)
         stop = stop or threading.Event()
@@ -534,6 +526,7 @@ def serve(workspace: Path | str, memory_root: Path | str, *, host: str = "127.0.
             except (OSError, ValueError):
                 pass
             try:
+                mem.close()  # warm-up, Foresight and background embedding done: no model runs while we exit
                 mem.retriever.save()
             except Exception:  # the index is derived; the next start rebuilds what is missing
                 log.warning("sidecar: could not save the index on shutdown", exc_info=True)

@@ -414,3 +414,10 @@ def test_the_sidecar_warms_up_its_vectors_before_it_serves(sidecar, tmp_path):
             and time.monotonic() < deadline:
         time.sleep(0.05)
     assert files  # every entry embedded without a request
+
+
+def test_a_sidecar_stopped_while_it_warms_up_exits_cleanly(sidecar, tmp_path):
+    """SIGTERM right after the ready line lands while the warm-up may still be loading a model (bge-small,
+    when set up): shutdown waits for it instead of exiting under it (which aborted the process)."""
+    for i in range(3):
+        assert sidecar(tmp_path / f"ws{i}").stop() == 0
