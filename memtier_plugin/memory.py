@@ -7,6 +7,7 @@ messages and attributes tool outcomes to what was delivered.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
@@ -912,3 +913,8 @@ def reset_services() -> None:
             except Exception:
                 log.exception("memtier: closing a service failed")
         _services.clear()
+
+
+# A process that exits while a background thread is inside a model (the warm-up, Foresight, embedding) can
+# abort in the interpreter's shutdown: stop and join them first.
+atexit.register(reset_services)
