@@ -525,14 +525,13 @@ class Retriever:
             if have is not None:
                 return have.pad(idx.n).view()
             texts = [self.content(idx, d) for d in range(done, idx.n)]
-            limit = self.cold_embed_limit
-            if limit is not None and self.vector_cache.missing(texts) > limit:
+            with self._embed_lock:
+                new = self.vector_cache.get_many(texts, max_new=self.cold_embed_limit)
+            if new is None:  # too many to embed here (a hook's recall): zero rows, embedded in the background
                 self._vectors[idx.kind] = have = Rows(np.zeros((0, self.vector_cache.dim), np.float32))
                 self._embed_cold()
                 return have.pad(idx.n).view()
-            with self._embed_lock:
-                new = self.vector_cache.get_many(texts).astype(np.float32)
-            have = Rows(new)
+            have = Rows(new.astype(np.float32))
             self._vectors[idx.kind] = have
         return None if have is None else have.view()[:idx.n]  # None: an empty index, never embedded
 

@@ -83,16 +83,12 @@ class VectorCache:
         self._n = n
         self._row = {int(k): i for i, k in enumerate(keys[:n].tolist())}
 
-    def missing(self, texts: list[str]) -> int:
-        """How many distinct ``texts`` are not cached (what :meth:`get_many` would embed)."""
-        self._load()
-        return len({k for k in map(self.key, texts) if k not in self._row})
-
     def get(self, text: str) -> np.ndarray:
         return self.get_many([text])[0]
 
-    def get_many(self, texts: list[str]) -> np.ndarray:
-        """Vectors for ``texts`` in order, shape (n, dim); embeds only uncached texts."""
+    def get_many(self, texts: list[str], *, max_new: int | None = None) -> np.ndarray | None:
+        """Vectors for ``texts`` in order, shape (n, dim); embeds only uncached texts. ``max_new``: None
+        (embedding nothing) when more than that many distinct texts are not cached."""
         self._load()
         texts = list(texts)
         keys = [self.key(t) for t in texts]
@@ -100,6 +96,8 @@ class VectorCache:
         for k, t in zip(keys, texts):
             if k not in self._row and k not in missing:
                 missing[k] = t
+        if max_new is not None and len(missing) > max_new:
+            return None
         if missing:
             new_keys = list(missing)
             vecs = np.asarray(self.embedder.embed(list(missing.values())), dtype=np.float32)

@@ -437,7 +437,7 @@ def test_entries_are_embedded_when_written_not_at_query_time(workspace):
     assert r.embed_pending() == 1 and r.embed_pending() == 0
     calls = []
     original = r.vector_cache.get_many
-    r.vector_cache.get_many = lambda texts: calls.append(len(texts)) or original(texts)
+    r.vector_cache.get_many = lambda texts, **kw: calls.append(len(texts)) or original(texts, **kw)
     r.recall("late hotel note", agent_id="a", project="p", agents=["a"])
     assert calls == []  # nothing left to embed at query time
 
@@ -561,7 +561,7 @@ def test_a_warm_store_leaves_a_few_new_entries_to_embed_pending_not_the_prompt(w
     led = Ledger(workspace / "memory")
     calls = []
     original = r.vector_cache.get_many
-    r.vector_cache.get_many = lambda texts: calls.append(len(texts)) or original(texts)
+    r.vector_cache.get_many = lambda texts, **kw: calls.append(len(texts)) or original(texts, **kw)
 
     def write(n):
         for i in range(n):
@@ -580,10 +580,12 @@ def test_a_warm_store_leaves_a_few_new_entries_to_embed_pending_not_the_prompt(w
 
 
 def _gate_embedding(r: Retriever):
-    """The vector cache's model calls held at a gate: (gate, inside, callers); ``inside`` is set once a call
-    reached the model, ``callers`` names the threads that called it."""
+    """The embedding model's calls on entries held at a gate (the model is the stand-in; the vector cache and
+    the retriever run as they are): (gate, inside, callers); ``inside`` is set once a call reached the model,
+    ``callers`` names the threads that called it."""
     gate, inside, callers = threading.Event(), threading.Event(), []
-    original = r.vector_cache.get_many
+    model = r.vector_cache.embedder
+    original = model.embed
 
     def slow(texts):
         callers.append(threading.current_thread().name)
@@ -591,7 +593,8 @@ def _gate_embedding(r: Retriever):
         gate.wait(60)
         return original(texts)
 
-    r.vector_cache.get_many = slow
+    model.embed = slow
+    model.embed_query = lambda q: original([q])[0]  # a prompt's own vector is not held
     return gate, inside, callers
 
 
@@ -836,7 +839,7 @@ def test_warm_up_loads_vectors_and_models_before_the_first_recall(workspace, cap
     assert {"vectors_s", "embedder_s", "reranker_s", "total_s"} <= set(parts)
     calls = []
     original = mem.retriever.vector_cache.get_many
-    mem.retriever.vector_cache.get_many = lambda texts: calls.append(len(texts)) or original(texts)
+    mem.retriever.vector_cache.get_many = lambda texts, **kw: calls.append(len(texts)) or original(texts, **kw)
     mem.recall("hotel note 3", _ctx(workspace), T0 + 100)
     assert calls == []  # nothing left to load at the first prompt
 
