@@ -151,6 +151,9 @@ class EmbeddingsConfig:
     backend: str = field(default="none", metadata={"choices": ("none", "minilm", "bge-small", "hashing")})
     min_similarity: float = field(default=0.3, metadata=_rng(-1, 1))
     model_dir: str = ""  # where bge-small's folder is; "" = the per-user models folder (model_paths.py)
+    # share of an episodic entry's vector taken from its reply context: the message it answers (its session's
+    # previous entry, from another role) followed by its own text; 0 = its own text only (docs/retrieval.md)
+    reply_context: float = field(default=0.3, metadata=_rng(0, 1))
 
 
 @dataclass
@@ -263,13 +266,16 @@ PRESETS: dict[str, dict[str, Any]] = {
     "recommended": {"retrieval.top_k": 2, "packing.token_budget": 600},
     # recall-first hybrid: bge-small φsem, soft scoping, cross-encoder re-ranking of a deep head (~2 s a recall on
     # one core; docs/evaluation.md has its numbers; both models: memtier model setup --embedder --reranker)
+    # no time decay and a milder BM25 length norm (b 0.5: a reply's key holds its question's words too): on
+    # LoCoMo dev without re-ranking recall@10 0.766 -> 0.776, LongMemEval-S unchanged (docs/retrieval.md)
     "hybrid": {"retrieval.top_k": 4, "packing.token_budget": 300, "retrieval.scoping": "soft",
-               "weights.sem": 1.5, "embeddings.backend": "bge-small", "rerank.backend": "cross-encoder",
-               "rerank.top_n": 200},
+               "weights.sem": 1.5, "weights.decay": 0.0, "bm25.b": 0.5, "embeddings.backend": "bge-small",
+               "rerank.backend": "cross-encoder", "rerank.top_n": 200},
     # the recall-first hybrid on the critical path's budget (docs/foresight.md): Foresight prepares predicted
     # queries in the background with a deep re-ranking, a prompt re-ranks only what 20 ms allow
     "hybrid-fast": {"retrieval.top_k": 4, "packing.token_budget": 300, "retrieval.scoping": "soft",
-                    "weights.sem": 1.5, "embeddings.backend": "bge-small", "rerank.backend": "cross-encoder",
+                    "weights.sem": 1.5, "weights.decay": 0.0, "bm25.b": 0.5, "embeddings.backend": "bge-small",
+                    "rerank.backend": "cross-encoder",
                     "rerank.top_n": 200, "rerank.budget_ms": 20, "rerank.background_budget_ms": 800,
                     "rerank.cache_size": 20000, "foresight.enabled": True},
 }

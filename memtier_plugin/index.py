@@ -32,7 +32,7 @@ from .ledger import SYSTEM_PREFIX, parse_iso, tail_records
 from .tokenize import tokenize
 
 log = logging.getLogger(__name__)
-FORMAT = 2  # 2: file marks (hand-edit detection); saved as generations behind CURRENT
+FORMAT = 3  # 2: file marks (hand-edit detection); saved as generations behind CURRENT; 3: the "reply" column
 _MARK_BYTES = 1024  # hashed at a file's head and just before its checkpoint
 _GEN_RE = re.compile(r"g-[0-9a-f]{16}")
 
@@ -66,7 +66,8 @@ def _mark(path: str, offset: int, st: os.stat_result) -> list:
 TIER_CODE = {"episodic": 0, "semantic": 1, "procedural": 2}
 COLUMNS = {"ts": np.float64, "cw": np.float32, "tier": np.int8, "session": np.int32, "agent": np.int32,
            "project": np.int32, "role": np.int8, "system": np.bool_, "superseded": np.bool_,
-           "fileno": np.int32, "offset": np.int64}
+           "fileno": np.int32, "offset": np.int64,
+           "reply": np.int32}  # reply: 1 + the doc an entry answers (its session's previous entry, another role); 0 none
 ROLES = ["user", "assistant", "tool", "system", "fact"]
 REPLY_CONTEXT_MAX = 12  # distinct new tokens taken from the message an entry answers
 _BULK_TOKENS = 1 << 22  # bulk builds hand bm25 ~4M tokens at a time
@@ -126,7 +127,7 @@ class DocIndex:
         # reply context: an entry's key also holds the tokens of the message it answers
         # (the previous entry of its session, when that one has another role)
         self.reply_context = reply_context
-        self._last: dict[str, tuple[str, list[str]]] = {}
+        self._last: dict[str, tuple[str, list[str], int]] = {}  # session -> its last entry's (role, tokens, doc)
         self.n = 0
         self.cols = {name: np.zeros(1024, dtype=dt) for name, dt in COLUMNS.items()}
         self.ids: list[str] = []
@@ -186,15 +187,19 @@ class DocIndex:
             self.cols["superseded"][doc] = True
 
     def _add_doc(self, rec: dict, kind: str, file_code: int, offset: int) -> int:
-        try:
-            ts = parse_iso(rec.get("effective_time") or rec["timestamp"]) if kind == "fact" else parse_iso(rec["timestamp"])
-        except (KeyError, ValueError, TypeError):
-            ts = 0.0
+        ts, tokens = self._own_tokens(rec, kind)
         content = rec["content"]
-        text = annotate(content, _day(ts)) if self.annotate_dates and ts else content
-        tokens = tokenize(text)
-        if self.reply_context and kind == "entry":
-            tokens = self._with_context(rec, tokens)
+        session, role = rec.get("session_id") or "", rec.get("role", "user")
+        answers = self._answers(session, role) if kind == "entry" else None
+        if kind == "entry":
+            if answers is not None and self.reply_context:
+                have = set(tokens)
+                extra = [t for t in dict.fromkeys(answers[1]) if t not in have][:REPLY_CONTEXT_MAX]
+                key = tokens + extra
+            else:
+                key = tokens
+            self._last[session] = (role, tokens, self.n)
+            tokens = key
         if self._deferred is None:
             doc = self.bm25.add(tokens)
         else:  # bulk: doc ids are sequential, the postings are added by _flush in one vectorised step
@@ -207,11 +212,11 @@ class DocIndex:
         c["cw"][doc] = float(rec.get("cognitive_weight") or 0.0)
         c["tier"][doc] = TIER_CODE["semantic" if kind == "fact" else rec.get("tier", "episodic")] \
             if (kind == "fact" or rec.get("tier", "episodic") in TIER_CODE) else 0
-        session = rec.get("session_id") or ""
         c["session"][doc] = self.sessions.get(session)
         c["agent"][doc] = self.agents.get(rec.get("agent_id") or rec.get("origin_agent") or "")
         c["project"][doc] = self.projects.get(rec.get("project") or "")
-        role = "fact" if kind == "fact" else rec.get("role", "user")
+        c["reply"][doc] = 0 if answers is None else answers[2] + 1
+        role = "fact" if kind == "fact" else role
         c["role"][doc] = ROLES.index(role) if role in ROLES else 0
         c["system"][doc] = content.startswith(SYSTEM_PREFIX)
         c["fileno"][doc], c["offset"][doc] = file_code, offset
@@ -253,16 +258,33 @@ class DocIndex:
         if len(self.bm25) != self.n:
             raise AssertionError(f"bm25 holds {len(self.bm25)} docs, the index {self.n}")
 
-    def _with_context(self, rec: dict, tokens: list[str]) -> list[str]:
-        """Append the tokens of the session's previous entry when it came from another role."""
-        session, role = rec.get("session_id") or "", rec.get("role", "user")
+    def _own_tokens(self, rec: dict, kind: str) -> tuple[float, list[str]]:
+        """(timestamp, the BM25 tokens of the record's own text: its content, dates annotated)."""
+        try:
+            ts = parse_iso(rec.get("effective_time") or rec["timestamp"]) if kind == "fact" else parse_iso(rec["timestamp"])
+        except (KeyError, ValueError, TypeError):
+            ts = 0.0
+        content = rec["content"]
+        return ts, tokenize(annotate(content, _day(ts)) if self.annotate_dates and ts else content)
+
+    def _answers(self, session: str, role: str) -> tuple[str, list[str], int] | None:
+        """The entry a new ``role`` entry of ``session`` answers: the session's previous entry when it came
+        from another role, as (role, tokens, doc); None otherwise. After a load the session's last doc is
+        read back from its ledger line once (the in-memory memo starts empty)."""
         prev = self._last.get(session)
-        self._last[session] = (role, tokens)
-        if prev is not None and prev[0] != role:
-            have = set(tokens)
-            extra = [t for t in dict.fromkeys(prev[1]) if t not in have][:REPLY_CONTEXT_MAX]
-            return tokens + extra
-        return tokens
+        if prev is None:
+            code = self.sessions.code.get(session)
+            docs = self.session_docs.get(code) if code is not None else []
+            if not docs:
+                return None
+            last = docs[-1]
+            try:
+                rec = self.read_record(last)
+                prev = (ROLES[int(self.cols["role"][last])], self._own_tokens(rec, "entry")[1], last)
+            except (OSError, ValueError, KeyError, TypeError, CorruptLineError):
+                return None
+            self._last[session] = prev
+        return prev if prev[0] != role else None
 
     def changed_since_read(self, path: str, st: os.stat_result) -> str | None:
         """Why ``path`` no longer holds what was read of it (shrunk, replaced, rewritten), or None."""

@@ -40,6 +40,7 @@ RERANK_BATCH_BACKGROUND = 8  # the same in the background: short calls, so a hoo
 YIELD_LIMIT_S = 2.0  # longest a background checkpoint waits for the hooks in progress
 DEFER_EMBED = 32  # new documents a recall leaves unembedded (zero rows); past this it embeds them first
 COLD_EMBED = 256  # a hook's first recall embeds a cold store in place up to this many uncached texts
+REPLY_CHARS = 400  # the end of the answered message that goes into an entry's reply-context vector
 PRIOR_PAIR_MS = 10.0  # the cross-encoder's time per pair assumed until the first call measures it
 RANK_DEPTH = 50  # rank()'s depth when a caller gives none (recall asks for max(4k, 16), evaluation for its own)
 
@@ -494,11 +495,11 @@ class Retriever:
                     done = 0 if have is None else have.embedded
                     if done >= idx.n:
                         break
-                    texts = [self.content(idx, d) for d in range(done, min(idx.n, done + batch))]
+                    keys = self._key_texts(idx, range(done, min(idx.n, done + batch)))
                 if not self._embed_lock.acquire(blocking=wait):
                     return total
                 try:
-                    new = self.vector_cache.get_many(texts).astype(np.float32)
+                    new = self._key_vectors(keys)
                 finally:
                     self._embed_lock.release()
                 with self._lock:
@@ -506,7 +507,7 @@ class Retriever:
                     if gen != self._generation or (0 if now is None else now.embedded) != done:
                         continue  # rebuilt or extended meanwhile: read again
                     self._vectors[kind] = Rows(new) if now is None else now.append(new)
-                total += len(texts)
+                total += len(new)
         return total
 
     def vectors(self, idx: DocIndex) -> np.ndarray:
@@ -524,16 +525,44 @@ class Retriever:
         if done < idx.n:
             if have is not None:
                 return have.pad(idx.n).view()
-            texts = [self.content(idx, d) for d in range(done, idx.n)]
+            keys = self._key_texts(idx, range(done, idx.n))
             with self._embed_lock:
-                new = self.vector_cache.get_many(texts, max_new=self.cold_embed_limit)
+                new = self._key_vectors(keys, max_new=self.cold_embed_limit)
             if new is None:  # too many to embed here (a hook's recall): zero rows, embedded in the background
                 self._vectors[idx.kind] = have = Rows(np.zeros((0, self.vector_cache.dim), np.float32))
                 self._embed_cold()
                 return have.pad(idx.n).view()
-            have = Rows(new.astype(np.float32))
+            have = Rows(new)
             self._vectors[idx.kind] = have
         return None if have is None else have.view()[:idx.n]  # None: an empty index, never embedded
+
+    def _key_texts(self, idx: DocIndex, docs: range) -> tuple[list[str], list[tuple[int, str]]]:
+        """What the vectors of ``docs`` are made of: their own texts, and (episodic entries that answer another
+        role's message, with ``embeddings.reply_context`` > 0) (position, that message's end + the entry's text)."""
+        texts = [self.content(idx, d) for d in docs]
+        contexts: list[tuple[int, str]] = []
+        if idx.kind == "episodic" and self.config.embeddings.reply_context > 0:
+            reply = idx.col("reply")
+            for i, d in enumerate(docs):
+                if reply[d] > 0:
+                    contexts.append((i, self.content(idx, int(reply[d]) - 1)[-REPLY_CHARS:] + "\n" + texts[i]))
+        return texts, contexts
+
+    def _key_vectors(self, key_texts: tuple[list[str], list[tuple[int, str]]], *,
+                     max_new: int | None = None) -> np.ndarray | None:
+        """Unit vectors of :meth:`_key_texts`: an entry with a reply context gets (1 − w)·own + w·context,
+        renormalised (w = ``embeddings.reply_context``). None when more than ``max_new`` texts are uncached."""
+        texts, contexts = key_texts
+        got = self.vector_cache.get_many(texts + [t for _, t in contexts], max_new=max_new)
+        if got is None:
+            return None
+        own = got[:len(texts)].astype(np.float32)
+        if contexts:
+            w = self.config.embeddings.reply_context
+            rows = np.fromiter((i for i, _ in contexts), np.int64, len(contexts))
+            mixed = (1.0 - w) * own[rows] + w * got[len(texts):].astype(np.float32)
+            own[rows] = mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-12)
+        return own
 
     def _embed_cold(self) -> None:
         """A hook found a cold store too big to embed in place: its vectors stay zero rows (the lexical

@@ -216,6 +216,64 @@ def test_changing_reply_context_rebuilds_the_index(workspace):
                                                    record_trace=False).hits)
 
 
+def test_an_answer_added_after_a_reload_still_answers_its_question(workspace):
+    """The reply link (BM25 context, the "reply" column) holds for the first entry written after the index was
+    saved and loaded again: the answered message is read back from its ledger line."""
+    ledger = Ledger(workspace / "memory")
+    question = _add(ledger, "a", "s1", "p", "Which car did you end up buying for the road trip?", role="assistant")
+    assert _retriever().save() is True  # a later process loads this index
+    answer = _add(ledger, "a", "s1", "p", "The red one, finally!", role="user")
+    again = _add(ledger, "a", "s1", "p", "And I named it Rosso.", role="user")  # same role: answers nothing
+    r = _retriever()
+    ep = r.episodic
+    assert ep.col("reply")[ep.pos[answer["id"]]] == ep.pos[question["id"]] + 1
+    assert ep.col("reply")[ep.pos[again["id"]]] == 0 and ep.col("reply")[ep.pos[question["id"]]] == 0
+    ids = [h.id for h in r.recall("car road trip", agent_id="a", project="p", agents=["a"], now=NOW,
+                                  record_trace=False).hits]
+    assert answer["id"] in ids and again["id"] not in ids
+
+
+def _unit(v):
+    return v / np.linalg.norm(v)
+
+
+@pytest.mark.parametrize("w", [0.0, 0.3, 1.0])
+def test_an_answers_vector_mixes_in_the_message_it_answers(workspace, w):
+    """embeddings.reply_context w: an entry answering another role's message is keyed by
+    (1 − w)·v(own text) + w·v(message end + own text), renormalised; other entries by their own text."""
+    ledger = Ledger(workspace / "memory")
+    q = "Which car did you end up buying for the road trip?"
+    _add(ledger, "a", "s1", "p", q, role="assistant")
+    _add(ledger, "a", "s1", "p", "The red one, finally!", role="user")
+    r = _retriever(**{"embeddings.backend": "hashing", "weights.sem": 1.0, "embeddings.reply_context": w})
+    V = r.vectors(r.episodic)
+    emb = r.embedder
+    own_q, own_a, ctx = emb.embed([q, "The red one, finally!", q + "\n" + "The red one, finally!"])
+    assert V[0] == pytest.approx(own_q, abs=1e-6)  # the question answers nothing
+    assert V[1] == pytest.approx(_unit((1 - w) * own_a + w * ctx), abs=1e-6)
+    # a warm store embeds a new answer the same way (embed_pending, as agent_end does)
+    _add(ledger, "a", "s1", "p", "Did it break down on the way?", role="assistant")
+    late = _add(ledger, "a", "s1", "p", "Only once, near Porto.", role="user")
+    r.recall("car", agent_id="a", project="p", agents=["a"], now=NOW, record_trace=False)  # reads the new lines
+    assert r.embed_pending() == 2
+    V = r.vectors(r.episodic)
+    own, ctx = emb.embed(["Only once, near Porto.", "Did it break down on the way?\nOnly once, near Porto."])
+    assert V[r.episodic.pos[late["id"]]] == pytest.approx(_unit((1 - w) * own + w * ctx), abs=1e-6)
+
+
+def test_the_reply_context_vector_reads_the_end_of_a_long_message(workspace):
+    from memtier_plugin.retrieval import REPLY_CHARS
+
+    ledger = Ledger(workspace / "memory")
+    long_q = "x" * 5000 + " so which car did you buy?"
+    _add(ledger, "a", "s1", "p", long_q, role="assistant")
+    _add(ledger, "a", "s1", "p", "The red one.", role="user")
+    r = _retriever(**{"embeddings.backend": "hashing", "weights.sem": 1.0})
+    texts, contexts = r._key_texts(r.episodic, range(2))
+    assert texts == [long_q, "The red one."]
+    assert contexts == [(1, long_q[-REPLY_CHARS:] + "\nThe red one.")]
+
+
 def test_a_change_seen_twice_applies_once(workspace):
     ledger = Ledger(workspace / "memory")
     rec = _add(ledger, "a", "s1", "p", "entry with a weight")
