@@ -353,6 +353,29 @@ class DocIndex:
             fh.seek(int(self.cols["offset"][doc]))
             return jsonl.loads(fh.readline())
 
+    def read_contents(self, docs: np.ndarray) -> list[str]:
+        """The contents of many documents, in the order given: each ledger file is opened once and read in
+        offset order (a cold store's embedding reads every document; one open per document cost ~30 µs)."""
+        docs = np.asarray(docs, dtype=np.int64)
+        out = [""] * len(docs)
+        files, offsets = self.cols["fileno"][docs], self.cols["offset"][docs]
+        order = np.lexsort((offsets, files))
+        fh, current = None, -1
+        try:
+            for i in order.tolist():
+                f = int(files[i])
+                if f != current:
+                    if fh is not None:
+                        fh.close()
+                    fh, current = open(self.files.names[f], "rb"), f
+                fh.seek(int(offsets[i]))
+                content = jsonl.loads(fh.readline()).get("content", "")
+                out[i] = content if isinstance(content, str) else ""
+        finally:
+            if fh is not None:
+                fh.close()
+        return out
+
     # ---- persistence -----------------------------------------------------
     def write(self, directory: Path) -> None:
         """Write this index into a new folder ``directory`` (see :func:`save_index` for publishing it)."""

@@ -539,13 +539,17 @@ class Retriever:
     def _key_texts(self, idx: DocIndex, docs: range) -> tuple[list[str], list[tuple[int, str]]]:
         """What the vectors of ``docs`` are made of: their own texts, and (episodic entries that answer another
         role's message, with ``embeddings.reply_context`` > 0) (position, that message's end + the entry's text)."""
-        texts = [self.content(idx, d) for d in docs]
+        texts = idx.read_contents(np.arange(docs.start, docs.stop))
         contexts: list[tuple[int, str]] = []
-        if idx.kind == "episodic" and self.config.embeddings.reply_context > 0:
-            reply = idx.col("reply")
-            for i, d in enumerate(docs):
-                if reply[d] > 0:
-                    contexts.append((i, self.content(idx, int(reply[d]) - 1)[-REPLY_CHARS:] + "\n" + texts[i]))
+        if idx.kind == "episodic" and self.config.embeddings.reply_context > 0 and len(docs):
+            answered = idx.col("reply")[docs.start:docs.stop].astype(np.int64) - 1
+            rows = np.flatnonzero(answered >= 0)
+            outside = np.unique(answered[rows][(answered[rows] < docs.start)])  # usually the batch's first only
+            earlier = dict(zip(outside.tolist(), idx.read_contents(outside)))
+            for i in rows.tolist():
+                a = int(answered[i])
+                said = texts[a - docs.start] if a >= docs.start else earlier[a]
+                contexts.append((i, said[-REPLY_CHARS:] + "\n" + texts[i]))
         return texts, contexts
 
     def _key_vectors(self, key_texts: tuple[list[str], list[tuple[int, str]]], *,
@@ -556,12 +560,16 @@ class Retriever:
         got = self.vector_cache.get_many(texts + [t for _, t in contexts], max_new=max_new)
         if got is None:
             return None
-        own = got[:len(texts)].astype(np.float32)
+        got = got.astype(np.float32, copy=False)  # a fresh array (gathered from the cache): changed in place
+        own = got[:len(texts)]
         if contexts:
             w = self.config.embeddings.reply_context
             rows = np.fromiter((i for i, _ in contexts), np.int64, len(contexts))
-            mixed = (1.0 - w) * own[rows] + w * got[len(texts):].astype(np.float32)
-            own[rows] = mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-12)
+            mixed = got[len(texts):]
+            mixed *= w
+            mixed += (1.0 - w) * own[rows]
+            mixed /= np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-12)
+            own[rows] = mixed
         return own
 
     def _embed_cold(self) -> None:

@@ -255,10 +255,21 @@ def test_an_answers_vector_mixes_in_the_message_it_answers(workspace, w):
     _add(ledger, "a", "s1", "p", "Did it break down on the way?", role="assistant")
     late = _add(ledger, "a", "s1", "p", "Only once, near Porto.", role="user")
     r.recall("car", agent_id="a", project="p", agents=["a"], now=NOW, record_trace=False)  # reads the new lines
-    assert r.embed_pending() == 2
+    assert r.embed_pending(batch=1) == 2  # one at a time: the answered message is read from outside the batch
     V = r.vectors(r.episodic)
     own, ctx = emb.embed(["Only once, near Porto.", "Did it break down on the way?\nOnly once, near Porto."])
     assert V[r.episodic.pos[late["id"]]] == pytest.approx(_unit((1 - w) * own + w * ctx), abs=1e-6)
+
+
+def test_contents_are_read_in_the_order_asked_across_ledger_files(workspace):
+    ledger = Ledger(workspace / "memory")
+    recs = [_add(ledger, agent, f"s{i}", "p", f"note {i} from {agent}") for i in range(6) for agent in ("a", "b")]
+    r = _retriever()
+    ep = r.episodic
+    assert len({int(ep.col("fileno")[ep.pos[x["id"]]]) for x in recs}) >= 2  # more than one ledger file
+    docs = np.array([ep.pos[x["id"]] for x in recs])[[5, 0, 11, 3, 3, 8]]
+    assert ep.read_contents(docs) == [ep.read_record(int(d))["content"] for d in docs]
+    assert ep.read_contents(np.empty(0, np.int64)) == []
 
 
 def test_the_reply_context_vector_reads_the_end_of_a_long_message(workspace):
