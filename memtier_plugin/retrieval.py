@@ -555,22 +555,14 @@ class Retriever:
     def _key_vectors(self, key_texts: tuple[list[str], list[tuple[int, str]]], *,
                      max_new: int | None = None) -> np.ndarray | None:
         """Unit vectors of :meth:`_key_texts`: an entry with a reply context gets (1 − w)·own + w·context,
-        renormalised (w = ``embeddings.reply_context``). None when more than ``max_new`` texts are uncached."""
+        renormalised (w = ``embeddings.reply_context``; cached as one row). None when more than ``max_new``
+        texts are uncached."""
         texts, contexts = key_texts
-        got = self.vector_cache.get_many(texts + [t for _, t in contexts], max_new=max_new)
-        if got is None:
-            return None
-        got = got.astype(np.float32, copy=False)  # a fresh array (gathered from the cache): changed in place
-        own = got[:len(texts)]
-        if contexts:
-            w = self.config.embeddings.reply_context
-            rows = np.fromiter((i for i, _ in contexts), np.int64, len(contexts))
-            mixed = got[len(texts):]
-            mixed *= w
-            mixed += (1.0 - w) * own[rows]
-            mixed /= np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-12)
-            own[rows] = mixed
-        return own
+        items: list[tuple[str, str | None]] = [(t, None) for t in texts]
+        for i, context in contexts:
+            items[i] = (texts[i], context)
+        got = self.vector_cache.get_mixed(items, self.config.embeddings.reply_context, max_new=max_new)
+        return None if got is None else got.astype(np.float32, copy=False)
 
     def _embed_cold(self) -> None:
         """A hook found a cold store too big to embed in place: its vectors stay zero rows (the lexical

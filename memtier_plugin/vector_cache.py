@@ -104,19 +104,73 @@ class VectorCache:
             if vecs.shape != (len(new_keys), self.dim):
                 want = (len(new_keys), self.dim)
                 raise MemtierError(f"embedder {self.embedder.name} returned shape {vecs.shape}, expected {want}")
-            self._append(new_keys, vecs)
-            base = self._n
-            if base + len(vecs) > len(self._buf):  # grow by doubling: amortised O(1) per row
-                grown = np.zeros((max(2 * len(self._buf), base + len(vecs), 64), self.dim), dtype=np.float32)
-                grown[:base] = self._buf[:base]
-                self._buf = grown
-            self._buf[base : base + len(vecs)] = vecs
-            self._n = base + len(vecs)
-            for i, k in enumerate(new_keys):
-                self._row[k] = base + i
+            self._store(new_keys, vecs)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return self._buf[[self._row[k] for k in keys]]
+
+    def mix_key(self, context: str, weight: float) -> int:
+        """The key of a mixed vector (see :meth:`get_mixed`): its context text and weight."""
+        tag = f"mix {weight!r}".encode("ascii") + b"\x00"
+        digest = hashlib.blake2b(self._prefix + tag + context.encode("utf-8"), digest_size=8).digest()
+        return int.from_bytes(digest, "little")
+
+    def get_mixed(self, items: list[tuple[str, str | None]], weight: float, *,
+                  max_new: int | None = None) -> np.ndarray | None:
+        """Unit vectors for (text, context) items in order: the text's own vector when context is None, else
+        normalise((1 − weight)·v(text) + weight·v(context)). A mixed vector is cached under its own key
+        (:meth:`mix_key`), so the cache holds one row per item, not two; the parts are not kept. ``max_new``:
+        None (embedding nothing) when more than that many distinct texts would have to be embedded."""
+        self._load()
+        keys = [self.key(t) if c is None else self.mix_key(c, weight) for t, c in items]
+        todo: dict[int, tuple[str, str | None]] = {}
+        for k, item in zip(keys, items):
+            if k not in self._row and k not in todo:
+                todo[k] = item
+        need: dict[str, None] = {}  # texts to embed: a part already cached as a plain vector is read instead
+        for text, context in todo.values():
+            if context is None or self.key(text) not in self._row:
+                need[text] = None
+            if context is not None and self.key(context) not in self._row:
+                need[context] = None
+        if max_new is not None and len(need) > max_new:
+            return None
+        if todo:
+            texts = list(need)
+            vecs = np.asarray(self.embedder.embed(texts), dtype=np.float32) if texts else \
+                np.zeros((0, self.dim), np.float32)
+            if vecs.shape != (len(texts), self.dim):
+                raise MemtierError(f"embedder {self.embedder.name} returned shape {vecs.shape}, "
+                                   f"expected {(len(texts), self.dim)}")
+            fresh = dict(zip(texts, vecs))
+
+            def vec(text: str) -> np.ndarray:
+                return fresh[text] if text in fresh else self._buf[self._row[self.key(text)]]
+
+            out = np.empty((len(todo), self.dim), np.float32)
+            for i, (text, context) in enumerate(todo.values()):
+                if context is None:
+                    out[i] = fresh[text]
+                else:
+                    v = (1.0 - weight) * vec(text) + weight * vec(context)
+                    out[i] = v / max(float(np.linalg.norm(v)), 1e-12)
+            self._store(list(todo), out)
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._buf[[self._row[k] for k in keys]]
+
+    def _store(self, new_keys: list[int], vecs: np.ndarray) -> None:
+        """Add rows for new keys: appended to the files and to the in-memory buffer."""
+        self._append(new_keys, vecs)
+        base = self._n
+        if base + len(vecs) > len(self._buf):  # grow by doubling: amortised O(1) per row
+            grown = np.zeros((max(2 * len(self._buf), base + len(vecs), 64), self.dim), dtype=np.float32)
+            grown[:base] = self._buf[:base]
+            self._buf = grown
+        self._buf[base: base + len(vecs)] = vecs
+        self._n = base + len(vecs)
+        for i, k in enumerate(new_keys):
+            self._row[k] = base + i
 
     def _append(self, keys: list[int], vecs: np.ndarray) -> None:
         try:

@@ -136,6 +136,32 @@ def test_cache_round_trip_and_only_missing_embedded(tmp_path):
     assert reopened.get_many([]).shape == (0, 64)
 
 
+def test_mixed_vectors_are_cached_as_one_row_each(tmp_path):
+    """get_mixed: a (text, context) item is normalise((1 - w) v(text) + w v(context)), cached under its own key;
+    its parts are not kept, a restart embeds nothing, another weight is another vector."""
+    emb = CountingEmbedder()
+    cache = VectorCache(tmp_path / "vec", emb)
+    ref = E.HashingEmbedder(64)
+    items = [("red one", "which car?\nred one"), ("plain note", None), ("red one", "which car?\nred one")]
+    got = cache.get_mixed(items, 0.3)
+    own, ctx, plain = ref.embed(["red one", "which car?\nred one", "plain note"])
+    mix = 0.7 * own + 0.3 * ctx
+    assert np.allclose(got[0], mix / np.linalg.norm(mix), atol=1e-6) and np.array_equal(got[0], got[2])
+    assert np.array_equal(got[1], plain)
+    assert sorted(emb.embedded) == sorted(["red one", "which car?\nred one", "plain note"])  # each once
+    assert len(cache) == 2  # the mixed row and the plain one; not the parts
+
+    emb2 = CountingEmbedder()
+    reopened = VectorCache(tmp_path / "vec", emb2)
+    assert np.array_equal(reopened.get_mixed(items, 0.3), got) and emb2.calls == []
+    assert reopened.get_mixed(items[:1], 0.6, max_new=1) is None  # two texts to embed for a new weight
+    assert emb2.calls == []
+    other = reopened.get_mixed(items[:1], 0.6)[0]
+    mix = 0.4 * own + 0.6 * ctx
+    assert np.allclose(other, mix / np.linalg.norm(mix), atol=1e-6)
+    assert reopened.get_mixed([], 0.3).shape == (0, 64)
+
+
 def test_cache_keys_on_embedder_name(tmp_path):
     a = VectorCache(tmp_path, CountingEmbedder(dim=64))
     b_emb = CountingEmbedder(dim=32)

@@ -425,6 +425,12 @@ def test_background_preparations_rerank_within_their_own_budget(workspace, backg
         assert max(bg, default=0) <= 1  # the prompt's budget
 
 
+def _count_lookups(cache, calls: list) -> None:
+    """Record the size of every lookup of entry vectors in ``cache`` (the retriever's only way to them)."""
+    original = cache.get_mixed
+    cache.get_mixed = lambda items, weight, **kw: calls.append(len(items)) or original(items, weight, **kw)
+
+
 def test_entries_are_embedded_when_written_not_at_query_time(workspace):
     r = _retriever(workspace, 30, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
     assert r.embedder is not None and r.embed_pending() == 30
@@ -436,8 +442,7 @@ def test_entries_are_embedded_when_written_not_at_query_time(workspace):
     r.notify_append(rec, path, off)
     assert r.embed_pending() == 1 and r.embed_pending() == 0
     calls = []
-    original = r.vector_cache.get_many
-    r.vector_cache.get_many = lambda texts, **kw: calls.append(len(texts)) or original(texts, **kw)
+    _count_lookups(r.vector_cache, calls)
     r.recall("late hotel note", agent_id="a", project="p", agents=["a"])
     assert calls == []  # nothing left to embed at query time
 
@@ -560,8 +565,7 @@ def test_a_warm_store_leaves_a_few_new_entries_to_embed_pending_not_the_prompt(w
     r.recall("hotel note", agent_id="a", project="p", agents=["a"])  # a cold store: embedded now
     led = Ledger(workspace / "memory")
     calls = []
-    original = r.vector_cache.get_many
-    r.vector_cache.get_many = lambda texts, **kw: calls.append(len(texts)) or original(texts, **kw)
+    _count_lookups(r.vector_cache, calls)
 
     def write(n):
         for i in range(n):
@@ -838,8 +842,7 @@ def test_warm_up_loads_vectors_and_models_before_the_first_recall(workspace, cap
     assert mem.retriever._vectors["episodic"].embedded == 40 and model.calls == [1]
     assert {"vectors_s", "embedder_s", "reranker_s", "total_s"} <= set(parts)
     calls = []
-    original = mem.retriever.vector_cache.get_many
-    mem.retriever.vector_cache.get_many = lambda texts, **kw: calls.append(len(texts)) or original(texts, **kw)
+    _count_lookups(mem.retriever.vector_cache, calls)
     mem.recall("hotel note 3", _ctx(workspace), T0 + 100)
     assert calls == []  # nothing left to load at the first prompt
 
