@@ -190,7 +190,8 @@ class DocIndex:
         ts, tokens = self._own_tokens(rec, kind)
         content = rec["content"]
         session, role = rec.get("session_id") or "", rec.get("role", "user")
-        answers = self._answers(session, role) if kind == "entry" else None
+        same_as = role if role in ROLES else ROLES[0]  # as the role column stores it (read back after a load)
+        answers = self._answers(session, same_as) if kind == "entry" else None
         if kind == "entry":
             if answers is not None and self.reply_context:
                 have = set(tokens)
@@ -198,7 +199,7 @@ class DocIndex:
                 key = tokens + extra
             else:
                 key = tokens
-            self._last[session] = (role, tokens, self.n)
+            self._last[session] = (same_as, tokens, self.n)
             tokens = key
         if self._deferred is None:
             doc = self.bm25.add(tokens)
