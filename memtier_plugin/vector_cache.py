@@ -89,25 +89,7 @@ class VectorCache:
     def get_many(self, texts: list[str], *, max_new: int | None = None) -> np.ndarray | None:
         """Vectors for ``texts`` in order, shape (n, dim); embeds only uncached texts. ``max_new``: None
         (embedding nothing) when more than that many distinct texts are not cached."""
-        self._load()
-        texts = list(texts)
-        keys = [self.key(t) for t in texts]
-        missing: dict[int, str] = {}
-        for k, t in zip(keys, texts):
-            if k not in self._row and k not in missing:
-                missing[k] = t
-        if max_new is not None and len(missing) > max_new:
-            return None
-        if missing:
-            new_keys = list(missing)
-            vecs = np.asarray(self.embedder.embed(list(missing.values())), dtype=np.float32)
-            if vecs.shape != (len(new_keys), self.dim):
-                want = (len(new_keys), self.dim)
-                raise MemtierError(f"embedder {self.embedder.name} returned shape {vecs.shape}, expected {want}")
-            self._store(new_keys, vecs)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return self._buf[[self._row[k] for k in keys]]
+        return self.get_mixed([(t, None) for t in texts], 0.0, max_new=max_new)
 
     def mix_key(self, context: str, weight: float) -> int:
         """The key of a mixed vector (see :meth:`get_mixed`): its context text and weight."""
