@@ -632,7 +632,7 @@ class Memory:
         words name) is silent, as the fixed rule has it. A failure here keeps the fixed rule's hold or
         supplement, and turns its silence into a supplement saying the check failed (never a silent allow)."""
         from .intervention import CHECKED_KINDS, Decision, Evidence
-        from .policy import call_text, explicit_choice, features, pair_scorer
+        from .policy import call_text, conflicting_item, explicit_choice, features, pair_scorer
         from .rerank import SETUP_HINT
 
         try:
@@ -675,12 +675,15 @@ class Memory:
             action, probs = policy.act(feats)
             if explicit:
                 action = "silent"  # the task asks for this explicitly: a general habit neither holds nor nags
-            item, score = scored[0]
             out.features.update(policy=policy.source, policy_action=action, policy_probs=probs)
-            ev = [Evidence(item.id, item.content, item.label, f"applies to the task ({score:.2f})")]
-            if action == "intervene":
+            if action == "intervene":  # quote the item the call conflicts with, not merely the best-applying one
+                item, score = conflicting_item(scored, feats, policy)
+                ev = [Evidence(item.id, item.content, item.label, f"applies to the task ({score:.2f})")]
                 return Decision("intervene", ev, f"held: this call goes against a standing {item.label}", out.features)
             if action == "supplement":
+                picked = [scored[0], conflicting_item(scored, feats, policy)]
+                ev = [Evidence(it.id, it.content, it.label, f"applies to the task ({s:.2f})")
+                      for it, s in dict((it.id, (it, s)) for it, s in picked).values()]
                 return Decision("supplement", ev, "standing knowledge that applies to this call", out.features)
             return Decision("silent", [], "", out.features)
         except Exception:  # never a silent allow: with a policy set, a failed check says so in a supplement

@@ -59,6 +59,7 @@ EVIDENCE_K = 3
 RANKED_FEATURES = tuple(f"top{k}_{n}" for k in range(1, EVIDENCE_K + 1)
                         for n in ("app", "sem_avoid", "sem_want", "lex_avoid"))
 KNOWN_FEATURES = FEATURES + EVIDENCE_FEATURES + RANKED_FEATURES + CROSS_FEATURES
+SELECTED_KEY = "sel_rank"  # in the traced features, not among them: the rank of the selected evidence item
 CE_CLIP = 12.0  # cross-encoder logits are kept within ±CE_CLIP
 MAX_CALL_TEXT = 1000  # characters of call text a decision reads
 
@@ -159,6 +160,14 @@ def _vectors(embedder, texts: list[str], space: str = "") -> list[np.ndarray]:
         return [_VECS[(name, t)] for t in texts]
 
 
+def conflicting_item(scored: list, feats: dict, policy) -> tuple:
+    """The (item, applicability) a decision of ``policy`` quotes: for a policy that reads the evidence
+    features, the item it selected as the one the call conflicts with most (the best-applying item is then
+    often another preference); else the item that applies best to the task."""
+    rank = int(feats.get(SELECTED_KEY, 0)) if policy.uses_evidence else 0
+    return scored[rank] if 0 <= rank < len(scored) else scored[0]
+
+
 def _clause_scores(call: str, ctoks: set, c, pol: tuple[str, str], vec: dict) -> tuple[float, float, float]:
     """(cosine with the avoided clause, with the wanted clause, words shared with the avoided clause)."""
     avoid, want = pol
@@ -217,6 +226,7 @@ def features(call: str, request: str, scored: list, embedder=None, cross_encoder
                  else la - float(min(3, len(ctoks & token_set(pol[1]))))) if pol[0] else -9.0
                 for (sa, sw, la), pol in zip(per, pols)]
     sel = int(np.argmax(conflict))
+    f[SELECTED_KEY] = float(sel)  # which item a hold quotes: not a feature (no policy reads it)
     f.update(max_sem_avoid=max(sa for sa, _, _ in per), max_conflict=max(0.0 if v == -9.0 else v for v in conflict),
              max_lex_avoid=max(la for _, _, la in per), sel_applicability=float(top[sel][1]),
              sel_is_top=float(sel == 0), sel_sem_avoid=per[sel][0], sel_sem_want=per[sel][1])

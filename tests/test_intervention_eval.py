@@ -102,3 +102,27 @@ def test_bm25_rule_reproduces_the_data_readme():
     assert (m["precision"], m["recall"], m["false_interrupt_rate"]) == (0.7856, 0.3017, 0.247)
     assert (int(m["precision"] * 1000), int(m["recall"] * 1000), int(m["false_interrupt_rate"] * 1000)) == \
         (785, 301, 247)
+
+
+def test_holds_report_whether_they_quote_the_questions_own_preference(tmp_path):
+    """A policy that holds every call: each violating option is held with the preference it goes against,
+    which is the question's own (the synthetic options name what it avoids); the report counts them."""
+    from memtier_plugin.policy import ACTIONS, EVIDENCE_FEATURES, FEATURES, Policy, write_policy
+
+    root = synth.write(tmp_path / "prefeval_dev")
+    pol = Policy.zero(names=FEATURES + EVIDENCE_FEATURES)
+    pol.bias[ACTIONS.index("intervene")] = 5.0
+    write_policy(tmp_path / "hold-all.yaml", pol)
+    rows_out = tmp_path / "rows.jsonl"
+    proc = run_cli("eval", "intervention", str(tmp_path), "--turns", str(synth.TURNS), "--json", "--policy",
+                   str(tmp_path / "hold-all.yaml"), "--rows-out", str(rows_out), env=LEXICAL)
+    doc = json.loads(proc.stdout)
+    mine = [json.loads(line) for line in rows_out.read_text().splitlines()]
+    mine = [r for r in mine if r["system"] == "memtier"]
+    assert doc["memtier"]["recall"] == doc["memtier"]["false_interrupt_rate"] == 1.0
+    assert all(r["quotes_own"] for r in mine if r["label"] == "violate")
+    held = doc["meta"]["hold_evidence"]
+    assert held["holds_quoting_standing"] == 48
+    assert held["quoting_own_preference"] == sum(bool(r["quotes_own"]) for r in mine) >= 36
+    assert iv.hold_evidence([{"action": "silent", "quotes_own": True}]) == \
+        {"holds_quoting_standing": 0, "quoting_own_preference": 0, "own_share": None}

@@ -568,3 +568,39 @@ def test_train_policy_with_traces_adds_the_real_runs_to_the_training_calls(tmp_p
     empty.mkdir()
     bad = run_cli(*args, "--with-traces", env={**LEXICAL, "MEMTIER_WORKSPACE": str(empty)}, check=False)
     assert bad.returncode != 0 and "--with-traces: no labelled calls" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_hold_quotes_the_preference_the_call_goes_against_not_the_one_that_applies_best(tmp_path):
+    """Two standing preferences; the one that applies best to the request says nothing about the call, the
+    other forbids what it does. An evidence policy's hold quotes the one it selected as conflicting (its id
+    and words); a format-1 policy never looks past the best item, so it quotes that one; a supplement quotes
+    both."""
+    from memtier_plugin.events import AgentEndEvent, PromptEvent, SessionEndEvent, ToolCallEvent
+    from memtier_plugin.memory import memory_for
+    from memtier_plugin.policy import EVIDENCE_FEATURES
+
+    def run(ws, pol):
+        host, ctx = _policy_workspace(ws, pol, "I prefer quick weekday dinner recipes.")
+        host.before_prompt_build(PromptEvent("I avoid anything with peanuts or peanut sauce."), ctx(1))
+        host.agent_end(AgentEndEvent(success=True), ctx(1))
+        host.session_end(SessionEndEvent(reason="completed"), ctx(1))
+        host.before_prompt_build(PromptEvent("Suggest a quick weekday dinner recipe."), ctx(2))
+        answer = host.pre_tool(ToolCallEvent("select_option", {"option": "Satay noodles in peanut sauce"}), ctx(2))
+        mem = memory_for(ctx(2))
+        scored = mem.run(ctx(2)).standing_task[1]
+        return answer, mem.last_decision, [it for it, _ in scored]
+
+    wide = Policy.zero(names=FEATURES + EVIDENCE_FEATURES)
+    wide.bias[ACTIONS.index("intervene")] = 5.0
+    answer, decision, items = run(tmp_path / "a", wide)
+    assert "weekday" in items[0].content and "peanut" in items[1].content  # another item applies best
+    assert decision.features["policy_features"]["sel_is_top"] == 0
+    assert answer.block and "peanut" in answer.block_reason and items[1].id in answer.block_reason
+    assert items[0].id not in answer.block_reason
+    _, decision, items = run(tmp_path / "b", _always("intervene"))
+    assert [e.id for e in decision.evidence] == [items[0].id]
+    wide.bias[:] = 0
+    wide.bias[ACTIONS.index("supplement")] = 5.0
+    answer, decision, items = run(tmp_path / "c", wide)
+    assert not answer.block and [e.id for e in decision.evidence] == [items[0].id, items[1].id]
+    assert "peanut" in answer.supplement and "weekday" in answer.supplement

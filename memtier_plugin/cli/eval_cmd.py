@@ -502,6 +502,7 @@ def intervention_cmd(state, path, limit, turns, topics, policy_file, as_json, js
         "config": None if cfg.source == "<defaults>" else cfg.source, "standing_embedder": cfg.standing.embedder,
         "embedder": info["embedder"], "standing_embedder_used": info["standing_embedder"],
         "features_traced": bool(rows_out), "baseline": f"BM25 top {iv.BM25_TOP} holds the preference (query = question + option)",
+        "hold_evidence": iv.hold_evidence(rows["memtier"]),
         "seconds": result["seconds"], "wall_seconds": result["wall_seconds"], "workspaces": info["workspaces"],
         "workdir": info["workdir"]}}
     if rows_out:

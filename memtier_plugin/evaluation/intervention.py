@@ -157,13 +157,17 @@ class MemtierIntervention(pe.MemtierPrefEval):
             d = mem.last_decision
             feats = d.features if d is not None else {}
             task = mem.run(ctx).standing_task  # the evidence the policy path read: is it this question's own?
-            top = task[1][0][0] if task and task[1] else None
+            items = [it for it, _ in task[1]] if task and task[1] else []
+            top = items[0] if items else None
+            quoted = [it for it in items if d is not None and it.id in {e.id for e in d.evidence}]
             rows.append({"topic": q.topic, "index": q.index, "option": k, "label": label(k), "action": action,
                          "ms": ms, "rule_action": feats.get("rule_action", d.action if d is not None else None),
                          "explicit_choice": bool(feats.get("explicit_choice")),
                          "features": feats.get("policy_features"),
                          "evidence": [e.id for e in d.evidence] if d is not None else [],
-                         "evidence_is_own": None if top is None else any(keys.get(e) in gold for e in top.sources)})
+                         "evidence_is_own": None if top is None else any(keys.get(e) in gold for e in top.sources),
+                         "quotes_own": None if not quoted else any(keys.get(e) in gold for it in quoted
+                                                                   for e in it.sources)})
         return rows
 
 
@@ -188,6 +192,15 @@ def run(root: Path, *, memtier: MemtierIntervention, topics: Sequence[str] | Non
         out["rows"][system] = pe.evaluate(lays, scorer, tick)
         out["seconds"][system] = round(time.perf_counter() - t0, 1)
     return out
+
+
+def hold_evidence(rows: Sequence[dict]) -> dict[str, Any]:
+    """Of the holds that quote standing evidence, how many quote the question's own preference (the rest
+    quote another of the user's preferences: a hold the agent cannot make sense of)."""
+    quoting = [r for r in rows if r["action"] == "intervene" and r.get("quotes_own") is not None]
+    own = sum(bool(r["quotes_own"]) for r in quoting)
+    return {"holds_quoting_standing": len(quoting), "quoting_own_preference": own,
+            "own_share": round(own / len(quoting), 4) if quoting else None}
 
 
 def replay(rows: Sequence[dict], policy) -> list[str]:
@@ -219,6 +232,10 @@ def table(doc: dict[str, Any]) -> str:
                      f"{r['supplement_rate']:6.3f} {p50:>8s} {p95:>8s} {r['n']:5d}")
     lines.append(f"baseline: BM25 rule (query = question + option, block when the preference is in the top "
                  f"{BM25_TOP}); wall {meta['wall_seconds']:.1f} s, {meta['workspaces']} workspaces")
+    held = meta.get("hold_evidence") or {}
+    if held.get("holds_quoting_standing"):
+        lines.append(f"memtier holds quoting a standing item: {held['holds_quoting_standing']}, of which "
+                     f"{held['quoting_own_preference']} quote the question's own preference")
     return "\n".join(lines)
 
 
