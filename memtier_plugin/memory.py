@@ -676,14 +676,15 @@ class Memory:
             if explicit:
                 action = "silent"  # the task asks for this explicitly: a general habit neither holds nor nags
             out.features.update(policy=policy.source, policy_action=action, policy_probs=probs)
-            if action == "intervene":  # quote the item the call conflicts with, not merely the best-applying one
-                item, score = conflicting_item(scored, feats, policy)
-                ev = [Evidence(item.id, item.content, item.label, f"applies to the task ({score:.2f})")]
-                return Decision("intervene", ev, f"held: this call goes against a standing {item.label}", out.features)
+            # a hold quotes first the item the call conflicts with (the evidence features' selection), then the
+            # one that applies best to the task when that is another; a supplement the other way round
+            picked = [conflicting_item(scored, feats, policy), scored[0]]
+            picked = picked if action == "intervene" else picked[::-1]
+            ev = [Evidence(it.id, it.content, it.label, f"applies to the task ({s:.2f})")
+                  for it, s in dict((it.id, (it, s)) for it, s in picked).values()]
+            if action == "intervene":
+                return Decision("intervene", ev, f"held: this call goes against a standing {ev[0].kind}", out.features)
             if action == "supplement":
-                picked = [scored[0], conflicting_item(scored, feats, policy)]
-                ev = [Evidence(it.id, it.content, it.label, f"applies to the task ({s:.2f})")
-                      for it, s in dict((it.id, (it, s)) for it, s in picked).values()]
                 return Decision("supplement", ev, "standing knowledge that applies to this call", out.features)
             return Decision("silent", [], "", out.features)
         except Exception:  # never a silent allow: with a policy set, a failed check says so in a supplement

@@ -124,5 +124,6 @@ def test_holds_report_whether_they_quote_the_questions_own_preference(tmp_path):
     held = doc["meta"]["hold_evidence"]
     assert held["holds_quoting_standing"] == 48
     assert held["quoting_own_preference"] == sum(bool(r["quotes_own"]) for r in mine) >= 36
+    assert held["own_quoted_first"] == sum(bool(r["first_quoted_is_own"]) for r in mine) >= 36
     assert iv.hold_evidence([{"action": "silent", "quotes_own": True}]) == \
-        {"holds_quoting_standing": 0, "quoting_own_preference": 0, "own_share": None}
+        {"holds_quoting_standing": 0, "quoting_own_preference": 0, "own_share": None, "own_quoted_first": 0}

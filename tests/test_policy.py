@@ -570,11 +570,11 @@ def test_train_policy_with_traces_adds_the_real_runs_to_the_training_calls(tmp_p
     assert bad.returncode != 0 and "--with-traces: no labelled calls" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_a_hold_quotes_the_preference_the_call_goes_against_not_the_one_that_applies_best(tmp_path):
+def test_a_hold_quotes_first_the_preference_the_call_goes_against_not_the_one_that_applies_best(tmp_path):
     """Two standing preferences; the one that applies best to the request says nothing about the call, the
-    other forbids what it does. An evidence policy's hold quotes the one it selected as conflicting (its id
-    and words); a format-1 policy never looks past the best item, so it quotes that one; a supplement quotes
-    both."""
+    other forbids what it does. An evidence policy's hold quotes first the one it selected as conflicting
+    (its id and words), then the best-applying one; a format-1 policy never looks past the best item, so it
+    quotes that one; a supplement quotes both, the best-applying first."""
     from memtier_plugin.events import AgentEndEvent, PromptEvent, SessionEndEvent, ToolCallEvent
     from memtier_plugin.memory import memory_for
     from memtier_plugin.policy import EVIDENCE_FEATURES
@@ -595,8 +595,9 @@ def test_a_hold_quotes_the_preference_the_call_goes_against_not_the_one_that_app
     answer, decision, items = run(tmp_path / "a", wide)
     assert "weekday" in items[0].content and "peanut" in items[1].content  # another item applies best
     assert decision.features["policy_features"]["sel_is_top"] == 0
-    assert answer.block and "peanut" in answer.block_reason and items[1].id in answer.block_reason
-    assert items[0].id not in answer.block_reason
+    assert answer.block and "peanut" in answer.block_reason
+    assert [e.id for e in decision.evidence] == [items[1].id, items[0].id]  # the conflicting one first
+    assert answer.block_reason.index(items[1].id) < answer.block_reason.index(items[0].id)
     _, decision, items = run(tmp_path / "b", _always("intervene"))
     assert [e.id for e in decision.evidence] == [items[0].id]
     wide.bias[:] = 0

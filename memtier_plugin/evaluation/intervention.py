@@ -159,7 +159,8 @@ class MemtierIntervention(pe.MemtierPrefEval):
             task = mem.run(ctx).standing_task  # the evidence the policy path read: is it this question's own?
             items = [it for it, _ in task[1]] if task and task[1] else []
             top = items[0] if items else None
-            quoted = [it for it in items if d is not None and it.id in {e.id for e in d.evidence}]
+            by_id = {it.id: it for it in items}
+            quoted = [by_id[e.id] for e in (d.evidence if d is not None else []) if e.id in by_id]  # in order
             rows.append({"topic": q.topic, "index": q.index, "option": k, "label": label(k), "action": action,
                          "ms": ms, "rule_action": feats.get("rule_action", d.action if d is not None else None),
                          "explicit_choice": bool(feats.get("explicit_choice")),
@@ -167,7 +168,9 @@ class MemtierIntervention(pe.MemtierPrefEval):
                          "evidence": [e.id for e in d.evidence] if d is not None else [],
                          "evidence_is_own": None if top is None else any(keys.get(e) in gold for e in top.sources),
                          "quotes_own": None if not quoted else any(keys.get(e) in gold for it in quoted
-                                                                   for e in it.sources)})
+                                                                   for e in it.sources),
+                         "first_quoted_is_own": None if not quoted else any(keys.get(e) in gold
+                                                                            for e in quoted[0].sources)})
         return rows
 
 
@@ -195,12 +198,14 @@ def run(root: Path, *, memtier: MemtierIntervention, topics: Sequence[str] | Non
 
 
 def hold_evidence(rows: Sequence[dict]) -> dict[str, Any]:
-    """Of the holds that quote standing evidence, how many quote the question's own preference (the rest
-    quote another of the user's preferences: a hold the agent cannot make sense of)."""
+    """Of the holds that quote standing evidence, how many quote the question's own preference, and how many
+    quote it first (a hold that quotes only another of the user's preferences gives the agent the wrong
+    reason)."""
     quoting = [r for r in rows if r["action"] == "intervene" and r.get("quotes_own") is not None]
     own = sum(bool(r["quotes_own"]) for r in quoting)
+    first = sum(bool(r.get("first_quoted_is_own")) for r in quoting)
     return {"holds_quoting_standing": len(quoting), "quoting_own_preference": own,
-            "own_share": round(own / len(quoting), 4) if quoting else None}
+            "own_share": round(own / len(quoting), 4) if quoting else None, "own_quoted_first": first}
 
 
 def replay(rows: Sequence[dict], policy) -> list[str]:
@@ -235,7 +240,8 @@ def table(doc: dict[str, Any]) -> str:
     held = meta.get("hold_evidence") or {}
     if held.get("holds_quoting_standing"):
         lines.append(f"memtier holds quoting a standing item: {held['holds_quoting_standing']}, of which "
-                     f"{held['quoting_own_preference']} quote the question's own preference")
+                     f"{held['quoting_own_preference']} quote the question's own preference "
+                     f"({held['own_quoted_first']} first)")
     return "\n".join(lines)
 
 
