@@ -146,6 +146,10 @@ class MemtierIntervention(pe.MemtierPrefEval):
         mem.collect_policy_pairs = self.collect and self.pairs  # when the cross-encoder can run
         self.host.before_prompt_build(PromptEvent(q.text, timestamp=lay.now), ctx)
         rows, gold = [], lay.gold(q)
+
+        def own(item) -> bool:  # the standing item was written from this question's own preference exchange
+            return any(keys.get(e) in gold for e in item.sources)
+
         for k, opt in enumerate(self.options[(q.topic, q.index)]):
             event = ToolCallEvent(TOOL, {"request": q.text, "option": opt}, tool_call_id=f"q{q.owner}-o{k}",
                                   timestamp=lay.now + 1 + k)
@@ -166,11 +170,9 @@ class MemtierIntervention(pe.MemtierPrefEval):
                          "explicit_choice": bool(feats.get("explicit_choice")),
                          "features": feats.get("policy_features"),
                          "evidence": [e.id for e in d.evidence] if d is not None else [],
-                         "evidence_is_own": None if top is None else any(keys.get(e) in gold for e in top.sources),
-                         "quotes_own": None if not quoted else any(keys.get(e) in gold for it in quoted
-                                                                   for e in it.sources),
-                         "first_quoted_is_own": None if not quoted else any(keys.get(e) in gold
-                                                                            for e in quoted[0].sources)})
+                         "evidence_is_own": None if top is None else own(top),
+                         "quotes_own": None if not quoted else any(own(it) for it in quoted),
+                         "first_quoted_is_own": None if not quoted else own(quoted[0])})
         return rows
 
 
