@@ -1,0 +1,165 @@
+"""The package's rooms and their order: no import cycle, no import against the allowed order.
+
+Each module belongs to a room (docs/ARCHITECTURE.md): a sub-package is its own
+room, a root module is named in ``ROOT_ROOMS``. A module may import from its
+own room and from rooms earlier in ``ORDER``; every import counts, those inside
+functions too (a lazy import is still a dependency). The graph must have no
+cycle at all, within a room included.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import ROOT
+
+PKG = ROOT / "memtier_plugin"
+ORDER = ["base", "store", "models", "recall", "layers", "consolidation", "scheduling", "intervention",
+         "learning", "facade", "bridges", "evaluation", "bench", "cli"]
+ROOT_ROOMS = {
+    # the host contract and the base modules (used everywhere, depend on nothing above them)
+    "hookspecs": "base", "events": "base", "config": "base", "safe_yaml": "base", "errors": "base",
+    "vocabulary": "base", "tokenize": "base", "dates": "base",
+    # the facade
+    "memory": "facade", "tools": "facade", "intake": "facade", "plugin": "facade", "host": "facade",
+    "__main__": "cli",
+    # flat modules not yet moved to their room (LAYOUT.md §3.3); emptied by the move
+    "jsonl": "store", "paths": "store", "records": "store", "ledger": "store", "semantic": "store",
+    "traces": "store", "costs": "store",
+    "llm": "models", "schema": "models", "embeddings": "models", "model_paths": "models", "model_setup": "models",
+    "bm25": "recall", "index": "recall", "signals": "recall", "scoping": "recall", "retrieval": "recall",
+    "vector_cache": "recall", "rerank": "recall", "packing": "recall", "backends": "recall",
+    "global_memory": "layers", "workspace_memory": "layers", "topics": "layers", "preferences": "layers",
+    "standing": "layers",
+    "consolidation": "consolidation", "daemon": "consolidation", "checkpoints": "consolidation",
+    "facts": "consolidation", "fact_patterns": "consolidation",
+    "memory_hooks": "scheduling", "hook_language": "scheduling", "foresight": "scheduling",
+    "intervention": "intervention", "policy": "intervention",
+    "attribution": "learning", "trainer": "learning", "training_data": "learning", "policy_training": "learning",
+    "sidecar": "bridges", "mcp_server": "bridges",
+    "bench": "bench", "bench_bridge": "bench", "bench_consolidation": "bench", "bench_latency": "bench",
+    "bench_sidecar": "bench",
+    "redact": "base", "secret_tokens": "base", "secret_context": "base",
+}
+PACKAGE_ROOMS = {"redact": "base"}  # redact/ is a base package: nothing secret reaches disk, used by every room
+# Imports against the order that the move has not yet removed: (importer, imported). Must end empty.
+KNOWN = {
+    ("backends", "trainer"), ("semantic", "facts"), ("training_data", "evaluation.longmemeval"),
+    ("training_data", "evaluation.runner"),
+}
+KNOWN_CYCLES = {frozenset({"ledger", "records"})}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).with_suffix("").parts
+        if rel[-1] == "__init__":
+            rel = rel[:-1]
+        if rel:
+            out[".".join(rel)] = path
+    return out
+
+
+def room(mod: str) -> str:
+    parts = mod.split(".")
+    if len(parts) == 1 and parts[0] in ROOT_ROOMS:
+        return ROOT_ROOMS[parts[0]]
+    if len(parts) == 1 and (PKG / parts[0]).is_dir():
+        return PACKAGE_ROOMS.get(parts[0], parts[0])
+    if len(parts) > 1:
+        return PACKAGE_ROOMS.get(parts[0], parts[0])
+    raise AssertionError(f"memtier_plugin/{mod}.py belongs to no room: add it to ROOT_ROOMS or move it")
+
+
+def imports(mod: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The package's modules that ``mod`` imports (anywhere in the file)."""
+    package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif node.module == "memtier_plugin" or (node.module or "").startswith("memtier_plugin."):
+                target = node.module[len("memtier_plugin"):].lstrip(".")
+            else:
+                continue
+            names = [f"{target}.{a.name}" if target else a.name for a in node.names]
+            hits = [n for n in names if n in known]
+            found.update(hits or ([target] if target in known else []))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("memtier_plugin."):
+                    name = alias.name[len("memtier_plugin."):]
+                    while name and name not in known:
+                        name = name.rpartition(".")[0]
+                    if name:
+                        found.add(name)
+    found.discard(mod)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {mod: imports(mod, path, known) for mod, path in known.items()}
+
+
+def test_every_module_has_a_room():
+    for mod in modules():
+        if mod:
+            assert room(mod) in ORDER, mod
+
+
+def test_no_import_against_the_order():
+    bad = set()
+    for mod, targets in graph().items():
+        if mod.split(".")[-1] == "__init__" or mod == "" or mod not in modules():
+            continue
+        for t in targets:
+            if ORDER.index(room(t)) > ORDER.index(room(mod)):
+                bad.add((mod, t))
+    assert bad <= KNOWN, f"imports against {' → '.join(ORDER)}: {sorted(bad - KNOWN)}"
+    assert not KNOWN - bad, f"fixed, remove from KNOWN: {sorted(KNOWN - bad)}"
+
+
+def cycles(g: dict[str, set[str]]) -> list[frozenset[str]]:
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in g.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(frozenset(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle():
+    found = set(cycles(graph()))
+    assert found <= KNOWN_CYCLES, f"import cycles: {[sorted(c) for c in found - KNOWN_CYCLES]}"
+    assert not KNOWN_CYCLES - found, "a known cycle is gone: remove it from KNOWN_CYCLES"
+
+
+def test_the_checker_sees_a_cycle_and_an_upward_import():
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [frozenset({"a", "b"})]
+    assert ORDER.index(room("cli.demo_cmd")) > ORDER.index(room("memory")) > ORDER.index(room("config"))
