@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -38,8 +39,8 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_terminal_summary(terminalreporter):
     if _openclaw_outcomes:
-        counts = {k: list(_openclaw_outcomes.values()).count(k) for k in ("passed", "failed", "skipped")}
-        terminalreporter.write_line("openclaw tests: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+        counts = Counter(_openclaw_outcomes.values())
+        terminalreporter.write_line("openclaw tests: " + ", ".join(f"{counts[k]} {k}" for k in ("passed", "failed", "skipped")))
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ Regenerate with ``MEMTIER_UPDATE_GOLDEN=1 pytest tests/test_record_shapes.py``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -28,9 +29,8 @@ def shape(value, key: str = ""):
         return value
     if isinstance(value, dict):
         return {k: shape(v, k) for k, v in sorted(value.items())}
-    if isinstance(value, list):
-        kinds = sorted({json.dumps(shape(v), sort_keys=True) for v in value})
-        return [json.loads(k) for k in kinds]
+    if isinstance(value, list):  # one shape for all elements
+        return [functools.reduce(merge, (shape(v) for v in value))] if value else []
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
@@ -38,20 +38,23 @@ def shape(value, key: str = ""):
     return {str: "string", type(None): "null"}[type(value)]
 
 
+def _alternatives(x) -> list:
+    return x["any_of"] if isinstance(x, dict) and "any_of" in x else [x]
+
+
 def merge(a, b):
-    """One shape for every record of a kind: optional keys and alternative element shapes unioned."""
-    if isinstance(a, dict) and isinstance(b, dict):
+    """One shape for every record of a kind: optional keys, element shapes and differing types unioned."""
+    if isinstance(a, dict) and isinstance(b, dict) and "any_of" not in a and "any_of" not in b:
         return {k: merge(a[k], b[k]) if k in a and k in b else a.get(k, b.get(k)) for k in sorted({*a, *b})}
     if isinstance(a, list) and isinstance(b, list):
-        return [json.loads(s) for s in sorted({json.dumps(x, sort_keys=True) for x in a + b})]
+        return [functools.reduce(merge, a + b)] if a + b else []
     if a == b:
         return a
-    alts = sorted({json.dumps(x, sort_keys=True) for x in (a if isinstance(a, dict) and "any_of" in a else {"any_of": [a]})["any_of"]
-                   + (b["any_of"] if isinstance(b, dict) and "any_of" in b else [b])})
-    return {"any_of": [json.loads(s) for s in alts]}
+    alts = {json.dumps(x, sort_keys=True) for x in _alternatives(a) + _alternatives(b)}
+    return {"any_of": [json.loads(x) for x in sorted(alts)]}
 
 
-def validator(kind: str, rel: str):
+def validator(rel: str):
     from memtier_plugin.global_memory import node_problem
     from memtier_plugin.records import problem
     from memtier_plugin.semantic import fact_problem
@@ -78,7 +81,7 @@ def written(tmp_path_factory) -> dict[str, dict]:
         for line in path.read_text().splitlines():
             rec = json.loads(line)
             kind = rec.get("kind", "entry")
-            check = validator(kind, rel)
+            check = validator(rel)
             if check is not None:
                 assert check(rec) is None, (rel, kind, check(rec))
             s = shape(rec)
