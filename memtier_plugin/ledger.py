@@ -21,13 +21,13 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from . import jsonl
 from .errors import CorruptLineError
-from .paths import ID_RE, agent_day_file, checked_id, day_of
+from .paths import (ID_RE, MAX_ID_CHARS, agent_day_file, checked_id, clean_id, clip_text, day_of, new_id,  # noqa: F401
+                    parse_iso, utc_iso)
 from .records import entry_problem, fold_cw, update_problem
 from .redact import redact, redact_obj
 from .tokenize import count_tokens
@@ -37,35 +37,15 @@ log = logging.getLogger(__name__)
 AGENT_ID_RE = ID_RE
 #: Longest content kept in one entry (characters); a longer text is cut, with a marker, before redaction.
 MAX_CONTENT_CHARS = 32_000
-#: Longest id-like string kept (session_id, project, run_id, tool_call_id).
-MAX_ID_CHARS = 256
 SYSTEM_PREFIX = "[system]"
 # Closes a torn last line: RS (0x1E) is invalid anywhere in JSON, inside a string too, so a write cut
 # off just before its newline is not turned into a whole record (a ghost, or a duplicate once redone).
 TORN_END = b"\x1e\n"
 
 
-def utc_iso(ts: float | None = None) -> str:
-    """Seconds since the epoch as an ISO-8601 UTC string with milliseconds."""
-    ts = time.time() if ts is None else ts
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def parse_iso(value: str) -> float:
-    """ISO-8601 (``Z`` or offset; naive means UTC) to seconds since the epoch."""
-    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
-
-
 def check_agent_id(agent_id: str) -> str:
     """``agent_id`` when it is a plain name (see :func:`paths.checked_id`), else InvalidIdError."""
     return checked_id(agent_id)
-
-
-def new_id(prefix: str, ts: float) -> str:
-    return f"{prefix}-{datetime.fromtimestamp(ts, tz=timezone.utc):%Y%m%d}-{os.urandom(6).hex()}"
 
 
 @dataclass
@@ -127,19 +107,6 @@ def apply_update(entry: Entry, rec: dict) -> None:
         entry.promoted = True
         entry.fact_ids.extend(rec.get("fact_ids") or [])
     entry.history.append(rec)
-
-
-def clip_text(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters with a visible marker (before redaction: linear time)."""
-    if len(text) <= limit:
-        return text
-    return text[: limit - 30] + f" …[cut {len(text) - limit + 30} chars]"
-
-
-def clean_id(value, limit: int = MAX_ID_CHARS) -> str:
-    """An id-like string a host sent (session, project, run, tool call): text, bounded, redacted."""
-    text = jsonl.clean_text(value if isinstance(value, str) else ("" if value is None else str(value)))
-    return redact(clip_text(text, limit))[0]
 
 
 @dataclass

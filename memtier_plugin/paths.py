@@ -1,20 +1,26 @@
-"""Ids that become file names: the one validated gate.
+"""Ids and time stamps of records: the one validated gate where an id becomes a file name.
 
 Everything a host sends is untrusted, and an ``agent_id`` becomes a folder
 (``memory/episodic/<agent_id>/``, ``memory/traces/<agent_id>/``). Every path
 built from an id goes through :func:`checked_id`; an id that is not a plain
 name (``/abs``, ``../..``, ``a/b``, ``''``, ``.``, ``..``, a trailing newline,
 control bytes, more than 128 characters) is refused with one line, so memory
-fails open for that turn and nothing is written outside ``memory/``.
+fails open for that turn and nothing is written outside ``memory/``. Also here, because every
+record kind uses them: ISO time stamps (:func:`utc_iso`, :func:`parse_iso`), new ids
+(:func:`new_id`) and the bounded, redacted form of an id a host sent (:func:`clean_id`).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import jsonl
 from .errors import InvalidIdError
+from .redact import redact
 
 #: A plain name: starts with a letter or digit, then letters, digits, '.', '_' or '-' (max 128).
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -43,3 +49,38 @@ def agent_day_file(memory_root: Path | str, tier: str, agent_id: str, day: str) 
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
         raise InvalidIdError(f"day {day!r}: expected YYYY-MM-DD")
     return Path(memory_root) / tier / checked_id(agent_id) / f"{day}.jsonl"
+
+
+#: Longest id-like string kept (session_id, project, run_id, tool_call_id).
+MAX_ID_CHARS = 256
+
+
+def utc_iso(ts: float | None = None) -> str:
+    """Seconds since the epoch as an ISO-8601 UTC string with milliseconds."""
+    ts = time.time() if ts is None else ts
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def parse_iso(value: str) -> float:
+    """ISO-8601 (``Z`` or offset; naive means UTC) to seconds since the epoch."""
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def new_id(prefix: str, ts: float) -> str:
+    return f"{prefix}-{datetime.fromtimestamp(ts, tz=timezone.utc):%Y%m%d}-{os.urandom(6).hex()}"
+
+
+def clip_text(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with a visible marker (before redaction: linear time)."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - 30] + f" …[cut {len(text) - limit + 30} chars]"
+
+
+def clean_id(value, limit: int = MAX_ID_CHARS) -> str:
+    """An id-like string a host sent (session, project, run, tool call): text, bounded, redacted."""
+    text = jsonl.clean_text(value if isinstance(value, str) else ("" if value is None else str(value)))
+    return redact(clip_text(text, limit))[0]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .paths import is_valid_id
+from .paths import is_valid_id, parse_iso
 
 ENTRY_KINDS = ("entry",)
 UPDATE_KINDS = ("cw_update", "promoted")
@@ -38,8 +38,6 @@ def _finite(v: Any) -> bool:
 
 
 def _iso_problem(value: Any, key: str) -> str | None:
-    from .ledger import parse_iso
-
     if not isinstance(value, str):
         return f"{key!r} is {type(value).__name__}, expected an ISO-8601 string"
     try:

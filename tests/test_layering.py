@@ -48,7 +48,7 @@ KNOWN = {
     ("backends", "trainer"), ("semantic", "facts"), ("training_data", "evaluation.longmemeval"),
     ("training_data", "evaluation.runner"),
 }
-KNOWN_CYCLES = {frozenset({"ledger", "records"})}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
 def modules() -> dict[str, Path]:
