@@ -31,7 +31,7 @@ from typing import Callable, NamedTuple
 
 import orjson
 
-from . import traces
+from .store import traces
 from .tokenize import jaccard, token_set
 
 log = logging.getLogger(__name__)

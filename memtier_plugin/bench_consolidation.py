@@ -136,7 +136,7 @@ def _terminated(*_args):
 
 def _run(words: list[str], appends: int, workdir: str | None, progress: bool) -> dict:
     from .config import load_config
-    from .ledger import Ledger
+    from .store.episodic import Ledger
     from .retrieval import Retriever
 
     base = Path(tempfile.mkdtemp(prefix="memtier-bench-cons-", dir=workdir))

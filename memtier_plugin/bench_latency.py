@@ -49,7 +49,7 @@ FILLER = ("team meeting project budget travel hotel flight dinner agenda review 
 
 
 def _record(i: int, ts: float, session: int, text: str) -> bytes:
-    from .ledger import utc_iso
+    from .store.episodic import utc_iso
 
     iso = utc_iso(ts)
     return orjson.dumps({"v": 1, "kind": "entry", "id": f"ep-{iso[:10].replace('-', '')}-b{i:011x}",
@@ -161,7 +161,7 @@ def _task_copy(fixture: Path, dest: Path, session_id: str) -> tuple[Path, list[d
 
 def replay(ws: Path, fixture: Path, session_id: str, think_ms: float) -> list[dict]:
     """Replay the task once through the Host; one row per memory query: kind, need, ms, outcome, prediction."""
-    from . import traces
+    from .store import traces
     from .host import replay_session
     from .sidecar import build_host
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import jsonl
+from .store import jsonl
 from .errors import SearchIndexError
 
 IDF_VARIANTS = ("okapi", "lucene")

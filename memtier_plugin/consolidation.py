@@ -31,7 +31,7 @@ out, and passed by the checkpoint, so it never stops the batches after it. The
 report lists only what reached the disk.
 
 The watchdog loop that runs batches is :class:`memtier_plugin.daemon.Daemon`;
-store-cost records and their summaries are :mod:`memtier_plugin.costs`.
+store-cost records and their summaries are :mod:`memtier_plugin.store.costs`.
 """
 
 from __future__ import annotations
@@ -42,18 +42,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import jsonl
+from .store import jsonl
 from .checkpoints import (BatchLock, drop_journal, load_checkpoints, read_journal,  # noqa: F401 (tests patch these here)
                           save_checkpoints, write_journal)
 from .config import Config
-from .costs import append_costs, store_cost
+from .store.costs import append_costs, store_cost
 from .facts import (Fact, extract_facts, facts_from_model_output, facts_schema, find_superseded, is_duplicate,
                     revision_key)
 from .fact_patterns import norm_value
-from .ledger import SYSTEM_PREFIX, Ledger, tail_records, utc_iso
-from .records import entry_problem
+from .store.episodic import SYSTEM_PREFIX, Ledger, tail_records, utc_iso
+from .store.records import entry_problem
 from .redact import redact
-from .semantic import SemanticStore, fact_id, fact_problem, fact_record, to_fact
+from .store.semantic import SemanticStore, fact_id, fact_problem, fact_record, to_fact
 from .tokenize import count_tokens
 
 log = logging.getLogger(__name__)

@@ -19,12 +19,13 @@ from typing import Any, Callable
 
 import pluggy
 
-from . import hookspecs, jsonl
+from . import hookspecs
+from .store import jsonl
 from .errors import MemtierError
 from .events import (AgentEndEvent, CompactionEvent, HookContext, PromptAddition, PromptEvent, SessionEndEvent,
                      ToolCallEvent, ToolDecision, ToolResultEvent, combine_prompt_additions,
                      combine_tool_decisions)
-from .ledger import parse_iso
+from .store.episodic import parse_iso
 
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "memtier"

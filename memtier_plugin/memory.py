@@ -21,9 +21,9 @@ from .config import Config, load_config
 from .errors import ConfigError
 from .events import (AgentEndEvent, HookContext, PromptAddition, PromptEvent, ToolCallEvent,
                      ToolDecision, ToolResultEvent)
-from .jsonl import clean_obj, clean_text
-from .ledger import Ledger, clean_id, clip_text
-from .paths import checked_id
+from .store.jsonl import clean_obj, clean_text
+from .store.episodic import Ledger, clean_id, clip_text
+from .store.paths import checked_id
 from .redact import redact, redact_obj
 
 log = logging.getLogger(__name__)
@@ -333,7 +333,7 @@ class Memory:
             return self.recall(query, ctx, ts)
 
     def _trace_served(self, query: str, result, access, ctx: HookContext, when: float) -> None:
-        from . import traces
+        from .store import traces
 
         traces.append(self.config.memory_root, ctx.agent_id, traces.recall_record(
             ts=when, run_id=ctx.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id, query=query,
@@ -341,7 +341,7 @@ class Memory:
             left_out=result.left_out, tokens=result.tokens, elapsed_ms=access.wait_ms), when)
 
     def _trace_foresight(self, query: str, result, access, ctx: HookContext, when: float) -> None:
-        from . import traces
+        from .store import traces
 
         traces.append(self.config.memory_root, ctx.agent_id, traces.foresight_record(
             ts=when, run_id=ctx.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id, query=query,
@@ -579,7 +579,7 @@ class Memory:
         if (policy is not None or self.collect_policy_features) and decision.action != "intervene":
             decision = self._policy_decision(decision, policy, tool, params, task, ctx, state, ts)
         self.last_decision = decision
-        from . import traces
+        from .store import traces
 
         traces.append(self.config.memory_root, ctx.agent_id, traces.decision_record(
             ts=ts, run_id=ctx.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id, tool=tool,

@@ -41,7 +41,7 @@ from .config import parse_yaml
 from .errors import ConfigError
 from .hook_language import (EVENTS, MAX_STRING, Event, HookError, Predicate, _Bad, _show, compile_predicate,
                             index_key)
-from .paths import is_valid_id
+from .store.paths import is_valid_id
 
 log = logging.getLogger(__name__)
 

@@ -57,7 +57,7 @@ from .errors import InvalidIdError, MemtierError
 from .events import (AgentEndEvent, CompactionEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent,
                      ToolResultEvent)
 from .host import Host, review_decision
-from .paths import checked_id
+from .store.paths import checked_id
 
 log = logging.getLogger(__name__)
 

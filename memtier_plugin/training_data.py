@@ -41,9 +41,9 @@ from typing import Callable
 
 import numpy as np
 
-from . import traces
-from .ledger import Ledger, iter_records
-from .records import update_problem
+from .store import traces
+from .store.episodic import Ledger, iter_records
+from .store.records import update_problem
 from .signals import SIGNAL_NAMES
 
 log = logging.getLogger(__name__)

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import orjson
 
-from . import jsonl
-from .ledger import append_lines, clean_id, clip_text, new_id, tail_records, utc_iso
+from .store import jsonl
+from .store.episodic import append_lines, clean_id, clip_text, new_id, tail_records, utc_iso
 from .redact import redact, redact_obj
-from .semantic import project_filename
+from .store.semantic import project_filename
 from .tokenize import jaccard, token_set
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from memtier_plugin.attribution import call_text, credit
 from memtier_plugin.config import load_config
 from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, ToolResultEvent
 from memtier_plugin.host import Host, replay_session
-from memtier_plugin.ledger import Ledger, iter_records, parse_iso
+from memtier_plugin.store.episodic import Ledger, iter_records, parse_iso
 from memtier_plugin.memory import Memory, memory_for
 from memtier_plugin.retrieval import Retriever
 

@@ -14,7 +14,7 @@ from conftest import FIXTURES
 from memtier_plugin.backends import choose, fusion_weights, learned_weights_path
 from memtier_plugin.config import load_config
 from memtier_plugin.errors import ConfigError
-from memtier_plugin.ledger import Ledger
+from memtier_plugin.store.episodic import Ledger
 from memtier_plugin.trainer import MARKER_KEY
 
 NAMES = ("sem", "bm25", "decay", "cw", "tier")

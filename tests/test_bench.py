@@ -9,8 +9,8 @@ from conftest import run_cli
 from memtier_plugin import bench
 from memtier_plugin.cli.bench_cmd import table
 from memtier_plugin.index import DocIndex, current_generation
-from memtier_plugin.jsonl import loads
-from memtier_plugin.ledger import Ledger, parse_iso
+from memtier_plugin.store.jsonl import loads
+from memtier_plugin.store.episodic import Ledger, parse_iso
 
 REQUIRED = ("size", "build_s", "recall_p50_ms", "recall_p95_ms", "append_search_ms", "cold_start_s",
             "peak_rss_mb", "rank_bm25_p50_ms", "speedup_vs_rank_bm25")

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from conftest import run_cli
 from memtier_plugin.cli import COMMANDS, MemtierGroup, cli
-from memtier_plugin.ledger import Ledger
+from memtier_plugin.store.episodic import Ledger
 
 # What must never reach a terminal raw: C0/C1 controls, DEL, bidi controls, line separators.
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")

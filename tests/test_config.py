@@ -186,7 +186,7 @@ def test_renamed_key_works_under_its_new_name(tmp_path):
     from click.testing import CliRunner
 
     from memtier_plugin.cli import cli
-    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.store.episodic import Ledger
 
     ws = tmp_path / "ws"
     ledger = Ledger(ws / "memory", fsync=False)

@@ -28,10 +28,10 @@ from memtier_plugin.config import load_config
 from memtier_plugin.consolidation import consolidate_once, load_checkpoints
 from memtier_plugin.daemon import Daemon
 from memtier_plugin.facts import is_duplicate, revision_key
-from memtier_plugin.ledger import Ledger, iter_records
+from memtier_plugin.store.episodic import Ledger, iter_records
 from memtier_plugin.memory import Memory
 from memtier_plugin.retrieval import Retriever
-from memtier_plugin.semantic import SemanticStore, to_fact
+from memtier_plugin.store.semantic import SemanticStore, to_fact
 
 
 # ---------------------------------------------------------------- helpers
@@ -349,8 +349,9 @@ def test_a_kill_at_any_point_of_the_commit_is_finished_exactly_once(workspace, t
     line starts, one byte in, mid-line, one byte short, complete), after each promoted record,
     before the journal is dropped, before the checkpoint. A fresh run then must commit exactly what
     an uninterrupted batch commits: same facts, same markers, every entry promoted once."""
-    from memtier_plugin import checkpoints, semantic
-    from memtier_plugin.ledger import append_lines as real_append
+    from memtier_plugin import checkpoints
+    from memtier_plugin.store import semantic
+    from memtier_plugin.store.episodic import append_lines as real_append
 
     cfg = config(workspace)
     now = time.time()
@@ -710,7 +711,7 @@ def batch_lock_held(ws: Path, timeout: float) -> bool:
 
 AGENT = """
 import random, sys, time
-from memtier_plugin.ledger import Ledger
+from memtier_plugin.store.episodic import Ledger
 ws, agent, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rng = random.Random(seed)
 ledger = Ledger(ws + "/memory")
@@ -784,7 +785,7 @@ STATEMENTS = ["I prefers window seats", "I the client office is at 27 Main Stree
               "we decided to use Postgres for the database", "my sister is named Alice"]
 SAID = """
 import random, sys, time
-from memtier_plugin.ledger import Ledger
+from memtier_plugin.store.episodic import Ledger
 ws, agent, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 statements = {statements!r}
 rng = random.Random(seed)

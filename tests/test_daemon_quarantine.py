@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from conftest import run_cli
-from memtier_plugin.ledger import Ledger, iter_records
+from memtier_plugin.store.episodic import Ledger, iter_records
 
 GOOD = ["I prefer aisle seats on flights", "We decided to use Postgres for the database",
         "My frequent flyer number is DL123456", "The hotel budget is now $300 a night"]

@@ -342,7 +342,7 @@ class PrefixRecorder(E.HashingEmbedder):
 
 def test_the_retriever_embeds_queries_through_embed_query(workspace):
     from memtier_plugin.config import load_config
-    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.store.episodic import Ledger
     from memtier_plugin.retrieval import Retriever
 
     Ledger(workspace / "memory").add(agent_id="a", session_id="s", project="p", content="aisle seat on the flight",
@@ -451,7 +451,7 @@ def test_setup_embedder_keeps_a_verified_folder_and_refetches_a_changed_file(tmp
 
 def test_a_backend_without_embed_query_embeds_the_query_as_is(workspace):
     from memtier_plugin.config import load_config
-    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.store.episodic import Ledger
     from memtier_plugin.retrieval import Retriever
 
     Ledger(workspace / "memory").add(agent_id="a", session_id="s", project="p", content="aisle seat on the flight",

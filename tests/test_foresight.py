@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES, run_cli
-from memtier_plugin import plugin, traces
+from memtier_plugin import plugin
+from memtier_plugin.store import traces
 from memtier_plugin.config import ForesightConfig, load_config
 from memtier_plugin.errors import ConfigError
 from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent
@@ -361,7 +362,7 @@ class CountingReranker:
 
 
 def _retriever(ws: Path, n: int, **flags) -> Retriever:
-    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.store.episodic import Ledger
 
     led = Ledger(ws / "memory")
     for i in range(n):
@@ -392,7 +393,7 @@ def test_background_preparations_rerank_within_their_own_budget(workspace, backg
         "foresight:\n  enabled: true\nstanding:\n  embedder: none\nrerank:\n  top_n: 40\n"
         f"  budget_ms: 0.000001\n  background_budget_ms: {background}\n")
     _history(workspace)
-    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.store.episodic import Ledger
 
     for i in range(60):  # a head deeper than one batch for every step
         Ledger(workspace / "memory").write_entry(agent_id="planner", session_id=f"old-{i // 10}", project="offsite",
@@ -434,7 +435,7 @@ def _count_lookups(cache, calls: list) -> None:
 def test_entries_are_embedded_when_written_not_at_query_time(workspace):
     r = _retriever(workspace, 30, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
     assert r.embedder is not None and r.embed_pending() == 30
-    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.store.episodic import Ledger
 
     rec, path, off = Ledger(workspace / "memory").write_entry(agent_id="a", session_id="s9", project="p",
                                                              content="a late hotel note", role="user",
@@ -558,7 +559,7 @@ def test_rows_grow_without_copying_and_views_stay_valid():
 
 
 def test_a_warm_store_leaves_a_few_new_entries_to_embed_pending_not_the_prompt(workspace):
-    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.store.episodic import Ledger
     from memtier_plugin.retrieval import DEFER_EMBED
 
     r = _retriever(workspace, 30, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
@@ -603,7 +604,7 @@ def _gate_embedding(r: Retriever):
 
 
 def test_a_recall_never_waits_on_another_threads_embedding(workspace):
-    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.store.episodic import Ledger
 
     r = _retriever(workspace, 30, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
     r.recall("hotel note", agent_id="a", project="p", agents=["a"])
@@ -808,7 +809,7 @@ def test_closing_stops_the_background_embedding_at_its_next_batch(workspace):
 
 
 def test_many_entries_written_by_another_process_are_embedded_in_the_background_not_by_the_hook(workspace):
-    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.store.episodic import Ledger
 
     r = _retriever(workspace, 30, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
     r.cold_embed_limit = 50

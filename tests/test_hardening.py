@@ -21,7 +21,7 @@ from memtier_plugin.events import (AgentEndEvent, HookContext, PromptEvent, Sess
                                    ToolDecision, ToolResultEvent)
 from memtier_plugin.hookspecs import hookimpl
 from memtier_plugin.host import Host
-from memtier_plugin.ledger import Ledger
+from memtier_plugin.store.episodic import Ledger
 
 
 def memtier_host() -> Host:
@@ -370,7 +370,7 @@ def test_lone_surrogate_and_huge_input_are_recorded_not_fatal(workspace):
 
 
 def test_failed_append_leaves_no_partial_line(workspace, monkeypatch):
-    from memtier_plugin import ledger as ledger_mod
+    from memtier_plugin.store import episodic as ledger_mod
 
     run_cli("add", "before the disk filled", "--agent", "a", "--session", "s", "--project", "p")
     real_write = os.write

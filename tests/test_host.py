@@ -11,7 +11,7 @@ from memtier_plugin import hookspecs
 from memtier_plugin.events import HookContext, PromptAddition, PromptEvent, ToolCallEvent, ToolDecision
 from memtier_plugin.host import Host, replay_session
 from memtier_plugin.hookspecs import hookimpl
-from memtier_plugin.ledger import Ledger
+from memtier_plugin.store.episodic import Ledger
 
 SCENARIO = sorted((FIXTURES / "scenario").glob("*.jsonl"))
 SPECS = [name for name in dir(hookspecs) if hasattr(getattr(hookspecs, name), "memtier_spec")]

@@ -3,10 +3,10 @@ per-recall change detection (LedgerWatch) still sees what other processes append
 
 import numpy as np
 
-from memtier_plugin import jsonl
+from memtier_plugin.store import jsonl
 from memtier_plugin.config import load_config
 from memtier_plugin.index import DocIndex, LedgerWatch, open_index
-from memtier_plugin.ledger import Ledger, append_lines, utc_iso
+from memtier_plugin.store.episodic import Ledger, append_lines, utc_iso
 from memtier_plugin.retrieval import Retriever
 
 DAY = 86400.0

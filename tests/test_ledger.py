@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, ROOT, run_cli
-from memtier_plugin.ledger import Ledger, append_lines, utc_iso
+from memtier_plugin.store.episodic import Ledger, append_lines, utc_iso
 
 WRITER = r"""
 import sys
-from memtier_plugin.ledger import Ledger
+from memtier_plugin.store.episodic import Ledger
 root, agent, n, tag = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 ledger = Ledger(root)
 for i in range(n):
@@ -167,7 +167,7 @@ def test_secrets_never_reach_the_ledger(tmp_path):
 
 
 def test_tail_records_gives_offsets_and_skips_bad_lines(tmp_path):
-    from memtier_plugin.ledger import tail_records
+    from memtier_plugin.store.episodic import tail_records
 
     path = tmp_path / "f.jsonl"
     path.write_bytes(b'{"a":1}\n\nnot json\n{"b":2}\n{"c":')

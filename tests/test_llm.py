@@ -598,7 +598,7 @@ def test_daemon_batches_after_an_unanswered_one_do_not_wait_again(server, tmp_pa
     """Extraction shares the client's breaker across batches: one timeout, then heuristics at once."""
     from memtier_plugin.config import load_config
     from memtier_plugin.consolidation import Consolidator
-    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.store.episodic import Ledger
 
     cfg = load_config(flags={"paths.workspace": str(tmp_path), "model.enabled": True, "model.base_url": server.url,
                              "model.timeout_s": 0.2, "model.max_retries": 1, "consolidation.extractor": "model"})

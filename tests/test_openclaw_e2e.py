@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from memtier_plugin.ledger import Ledger
+from memtier_plugin.store.episodic import Ledger
 
 pytestmark = pytest.mark.openclaw
 

@@ -56,9 +56,9 @@ def merge(a, b):
 
 def validator(rel: str):
     from memtier_plugin.global_memory import node_problem
-    from memtier_plugin.records import problem
-    from memtier_plugin.semantic import fact_problem
-    from memtier_plugin.traces import trace_problem
+    from memtier_plugin.store.records import problem
+    from memtier_plugin.store.semantic import fact_problem
+    from memtier_plugin.store.traces import trace_problem
     from memtier_plugin.workspace_memory import skill_problem
 
     top = rel.split("/", 1)[0]

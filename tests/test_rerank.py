@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli
 from memtier_plugin.config import load_config
 from memtier_plugin.errors import ConfigError, ModelError
-from memtier_plugin.ledger import Ledger
+from memtier_plugin.store.episodic import Ledger
 from memtier_plugin.model_setup import RERANKER, extract_model
 from memtier_plugin.rerank import MODEL_NAME, CrossEncoder, minmax, model_folder, rerank_order
 from memtier_plugin.retrieval import Retriever
@@ -129,8 +129,8 @@ def test_only_the_top_n_are_sent_and_the_tail_keeps_its_order(trips):
 
 
 def test_facts_keep_their_places_and_are_not_sent(trips):
-    from memtier_plugin import jsonl
-    from memtier_plugin.ledger import append_lines, utc_iso
+    from memtier_plugin.store import jsonl
+    from memtier_plugin.store.episodic import append_lines, utc_iso
 
     root = trips / "memory"
     fact = {"kind": "fact", "id": "sf-hotel", "timestamp": utc_iso(NOW - 60), "project": "p", "origin_agent": "a",

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES, run_cli
-from memtier_plugin import jsonl
+from memtier_plugin.store import jsonl
 from memtier_plugin.config import load_config
-from memtier_plugin.ledger import Ledger, append_lines, utc_iso
+from memtier_plugin.store.episodic import Ledger, append_lines, utc_iso
 from memtier_plugin.packing import Hit, pack
 from memtier_plugin.retrieval import Retriever
 from memtier_plugin.signals import decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, tier_bonus

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from memtier_plugin.facts import Fact
-from memtier_plugin.semantic import SemanticStore, fact_id, fact_record, project_filename
+from memtier_plugin.store.semantic import SemanticStore, fact_id, fact_record, project_filename
 
 
 def _entry(eid, ts="2026-11-29T10:00:00.000Z", session="s1"):

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import run_cli
 from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, ToolCallEvent, ToolResultEvent
-from memtier_plugin.ledger import Ledger
+from memtier_plugin.store.episodic import Ledger
 from memtier_plugin.memory import reset_services
 from memtier_plugin.sidecar import build_host
 
@@ -397,7 +397,7 @@ def test_bench_bridge_measures_each_path_over_the_same_prompts(tmp_path):
 def test_the_sidecar_warms_up_its_vectors_before_it_serves(sidecar, tmp_path):
     """`memtier serve` loads (here: embeds) the workspace's vectors beside the server, right after it
     starts and with no request, so the first prompt does not pay for them."""
-    from memtier_plugin.ledger import Ledger
+    from memtier_plugin.store.episodic import Ledger
 
     ws = tmp_path / "ws"
     led = Ledger(ws / "memory")

@@ -11,9 +11,10 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, SHARED_DATA, run_cli
-from memtier_plugin import jsonl, plugin
+from memtier_plugin.store import jsonl
+from memtier_plugin import plugin
 from memtier_plugin.host import Host, replay_session
-from memtier_plugin.ledger import Ledger, append_lines, utc_iso
+from memtier_plugin.store.episodic import Ledger, append_lines, utc_iso
 from memtier_plugin.trainer import MARKER_KEY, read_learned_weights
 from memtier_plugin.training_data import TraceEpisode, choose_iterate, load_trace_episodes, trace_reward
 

@@ -35,7 +35,7 @@ def _indent(text: str, prefix: str = "      ") -> str:
 def demo(state, scenario, into, plugin_dir, quiet):
     """Replay the bundled multi-session scenario and show, turn by turn, what memory did."""
     from ..host import Host, replay_session
-    from ..ledger import Ledger
+    from ..store.episodic import Ledger
     from ..memory import memory_for, reset_services
     from ..redact import redact
 
@@ -98,8 +98,8 @@ def demo(state, scenario, into, plugin_dir, quiet):
 
 
 def _cw_changes(ledger, agent_id: str, run_id: str) -> list[dict]:
-    from ..ledger import iter_records
-    from ..records import problem as record_problem
+    from ..store.episodic import iter_records
+    from ..store.records import problem as record_problem
 
     out = []
     for path in ledger.files([agent_id]):
@@ -132,7 +132,7 @@ LEARNING_QUERY = "restart the payments worker"
 def _learning_act(host, folder: Path, workspace: Path, on_turn, quiet: bool) -> list[Path]:
     """Act 2: two runbook entries compete; tool outcomes move their cognitive weights and flip their order."""
     from ..host import read_session, replay_session
-    from ..ledger import parse_iso
+    from ..store.episodic import parse_iso
 
     sessions = sorted(folder.glob("*.jsonl"))
     head = read_session(sessions[0])[0]

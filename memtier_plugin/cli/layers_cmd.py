@@ -83,6 +83,6 @@ def inspect_workspace(state, projects: tuple[str, ...], as_json: bool) -> None:
 
 
 def _records(path):
-    from ..ledger import iter_records
+    from ..store.episodic import iter_records
 
     return [rec for rec, _, problem in iter_records(path) if not problem]

@@ -18,7 +18,7 @@ import click
 import orjson
 
 from ..errors import MemtierError
-from ..ledger import Ledger, parse_iso
+from ..store.episodic import Ledger, parse_iso
 from .terminal import json_line, printable
 
 ROLES = ("user", "assistant", "tool", "system")
@@ -221,7 +221,7 @@ def _print_history(e) -> None:
                f"project={p(e.project)} role={p(e.role)}")
     click.echo(f"  content: {p(e.content)}")
     click.echo(f"  written: {p(e.path)}:{e.line}")
-    from ..records import fold_cw
+    from ..store.records import fold_cw
 
     cw = 0.0
     for rec in e.history:
@@ -239,7 +239,7 @@ def _print_history(e) -> None:
 
 
 def _inspect_facts(state, agents, projects, fact_id, history, as_json) -> None:
-    from ..semantic import SemanticStore
+    from ..store.semantic import SemanticStore
 
     store = SemanticStore(state.config.memory_root)
     if fact_id:
@@ -272,7 +272,7 @@ def _inspect_facts(state, agents, projects, fact_id, history, as_json) -> None:
 
 
 def _inspect_costs(state, sessions, as_json) -> None:
-    from ..costs import cost_summary
+    from ..store.costs import cost_summary
 
     rows = [r for r in cost_summary(state.config.memory_root) if not sessions or r["session_id"] in sessions]
     if as_json:

@@ -587,7 +587,7 @@ def covered(hit, keys: dict[str, Key]) -> set[Key]:
 def _appends_to(base: Path, lay: Layout) -> bool:
     """Whether the layout's own sessions write to a ledger day file the base holds (multi: they share the
     inter sessions' days; single: day 0 is the exchange's alone)."""
-    from ..ledger import Ledger
+    from ..store.episodic import Ledger
 
     ledger = Ledger(base / "memory")
     return any(ledger.path_for(AGENT, s.start + n * MESSAGE_GAP_S).exists()

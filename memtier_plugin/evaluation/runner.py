@@ -1,7 +1,7 @@
 """memtier's own ranking on the benchmarks, through the same paths a host uses.
 
 For every LongMemEval question (every LoCoMo conversation) a fresh workspace
-is written through :class:`~memtier_plugin.ledger.Ledger` (haystack dates as
+is written through :class:`~memtier_plugin.store.episodic.Ledger` (haystack dates as
 timestamps), consolidated into semantic facts by the same heuristic extractor
 the daemon uses, and queried with :meth:`Retriever.rank` — the ranking
 before_prompt_build packs from — at the question date as "now". Durability
@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import jsonl
+from ..store import jsonl
 from ..backends import Backends
 from ..config import Config, load_config
 from ..dates import parse_timestamp
 from ..facts import extract_facts
 from ..index import DocIndex
-from ..ledger import Ledger, append_lines, new_id, utc_iso
+from ..store.episodic import Ledger, append_lines, new_id, utc_iso
 from ..packing import pack
 from ..retrieval import Ranked, Retriever
 
@@ -63,7 +63,7 @@ def _ts(date_string: str) -> float:
 def write_sessions(root: Path, sessions: list[tuple[str, float, list[tuple[str, str, str]]]], project: str,
                    opts: Options) -> dict[str, str]:
     """Write (session id, start ts, [(turn id, role, text)]) through the ledger; entry id → turn id."""
-    from ..semantic import fact_record
+    from ..store.semantic import fact_record
 
     ledger = Ledger(root, fsync=False)
     turn_of: dict[str, str] = {}

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from . import jsonl
-from .ledger import append_lines, clean_id, iter_records, utc_iso
+from .episodic import append_lines, clean_id, iter_records, utc_iso
 from .paths import agent_day_file, checked_id, day_of, is_valid_id
-from .redact import redact
+from ..redact import redact
 
 log = logging.getLogger(__name__)
 SUB = "traces"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import jsonl, traces
-from .ledger import append_lines, iter_records
+from .episodic import append_lines, iter_records
 from .semantic import SemanticStore
 
 COSTS_FILE = "costs.jsonl"

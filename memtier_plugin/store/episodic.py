@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from . import jsonl
-from .errors import CorruptLineError
-from .paths import (ID_RE, MAX_ID_CHARS, agent_day_file, checked_id, clean_id, clip_text, day_of, new_id,  # noqa: F401
-                    parse_iso, utc_iso)
+from ..errors import CorruptLineError
+from .paths import (
+    ID_RE, MAX_ID_CHARS, agent_day_file, checked_id, clean_id, clip_text, day_of, new_id, parse_iso, utc_iso,
+)
 from .records import entry_problem, fold_cw, update_problem
-from .redact import redact, redact_obj
-from .tokenize import count_tokens
+from ..redact import redact, redact_obj
+from ..tokenize import count_tokens
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import jsonl
-from .errors import InvalidIdError
-from .redact import redact
+from ..errors import InvalidIdError
+from ..redact import redact
 
 #: A plain name: starts with a letter or digit, then letters, digits, '.', '_' or '-' (max 128).
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

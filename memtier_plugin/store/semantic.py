@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from . import jsonl
-from .facts import Fact, revision_key
-from .ledger import append_lines, parse_iso, tail_records
-from .tokenize import token_set
+from ..facts import Fact, revision_key
+from .episodic import append_lines, parse_iso, tail_records
+from ..tokenize import token_set
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""store/ (docstring written with the room)."""
