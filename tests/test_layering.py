@@ -25,7 +25,6 @@ ROOT_ROOMS = {
     "memory": "facade", "tools": "facade", "intake": "facade", "plugin": "facade", "host": "facade",
     "__main__": "cli",
     # flat modules not yet moved to their room (LAYOUT.md §3.3); emptied by the move
-    "llm": "models", "schema": "models", "embeddings": "models", "model_paths": "models", "model_setup": "models",
     "bm25": "recall", "index": "recall", "signals": "recall", "scoping": "recall", "retrieval": "recall",
     "vector_cache": "recall", "rerank": "recall", "packing": "recall", "backends": "recall",
     "global_memory": "layers", "workspace_memory": "layers", "topics": "layers", "preferences": "layers",

@@ -13,15 +13,10 @@ import pytest
 
 from memtier_plugin.errors import ConfigError, ModelError
 from memtier_plugin.facts import facts_schema
-from memtier_plugin.llm import (
-    ChatResult,
-    CircuitBreaker,
-    CircuitOpen,
-    ModelClient,
-    ModelConfig,
-    UNSCORED_TOKEN_LOGPROB,
+from memtier_plugin.models.chat import (
+    ChatResult, CircuitBreaker, CircuitOpen, ModelClient, ModelConfig, UNSCORED_TOKEN_LOGPROB,
 )
-from memtier_plugin.schema import parse_json, schema_errors, validate
+from memtier_plugin.models.output import parse_json, schema_errors, validate
 
 SECRET = "sk-test-9f8e7d6c5b4a-do-not-leak"
 KEY_ENV = "MEMTIER_TEST_LLM_KEY"

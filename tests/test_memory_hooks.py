@@ -641,7 +641,7 @@ def test_a_deep_or_huge_proposal_is_one_short_line():
 def test_the_configured_model_proposes_hooks_over_a_real_endpoint():
     from test_llm import Scripted, completion
 
-    from memtier_plugin.llm import ModelClient, ModelConfig
+    from memtier_plugin.models.chat import ModelClient, ModelConfig
 
     srv = Scripted()
     threading.Thread(target=srv.serve_forever, args=(0.01,), daemon=True).start()

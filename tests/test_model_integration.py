@@ -9,10 +9,10 @@ import zipfile
 
 import pytest
 
-from memtier_plugin import model_setup
+from memtier_plugin.models import setup as model_setup
 from memtier_plugin.errors import ModelError
-from memtier_plugin.llm import ModelClient, ModelConfig
-from memtier_plugin.model_setup import ModelSpec
+from memtier_plugin.models.chat import ModelClient, ModelConfig
+from memtier_plugin.models.setup import ModelSpec
 
 PARTS = [b"GGUF" + bytes(range(256)) * 3, b"middle-part" * 50, b"tail"]
 

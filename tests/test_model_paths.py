@@ -11,10 +11,10 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from memtier_plugin import model_paths, model_setup
+from memtier_plugin.models import paths as model_paths, setup as model_setup
 from memtier_plugin.cli import cli
 from memtier_plugin.config import load_config
-from memtier_plugin.embeddings import BGE_NAME, OnnxBGE
+from memtier_plugin.models.embedders import BGE_NAME, OnnxBGE
 from memtier_plugin.rerank import MODEL_NAME, CrossEncoder
 
 FILES = {"model.onnx": b"stand-in cross-encoder", "tokenizer.json": b'{"stand-in": 1}'}
@@ -77,7 +77,7 @@ def test_xdg_data_home_and_the_override_order(tmp_path, monkeypatch):
     assert model_paths.default_models_dir() == tmp_path / "env"
     cfg = load_config(flags={"rerank.model_dir": str(tmp_path / "mine"), "embeddings.model_dir": "~/bge"})
     assert CrossEncoder.from_config(cfg.rerank).folder == tmp_path / "mine" / MODEL_NAME
-    from memtier_plugin.embeddings import bge_folder
+    from memtier_plugin.models.embedders import bge_folder
 
     assert bge_folder(cfg.embeddings.model_dir) == tmp_path / "home" / "bge" / BGE_NAME
 
@@ -107,10 +107,10 @@ def test_loaders_and_setup_do_not_import_each_other_and_help_needs_no_numpy():
                              capture_output=True, text=True, check=True, timeout=60).stdout
         return set(out.split())
 
-    loaders = modules_after("from memtier_plugin import embeddings, rerank\n"
+    loaders = modules_after("import memtier_plugin.models.embedders as embeddings\nimport memtier_plugin.rerank as rerank\n"
                             "embeddings.OnnxBGE(); rerank.CrossEncoder(); embeddings.bge_folder('')")
-    assert "memtier_plugin.model_setup" not in loaders
-    setup = modules_after("from memtier_plugin import model_setup\nassert model_setup.BGE_SMALL.pinned")
-    assert not {"memtier_plugin.embeddings", "memtier_plugin.rerank", "numpy"} & setup
+    assert "memtier_plugin.models.setup" not in loaders
+    setup = modules_after("import memtier_plugin.models.setup as model_setup\nassert model_setup.BGE_SMALL.pinned")
+    assert not {"memtier_plugin.models.embedders", "memtier_plugin.rerank", "numpy"} & setup
     cli = modules_after("from memtier_plugin.cli import cli\ncli.main(['--help'], standalone_mode=False)")
-    assert "numpy" not in cli and "memtier_plugin.embeddings" not in cli
+    assert "numpy" not in cli and "memtier_plugin.models.embedders" not in cli

@@ -255,7 +255,7 @@ def test_a_failure_in_the_policy_path_is_a_supplement_never_a_silent_allow(tmp_p
 def test_with_bge_the_option_that_names_what_the_preference_avoids_is_closer_to_the_avoided_clause():
     """Why the avoided clause and not the whole preference: the violating option is close to both, the
     following one is not close to what is avoided (docs/learning.md)."""
-    from memtier_plugin import embeddings as E
+    from memtier_plugin.models import embedders as E
 
     bge = E.OnnxBGE()
     if not bge.available():
@@ -466,7 +466,7 @@ def test_a_pairs_policy_without_the_cross_encoder_is_refused_once_and_the_fixed_
 
 @pytest.mark.embed
 def test_with_the_real_models_evidence_selection_and_the_cross_encoder_read_the_conflicting_item():
-    from memtier_plugin import embeddings as E
+    from memtier_plugin.models import embedders as E
     from memtier_plugin.rerank import CrossEncoder
 
     bge, ce = E.OnnxBGE(), CrossEncoder()

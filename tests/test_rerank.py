@@ -11,7 +11,7 @@ from conftest import run_cli
 from memtier_plugin.config import load_config
 from memtier_plugin.errors import ConfigError, ModelError
 from memtier_plugin.store.episodic import Ledger
-from memtier_plugin.model_setup import RERANKER, extract_model
+from memtier_plugin.models.setup import RERANKER, extract_model
 from memtier_plugin.rerank import MODEL_NAME, CrossEncoder, minmax, model_folder, rerank_order
 from memtier_plugin.retrieval import Retriever
 

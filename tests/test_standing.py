@@ -241,7 +241,7 @@ def test_an_embedding_route_reaches_only_the_nearest_topics():
 
 
 def _bge_missing():
-    from memtier_plugin import embeddings as E
+    from memtier_plugin.models import embedders as E
 
     bge = E.OnnxBGE()
     return None if bge.available() else f"bge-small not fetched into {bge.folder} (memtier model setup --embedder)"

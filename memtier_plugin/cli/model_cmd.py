@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .. import model_setup
+from ..models import setup as model_setup
 
 
 @click.group()

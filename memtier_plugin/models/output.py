@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any, Callable
 
-from memtier_plugin.errors import ModelError
+from ..errors import ModelError
 
 
 # --------------------------------------------------------------------------- schema

@@ -26,9 +26,9 @@ from typing import Callable
 
 import httpx
 
-from memtier_plugin import model_paths
-from memtier_plugin.errors import ModelError
-from memtier_plugin.model_paths import default_models_dir
+from . import paths as model_paths
+from ..errors import ModelError
+from .paths import default_models_dir
 
 log = logging.getLogger(__name__)
 

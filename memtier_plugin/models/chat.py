@@ -6,7 +6,7 @@ variable; its value is read at request time, sent only in the
 ``Authorization: Bearer`` header and scrubbed from every error message.
 
 Model output is data: it is parsed and checked against the caller's schema by
-:mod:`memtier_plugin.schema` (:func:`parse_json`, :func:`validate`, a small
+:mod:`memtier_plugin.models.output` (:func:`parse_json`, :func:`validate`, a small
 JSON-schema subset). Nothing from a model is executed.
 
 Every model-backed step in memtier has a deterministic fallback: callers catch
@@ -34,8 +34,8 @@ from typing import Any, Callable
 
 import httpx
 
-from memtier_plugin.errors import ConfigError, ModelError
-from memtier_plugin.schema import is_finite_number, parse_json, validate
+from ..errors import ConfigError, ModelError
+from .output import is_finite_number, parse_json, validate
 
 log = logging.getLogger(__name__)
 

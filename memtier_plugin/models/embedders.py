@@ -34,8 +34,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from memtier_plugin import model_paths
-from memtier_plugin.errors import ConfigError, MemtierError
+from . import paths as model_paths
+from ..errors import ConfigError, MemtierError
 
 log = logging.getLogger(__name__)
 

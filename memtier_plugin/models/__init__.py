@@ -1,0 +1,1 @@
+"""models/ (docstring written with the room)."""
