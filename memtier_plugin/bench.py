@@ -212,7 +212,7 @@ class _FsyncTimer:
 
 def measure(workspace: Path, progress: Callable[[str], None] | None = None) -> dict:
     """Build from the ledgers, time recall and append→search, save; in this process."""
-    from .retrieval import Retriever
+    from .recall.retriever import Retriever
 
     meta = orjson.loads((workspace / "bench.json").read_bytes())
     now, queries = meta["now"], meta["queries"]
@@ -306,7 +306,7 @@ def measure(workspace: Path, progress: Callable[[str], None] | None = None) -> d
 def cold(workspace: Path) -> dict:
     """In a new interpreter: open the saved index, answer one query."""
     t0 = time.perf_counter()
-    from .retrieval import Retriever
+    from .recall.retriever import Retriever
 
     meta = orjson.loads((workspace / "bench.json").read_bytes())
     q = meta["queries"][-1]

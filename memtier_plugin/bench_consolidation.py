@@ -137,7 +137,7 @@ def _terminated(*_args):
 def _run(words: list[str], appends: int, workdir: str | None, progress: bool) -> dict:
     from .config import load_config
     from .store.episodic import Ledger
-    from .retrieval import Retriever
+    from .recall.retriever import Retriever
 
     base = Path(tempfile.mkdtemp(prefix="memtier-bench-cons-", dir=workdir))
     ws = base / "ws"

@@ -138,7 +138,7 @@ def _prime(ws: Path) -> None:
     from .memory import memory_for
 
     _close_services()
-    index_log = logging.getLogger("memtier_plugin.index")
+    index_log = logging.getLogger("memtier_plugin.recall.index")
     level = index_log.level
     index_log.setLevel(logging.ERROR)  # the copy's index names the original's files: its rebuild is expected
     try:

@@ -198,7 +198,7 @@ class Memory:
     @property
     def retriever(self):
         if self._retriever is None:
-            from .retrieval import COLD_EMBED, Retriever
+            from .recall.retriever import COLD_EMBED, Retriever
 
             self._retriever = Retriever(self.config, self.ledger)
             self._retriever.cold_embed_limit = COLD_EMBED  # a hook never embeds a big cold store in place
@@ -417,7 +417,7 @@ class Memory:
 
     @property
     def scorer(self):
-        from .backends import standing_embedder
+        from .recall.backends import standing_embedder
         from .standing import StandingScorer
         from .topics import topic_tree
 
@@ -486,7 +486,7 @@ class Memory:
         agent = ep.agents.code.get(ctx.agent_id)
         if code is None or agent is None:
             return []
-        from .index import ROLES
+        from .recall.index import ROLES
 
         out = []
         for doc in ep.session_docs.get(code, []):
@@ -531,7 +531,7 @@ class Memory:
     def _joint(self, result, matches: list, state: RunState) -> PromptAddition | None:
         """Joint delivery (MemSidecar Table B2): Hooks' entries, then the recalled ones, as one block,
         deduplicated (entry id or text) within the shared budget (hooks.max_entries, hooks.max_chars)."""
-        from .packing import CLOSE, HEADER, OPEN
+        from .recall.packing import CLOSE, HEADER, OPEN
 
         cap, max_chars = self.config.hooks.max_entries, self.config.hooks.max_chars
         lines, seen_ids, seen_text, rows, chars = [], set(), set(), [], 0
@@ -610,7 +610,7 @@ class Memory:
             return self._policy_refused(f"{path}: trained with the {pol.embedder} embedder, which "
                                         "standing.embedder does not give here")
         if pol.uses_pairs:
-            from .rerank import SETUP_HINT, CrossEncoder, model_folder
+            from .recall.rerank import SETUP_HINT, CrossEncoder, model_folder
 
             if not CrossEncoder(model_folder(self.config.rerank.model_dir)).available():
                 return self._policy_refused(f"{path}: reads cross-encoder features and the cross-encoder is not "
@@ -633,7 +633,7 @@ class Memory:
         supplement, and turns its silence into a supplement saying the check failed (never a silent allow)."""
         from .intervention import CHECKED_KINDS, Decision, Evidence
         from .policy import call_text, conflicting_item, explicit_choice, features, pair_scorer
-        from .rerank import SETUP_HINT
+        from .recall.rerank import SETUP_HINT
 
         try:
             request = task[-500:]
@@ -743,7 +743,7 @@ class Memory:
 
     def _failures(self, tool: str, params: dict, ctx: HookContext) -> list:
         """Earlier identical calls (tool and arguments) of the agents ``ctx`` may read that failed, never succeeded since."""
-        from .index import ROLES
+        from .recall.index import ROLES
         from .intervention import Evidence
         from .tokenize import tokenize
 
@@ -887,7 +887,7 @@ def _hook_block(lines: str) -> str:
     """Entries delivered by bound hooks, as their own fenced block (they hold for this task)."""
     if not lines:
         return ""
-    from .packing import CLOSE, OPEN
+    from .recall.packing import CLOSE, OPEN
 
     return "\n".join([OPEN, "Memory bound to this situation by hooks (docs/hooks_memory.md); cite by id.", lines,
                       CLOSE])

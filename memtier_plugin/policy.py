@@ -251,7 +251,7 @@ _PAIR_SCORERS: dict[str, object] = {}
 def pair_scorer(model_dir: str = ""):
     """The shared cross-encoder of ``rerank.model_dir`` (loaded once per process), or None when it cannot run
     (runtime or model missing: logged by the caller's check)."""
-    from .rerank import CrossEncoder, RerankerUnavailable, model_folder
+    from .recall.rerank import CrossEncoder, RerankerUnavailable, model_folder
 
     key = str(model_folder(model_dir))
     with _VECS_LOCK:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .packing import Hit
+from .recall.packing import Hit
 from .preferences import requirement_attributes
 from .tokenize import token_set
 from .topics import TopicTree, cosine

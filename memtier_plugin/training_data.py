@@ -44,7 +44,7 @@ import numpy as np
 from .store import traces
 from .store.episodic import Ledger, iter_records
 from .store.records import update_problem
-from .signals import SIGNAL_NAMES
+from .recall.signals import SIGNAL_NAMES
 
 log = logging.getLogger(__name__)
 

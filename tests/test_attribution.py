@@ -19,7 +19,7 @@ from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, ToolR
 from memtier_plugin.host import Host, replay_session
 from memtier_plugin.store.episodic import Ledger, iter_records, parse_iso
 from memtier_plugin.memory import Memory, memory_for
-from memtier_plugin.retrieval import Retriever
+from memtier_plugin.recall.retriever import Retriever
 
 FLIP = sorted((FIXTURES / "attribution").glob("*.jsonl"))
 GOOD = "Runbook: if the payments worker is stuck, systemctl restart payworker on host pay-app-2 fixes it."

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES
-from memtier_plugin.backends import choose, fusion_weights, learned_weights_path
+from memtier_plugin.recall.backends import choose, fusion_weights, learned_weights_path
 from memtier_plugin.config import load_config
 from memtier_plugin.errors import ConfigError
 from memtier_plugin.store.episodic import Ledger
@@ -91,7 +91,7 @@ def test_learned_file_paths(tmp_path, monkeypatch):
 
 def test_asked_for_but_missing_is_an_error_and_off_is_off(tmp_path):
     from memtier_plugin.models.embedders import EmbeddingUnavailable
-    from memtier_plugin.rerank import RerankerUnavailable
+    from memtier_plugin.recall.rerank import RerankerUnavailable
 
     cfg = load_config(flags={"embeddings.backend": "bge-small", "embeddings.model_dir": str(tmp_path),
                              "rerank.backend": "cross-encoder", "rerank.model_dir": str(tmp_path)})
@@ -112,10 +112,10 @@ def test_a_lexical_recall_loads_no_model_module(workspace):
     import subprocess
     import sys
 
-    code = ("import sys\nfrom memtier_plugin.config import load_config\nfrom memtier_plugin.retrieval import Retriever\n"
+    code = ("import sys\nfrom memtier_plugin.config import load_config\nfrom memtier_plugin.recall.retriever import Retriever\n"
             "Retriever(load_config()).recall('x', agent_id='a', project=None, agents=None, record_trace=False)\n"
             "print(' '.join(m for m in sys.modules if m.startswith('memtier_plugin')))")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                                 timeout=60, env=dict(os.environ)).stdout.split())
-    assert "memtier_plugin.retrieval" in loaded
-    assert not {"memtier_plugin.models.embedders", "memtier_plugin.rerank", "memtier_plugin.trainer"} & loaded
+    assert "memtier_plugin.recall.retriever" in loaded
+    assert not {"memtier_plugin.models.embedders", "memtier_plugin.recall.rerank", "memtier_plugin.trainer"} & loaded

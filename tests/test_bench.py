@@ -8,7 +8,7 @@ from collections import Counter
 from conftest import run_cli
 from memtier_plugin import bench
 from memtier_plugin.cli.bench_cmd import table
-from memtier_plugin.index import DocIndex, current_generation
+from memtier_plugin.recall.index import DocIndex, current_generation
 from memtier_plugin.store.jsonl import loads
 from memtier_plugin.store.episodic import Ledger, parse_iso
 

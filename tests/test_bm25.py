@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-import memtier_plugin.bm25 as bm25
-from memtier_plugin.bm25 import BM25Index
+import memtier_plugin.recall.bm25 as bm25
+from memtier_plugin.recall.bm25 import BM25Index
 from memtier_plugin.errors import SearchIndexError
 from memtier_plugin.tokenize import tokenize
 

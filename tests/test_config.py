@@ -84,7 +84,7 @@ def test_hybrid_preset_and_missing_model_degrades_to_lexical(workspace, monkeypa
     monkeypatch.setenv("MEMTIER_MODELS_DIR", str(tmp_path / "no-models"))
     cfg = load_config(environ={"MEMTIER_PRESET": "hybrid", "MEMTIER_WORKSPACE": str(workspace)})
     assert (cfg.weights.sem, cfg.retrieval.scoping, cfg.embeddings.backend) == (1.5, "soft", "bge-small")
-    from memtier_plugin.retrieval import Retriever
+    from memtier_plugin.recall.retriever import Retriever
 
     r = Retriever(cfg)
     assert r.embedder is None and "memtier model setup --embedder" in caplog.text

@@ -30,7 +30,7 @@ from memtier_plugin.daemon import Daemon
 from memtier_plugin.facts import is_duplicate, revision_key
 from memtier_plugin.store.episodic import Ledger, iter_records
 from memtier_plugin.memory import Memory
-from memtier_plugin.retrieval import Retriever
+from memtier_plugin.recall.retriever import Retriever
 from memtier_plugin.store.semantic import SemanticStore, to_fact
 
 

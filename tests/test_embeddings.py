@@ -11,7 +11,7 @@ import pytest
 
 from memtier_plugin.models import embedders as E
 from memtier_plugin.errors import ConfigError, MemtierError
-from memtier_plugin.vector_cache import VectorCache
+from memtier_plugin.recall.vector_cache import VectorCache
 
 TEXTS = [
     "I booked an aisle seat on the flight",
@@ -103,7 +103,7 @@ def test_embedding_unavailable_is_memtier_error_with_hint(tmp_path, monkeypatch)
 
 
 def test_phi_sem_is_the_cosine_with_unrelated_as_zero():
-    from memtier_plugin.signals import phi_sem
+    from memtier_plugin.recall.signals import phi_sem
 
     h = E.HashingEmbedder()
     docs = h.embed(["booked aisle seat flight", "database migration failed"])
@@ -343,7 +343,7 @@ class PrefixRecorder(E.HashingEmbedder):
 def test_the_retriever_embeds_queries_through_embed_query(workspace):
     from memtier_plugin.config import load_config
     from memtier_plugin.store.episodic import Ledger
-    from memtier_plugin.retrieval import Retriever
+    from memtier_plugin.recall.retriever import Retriever
 
     Ledger(workspace / "memory").add(agent_id="a", session_id="s", project="p", content="aisle seat on the flight",
                                      role="user", timestamp=1_790_000_000.0)
@@ -360,13 +360,13 @@ def test_bge_is_a_backend_and_names_its_setup_when_missing(tmp_path, workspace, 
     import logging
 
     from memtier_plugin.config import load_config
-    from memtier_plugin.retrieval import Retriever
+    from memtier_plugin.recall.retriever import Retriever
 
     emb = E.get_embedder("bge-small", folder=tmp_path / "nowhere")
     assert isinstance(emb, E.OnnxBGE) and emb.name == "bge-small-en-int8" and not emb.available()
     with pytest.raises(E.EmbeddingUnavailable, match="memtier model setup --embedder"):
         emb.load()
-    with caplog.at_level(logging.WARNING, logger="memtier_plugin.retrieval"):
+    with caplog.at_level(logging.WARNING, logger="memtier_plugin.recall.retriever"):
         r = Retriever(load_config(flags={"embeddings.backend": "bge-small",
                                          "embeddings.model_dir": str(tmp_path / "none")}))
     assert r.embedder is None
@@ -452,7 +452,7 @@ def test_setup_embedder_keeps_a_verified_folder_and_refetches_a_changed_file(tmp
 def test_a_backend_without_embed_query_embeds_the_query_as_is(workspace):
     from memtier_plugin.config import load_config
     from memtier_plugin.store.episodic import Ledger
-    from memtier_plugin.retrieval import Retriever
+    from memtier_plugin.recall.retriever import Retriever
 
     Ledger(workspace / "memory").add(agent_id="a", session_id="s", project="p", content="aisle seat on the flight",
                                      role="user", timestamp=1_790_000_000.0)

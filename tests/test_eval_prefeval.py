@@ -15,7 +15,7 @@ import pytest
 from conftest import FIXTURES, SHARED_DATA, run_cli
 from memtier_plugin.config import load_config
 from memtier_plugin.evaluation import prefeval as pe
-from memtier_plugin.packing import Hit
+from memtier_plugin.recall.packing import Hit
 
 TINY = FIXTURES / "eval" / "prefeval_tiny"
 TRAP = ("travel_trips", 1)

@@ -23,8 +23,8 @@ from memtier_plugin.foresight import Foresight, predict_rules, predictions_from_
 from memtier_plugin.host import Host, replay_session
 from memtier_plugin.memory import Memory, RunState, memory_for
 from memtier_plugin.memory_hooks import Match
-from memtier_plugin.packing import Hit
-from memtier_plugin.retrieval import RecallResult, Retriever
+from memtier_plugin.recall.packing import Hit
+from memtier_plugin.recall.retriever import RecallResult, Retriever
 from memtier_plugin.topics import topic_tree
 
 INSTRUCTION = ("Plan the Lisbon team offsite for March 12-14: book the flights, find a hotel near the venue, "
@@ -544,7 +544,7 @@ def test_a_budgeted_recall_reads_only_the_texts_it_can_score(workspace):
 
 
 def test_rows_grow_without_copying_and_views_stay_valid():
-    from memtier_plugin.retrieval import Rows
+    from memtier_plugin.recall.retriever import Rows
 
     rows = Rows(np.ones((3, 2), dtype=np.float32))
     v = rows.view()
@@ -560,7 +560,7 @@ def test_rows_grow_without_copying_and_views_stay_valid():
 
 def test_a_warm_store_leaves_a_few_new_entries_to_embed_pending_not_the_prompt(workspace):
     from memtier_plugin.store.episodic import Ledger
-    from memtier_plugin.retrieval import DEFER_EMBED
+    from memtier_plugin.recall.retriever import DEFER_EMBED
 
     r = _retriever(workspace, 30, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
     r.recall("hotel note", agent_id="a", project="p", agents=["a"])  # a cold store: embedded now
@@ -609,7 +609,7 @@ def test_a_recall_never_waits_on_another_threads_embedding(workspace):
     r = _retriever(workspace, 30, **{"embeddings.backend": "hashing", "weights.sem": 1.0})
     r.recall("hotel note", agent_id="a", project="p", agents=["a"])
     gate, inside, _ = _gate_embedding(r)
-    from memtier_plugin.retrieval import DEFER_EMBED
+    from memtier_plugin.recall.retriever import DEFER_EMBED
 
     for i in range(DEFER_EMBED + 20):  # more than a recall leaves unembedded
         rec, path, off = Ledger(workspace / "memory").write_entry(agent_id="a", session_id="s-new", project="p",
@@ -771,7 +771,7 @@ def test_a_hooks_first_recall_of_a_big_cold_store_embeds_it_in_the_background(wo
     """Past cold_embed_limit uncached texts (the hooks' Memory sets COLD_EMBED) the first recall does not embed
     the store in place: it answers by words while a background thread embeds it; without a limit
     (evaluation) the store is embedded in place, as before."""
-    from memtier_plugin.retrieval import COLD_EMBED
+    from memtier_plugin.recall.retriever import COLD_EMBED
 
     flags = {"embeddings.backend": "hashing", "weights.sem": 1.0}
     r = _retriever(workspace, 40, **flags)

@@ -5,9 +5,9 @@ import numpy as np
 
 from memtier_plugin.store import jsonl
 from memtier_plugin.config import load_config
-from memtier_plugin.index import DocIndex, LedgerWatch, open_index
+from memtier_plugin.recall.index import DocIndex, LedgerWatch, open_index
 from memtier_plugin.store.episodic import Ledger, append_lines, utc_iso
-from memtier_plugin.retrieval import Retriever
+from memtier_plugin.recall.retriever import Retriever
 
 DAY = 86400.0
 NOW = 1_780_000_000.0

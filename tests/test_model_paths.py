@@ -15,7 +15,7 @@ from memtier_plugin.models import paths as model_paths, setup as model_setup
 from memtier_plugin.cli import cli
 from memtier_plugin.config import load_config
 from memtier_plugin.models.embedders import BGE_NAME, OnnxBGE
-from memtier_plugin.rerank import MODEL_NAME, CrossEncoder
+from memtier_plugin.recall.rerank import MODEL_NAME, CrossEncoder
 
 FILES = {"model.onnx": b"stand-in cross-encoder", "tokenizer.json": b'{"stand-in": 1}'}
 
@@ -83,7 +83,7 @@ def test_xdg_data_home_and_the_override_order(tmp_path, monkeypatch):
 
 
 def test_models_left_in_the_old_cwd_folder_get_a_one_line_hint(tmp_path, monkeypatch, caplog):
-    from memtier_plugin.retrieval import Retriever
+    from memtier_plugin.recall.retriever import Retriever
 
     monkeypatch.delenv("MEMTIER_MODELS_DIR")
     monkeypatch.delenv("XDG_DATA_HOME", raising=False)
@@ -107,10 +107,10 @@ def test_loaders_and_setup_do_not_import_each_other_and_help_needs_no_numpy():
                              capture_output=True, text=True, check=True, timeout=60).stdout
         return set(out.split())
 
-    loaders = modules_after("import memtier_plugin.models.embedders as embeddings\nimport memtier_plugin.rerank as rerank\n"
+    loaders = modules_after("import memtier_plugin.models.embedders as embeddings\nimport memtier_plugin.recall.rerank as rerank\n"
                             "embeddings.OnnxBGE(); rerank.CrossEncoder(); embeddings.bge_folder('')")
     assert "memtier_plugin.models.setup" not in loaders
     setup = modules_after("import memtier_plugin.models.setup as model_setup\nassert model_setup.BGE_SMALL.pinned")
-    assert not {"memtier_plugin.models.embedders", "memtier_plugin.rerank", "numpy"} & setup
+    assert not {"memtier_plugin.models.embedders", "memtier_plugin.recall.rerank", "numpy"} & setup
     cli = modules_after("from memtier_plugin.cli import cli\ncli.main(['--help'], standalone_mode=False)")
     assert "numpy" not in cli and "memtier_plugin.models.embedders" not in cli

@@ -12,8 +12,8 @@ from memtier_plugin.config import load_config
 from memtier_plugin.errors import ConfigError, ModelError
 from memtier_plugin.store.episodic import Ledger
 from memtier_plugin.models.setup import RERANKER, extract_model
-from memtier_plugin.rerank import MODEL_NAME, CrossEncoder, minmax, model_folder, rerank_order
-from memtier_plugin.retrieval import Retriever
+from memtier_plugin.recall.rerank import MODEL_NAME, CrossEncoder, minmax, model_folder, rerank_order
+from memtier_plugin.recall.retriever import Retriever
 
 NOW = 1_790_000_000.0
 
@@ -155,7 +155,7 @@ def test_a_failing_reranker_keeps_the_fused_order_and_warns_once(trips, caplog):
     r = Retriever(load_config(flags={"rerank.top_n": 6}))
     fused = [h.id for h in _recall(r).hits]
     r.set_reranker(Broken())
-    with caplog.at_level(logging.WARNING, logger="memtier_plugin.retrieval"):
+    with caplog.at_level(logging.WARNING, logger="memtier_plugin.recall.retriever"):
         first = _recall(r)
         second = _recall(r)
     assert [h.id for h in first.hits] == fused == [h.id for h in second.hits]
@@ -164,7 +164,7 @@ def test_a_failing_reranker_keeps_the_fused_order_and_warns_once(trips, caplog):
 
 
 def test_configured_but_missing_model_says_so_and_stays_fused(trips, tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="memtier_plugin.retrieval"):
+    with caplog.at_level(logging.WARNING, logger="memtier_plugin.recall.retriever"):
         r = Retriever(load_config(flags={"rerank.backend": "cross-encoder", "rerank.model_dir": str(tmp_path / "none")}))
     assert r.reranker is None
     assert any("memtier model setup --reranker" in m for m in caplog.messages)
@@ -212,7 +212,7 @@ def test_extract_model_verifies_every_file(tmp_path):
 
 
 def test_a_tampered_model_file_is_refused(tmp_path):
-    from memtier_plugin.rerank import RerankerUnavailable
+    from memtier_plugin.recall.rerank import RerankerUnavailable
 
     folder = tmp_path / MODEL_NAME
     folder.mkdir()

@@ -9,9 +9,9 @@ from conftest import FIXTURES, run_cli
 from memtier_plugin.store import jsonl
 from memtier_plugin.config import load_config
 from memtier_plugin.store.episodic import Ledger, append_lines, utc_iso
-from memtier_plugin.packing import Hit, pack
-from memtier_plugin.retrieval import Retriever
-from memtier_plugin.signals import decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, tier_bonus
+from memtier_plugin.recall.packing import Hit, pack
+from memtier_plugin.recall.retriever import Retriever
+from memtier_plugin.recall.signals import decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, tier_bonus
 
 DAY = 86400.0
 NOW = 1_780_000_000.0
@@ -183,7 +183,7 @@ def test_soft_scoping_lets_other_sessions_compete(corpus):
 
 
 def test_top_order_matches_a_full_sort():
-    from memtier_plugin.retrieval import _top_order
+    from memtier_plugin.recall.retriever import _top_order
 
     rng = np.random.default_rng(3)
     scores = np.round(rng.random(5000), 2)  # many ties
@@ -273,7 +273,7 @@ def test_contents_are_read_in_the_order_asked_across_ledger_files(workspace):
 
 
 def test_the_reply_context_vector_reads_the_end_of_a_long_message(workspace):
-    from memtier_plugin.retrieval import REPLY_CHARS
+    from memtier_plugin.recall.retriever import REPLY_CHARS
 
     ledger = Ledger(workspace / "memory")
     long_q = "x" * 5000 + " so which car did you buy?"

@@ -7,8 +7,8 @@ import numpy as np
 from memtier_plugin.store import jsonl
 from memtier_plugin.config import load_config
 from memtier_plugin.store.episodic import Ledger, append_lines, utc_iso
-from memtier_plugin.retrieval import Retriever
-from memtier_plugin.scoping import session_scope, stage1
+from memtier_plugin.recall.retriever import Retriever
+from memtier_plugin.recall.scoping import session_scope, stage1
 from memtier_plugin.tokenize import tokenize
 
 NOW = 1_780_000_000.0

@@ -13,7 +13,7 @@ from memtier_plugin import plugin
 from memtier_plugin.events import (AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolResultEvent)
 from memtier_plugin.global_memory import GlobalStore
 from memtier_plugin.host import Host
-from memtier_plugin.packing import Hit, has_content, pack
+from memtier_plugin.recall.packing import Hit, has_content, pack
 from memtier_plugin.preferences import extract, from_session
 
 DAY = 86400.0

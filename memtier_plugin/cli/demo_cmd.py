@@ -159,7 +159,7 @@ def _learning_act(host, folder: Path, workspace: Path, on_turn, quiet: bool) -> 
 
 def _recall_order(workspace: Path, head: dict, competing: set, now) -> list[dict]:
     from ..config import load_config
-    from ..retrieval import Retriever
+    from ..recall.retriever import Retriever
 
     retriever = Retriever(load_config(flags={"paths.workspace": str(workspace)}))
     result = retriever.recall(LEARNING_QUERY, agent_id=head["agent_id"], project=head.get("project"),

@@ -70,7 +70,7 @@ def _options(state, embed, rerank, cache, sets, workdir: Path):
     with a config that names no embedder: MiniLM, ``weights.sem`` 0.35 unless set);
     ``--no-embed`` / ``--no-rerank`` turn them off. A backend the config names but
     that is not there is one line on stderr, and the run goes on without it."""
-    from ..backends import choose
+    from ..recall.backends import choose
     from ..config import load_config
     from ..evaluation.runner import Options
 
@@ -103,7 +103,7 @@ def _options(state, embed, rerank, cache, sets, workdir: Path):
 
 def _system_meta(opts, mode: str, cfg=None) -> dict:
     """What the memtier side ran with, for every report's ``meta``."""
-    from ..signals import SIGNAL_NAMES
+    from ..recall.signals import SIGNAL_NAMES
 
     b = opts.backends
     meta = {"mode": mode, "embeddings": b.embedder is not None, "rerank": b.reranker is not None,

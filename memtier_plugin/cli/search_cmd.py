@@ -26,7 +26,7 @@ def search(state, query, agent, project, session, explain, top_k, budget, no_two
     """Recall memory for QUERY exactly as before_prompt_build would (no trace written)."""
     from ..config import load_config
     from ..memory import Memory
-    from ..retrieval import Retriever
+    from ..recall.retriever import Retriever
 
     flags = dict(state.flags())
     flags.update({"retrieval.top_k": top_k, "packing.token_budget": budget,

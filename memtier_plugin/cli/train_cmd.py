@@ -76,7 +76,7 @@ def train(state, from_traces, lme_path, limit, holdout, embed, rerank, cache_dir
         return  # `memtier train policy ...`
     import numpy as np
 
-    from ..backends import fusion_weights
+    from ..recall.backends import fusion_weights
     from ..trainer import PPOConfig, WEIGHT_NAMES, evaluate_weights, train as ppo, write_learned_weights
 
     if from_traces and lme_path:
@@ -175,7 +175,7 @@ def train(state, from_traces, lme_path, limit, holdout, embed, rerank, cache_dir
 def _longmemeval(state, config, path, limit, holdout, embed, rerank, cache_dir, seed, notes, report, quiet):
     import numpy as np
 
-    from ..backends import choose
+    from ..recall.backends import choose
     from ..evaluation.longmemeval import included, load
     from ..training_data import LongMemEvalEnv
 
@@ -313,7 +313,7 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
         result, info = _traced_rows(Path(rows_in))
     else:
         if pairs:
-            from ..rerank import SETUP_HINT, CrossEncoder, model_folder
+            from ..recall.rerank import SETUP_HINT, CrossEncoder, model_folder
 
             if not CrossEncoder(model_folder(cfg.rerank.model_dir)).available():
                 raise ConfigError(f"--cross-encoder: the cross-encoder is not set up: {SETUP_HINT}")

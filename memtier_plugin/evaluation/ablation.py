@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..signals import SIGNAL_NAMES
+from ..recall.signals import SIGNAL_NAMES
 from . import runner
 from .longmemeval import Question, corpus, evaluate_longmemeval, included
 from .report import lme_scores, stats
@@ -64,7 +64,7 @@ class SweepRanker(runner.LongMemEvalRanker):
         self.delivered: dict[str, dict[str, tuple[int, int, int, bool]]] = {name: {} for name, _, _ in self.settings}
 
     def __call__(self, q: Question) -> tuple[list[str], list[str]]:
-        from ..packing import pack
+        from ..recall.packing import pack
 
         t0 = time.perf_counter()
         ws = self.workdir / q.question_id
@@ -127,7 +127,7 @@ def run_ablations(questions: Sequence[Question], base: runner.Options,
     """
     work = Path(tempfile.mkdtemp(prefix="memtier-ablate-", dir=workdir))
     try:
-        from ..backends import choose
+        from ..recall.backends import choose
 
         chosen = base.backends or choose(runner.make_config(work, base))
         base = replace(base, backends=chosen)  # every row shares one embedder, re-ranker and cache

@@ -275,7 +275,7 @@ def run_config(cfg, root: Path, *, topics: Sequence[str] | None = None, limit: i
             os.environ["MEMTIER_CONFIG"] = env_config
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
-    from ..backends import standing_embedder
+    from ..recall.backends import standing_embedder
 
     emb, _ = standing_embedder(cfg)
     meta = {"workspaces": memtier.workspaces, "notes": memtier.notes,

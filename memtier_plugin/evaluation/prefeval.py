@@ -407,7 +407,7 @@ class MemtierPrefEval:
         self._yaml = yaml.safe_dump(workspace_config(self.config), sort_keys=True)
         self._templates: dict[tuple, tuple[Path, dict[str, Key]]] = {}
         self._checked = False
-        from ..backends import choose
+        from ..recall.backends import choose
 
         # the embedder and re-ranker the config names, loaded once and handed to every workspace's retriever
         # (each would otherwise load the same model again: ~0.4 s a workspace)
@@ -490,7 +490,7 @@ class MemtierPrefEval:
             self._checked = True
         mem.ledger.fsync = False  # throwaway workspace: durability buys nothing here
         if mem._retriever is None:
-            from ..retrieval import Retriever
+            from ..recall.retriever import Retriever
 
             mem._retriever = Retriever(mem.config, mem.ledger, backends=self._backends)
         return mem

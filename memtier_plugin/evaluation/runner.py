@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ..store import jsonl
-from ..backends import Backends
+from ..recall.backends import Backends
 from ..config import Config, load_config
 from ..dates import parse_timestamp
 from ..facts import extract_facts
-from ..index import DocIndex
+from ..recall.index import DocIndex
 from ..store.episodic import Ledger, append_lines, new_id, utc_iso
-from ..packing import pack
-from ..retrieval import Ranked, Retriever
+from ..recall.packing import pack
+from ..recall.retriever import Ranked, Retriever
 
 AGENT = "user"
 

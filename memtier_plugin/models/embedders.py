@@ -16,7 +16,7 @@ Two backends share the :class:`Embedder` protocol (float32 rows, L2-normalised):
   "plane" are unrelated to it. Use it in tests or when the extra is not installed.
 
 Nothing is loaded at import time; the ONNX session is created on first use.
-Vectors are cached on disk by :class:`memtier_plugin.vector_cache.VectorCache`.
+Vectors are cached on disk by :class:`memtier_plugin.recall.vector_cache.VectorCache`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Embedder(Protocol):
     """Turns texts into unit-length float32 rows of shape ``(len(texts), dim)``.
 
     ``name`` identifies the vector space: two embedders with the same name must
-    give the same vectors (the :class:`~memtier_plugin.vector_cache.VectorCache` keys on it).
+    give the same vectors (the :class:`~memtier_plugin.recall.vector_cache.VectorCache` keys on it).
     """
 
     name: str

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .store import jsonl
-from .errors import SearchIndexError
+from ..store import jsonl
+from ..errors import SearchIndexError
 
 IDF_VARIANTS = ("okapi", "lucene")
 TF_MAX = 65535

@@ -24,12 +24,12 @@ from typing import Callable, Iterable
 import numpy as np
 import orjson
 
-from .store import jsonl, records
+from ..store import jsonl, records
 from .bm25 import BM25Index
-from .dates import annotate
-from .errors import CorruptLineError
-from .store.episodic import SYSTEM_PREFIX, parse_iso, tail_records
-from .tokenize import tokenize
+from ..dates import annotate
+from ..errors import CorruptLineError
+from ..store.episodic import SYSTEM_PREFIX, parse_iso, tail_records
+from ..tokenize import tokenize
 
 log = logging.getLogger(__name__)
 FORMAT = 3  # 2: file marks (hand-edit detection); saved as generations behind CURRENT; 3: the "reply" column
@@ -49,7 +49,7 @@ def index_problem(rec: dict) -> str | None:
     """Why a ledger record cannot go into the index (entries and changes: :mod:`records`; facts: their keys)."""
     kind = rec.get("kind", "entry")
     if kind in ("fact", "superseded"):
-        from .store.semantic import fact_problem
+        from ..store.semantic import fact_problem
 
         return fact_problem(rec)
     return records.problem(rec)

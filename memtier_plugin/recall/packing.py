@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .tokenize import count_tokens, jaccard, token_set, tokenize
+from ..tokenize import count_tokens, jaccard, token_set, tokenize
 
 OPEN = "<memtier-memory>"
 CLOSE = "</memtier-memory>"

@@ -1,6 +1,6 @@
 """What recall scores with — the φsem embedder, the re-ranker, the fusion weights — chosen from one config.
 
-Recall (:class:`~memtier_plugin.retrieval.Retriever`), ``memtier eval`` and
+Recall (:class:`~memtier_plugin.recall.retriever.Retriever`), ``memtier eval`` and
 ``memtier train`` all call :func:`choose`, so one config gives all three the
 same backends and the same weights:
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import Config
+from ..config import Config
 
 
 @dataclass
@@ -68,7 +68,7 @@ def fusion_weights(config: Config) -> tuple[list[float], Path | None]:
     path = learned_weights_path(config)
     if path is None:
         return [float(x) for x in config.weights.vector()], None
-    from .trainer import read_learned_weights
+    from ..trainer import read_learned_weights
 
     return [float(x) for x in read_learned_weights(path)], path
 
@@ -82,8 +82,8 @@ def embedder(config: Config, want: bool | None = None, *, load: bool = False) ->
     name = config.embeddings.backend
     if want is False or (want is None and name == "none"):
         return None, None  # nothing imported: a lexical recall never loads the ONNX modules
-    from .models.embedders import BGE_NAME, BGE_SETUP_HINT, INSTALL_HINT, bge_folder, get_embedder
-    from .models.paths import legacy_hint
+    from ..models.embedders import BGE_NAME, BGE_SETUP_HINT, INSTALL_HINT, bge_folder, get_embedder
+    from ..models.paths import legacy_hint
 
     if name == "none":
         name = "minilm"
@@ -109,7 +109,7 @@ def reranker(config: Config, want: bool | None = None, *, load: bool = False) ->
     """
     if want is False or (want is None and config.rerank.backend == "none"):
         return None, None
-    from .models.paths import legacy_hint
+    from ..models.paths import legacy_hint
     from .rerank import MODEL_NAME, SETUP_HINT, CrossEncoder
 
     ce = CrossEncoder.from_config(config.rerank)
@@ -147,7 +147,7 @@ def standing_embedder(config: Config, shared: Any = None) -> tuple[Any, str | No
     want = "bge-small" if name == "auto" else name
     if shared is not None and getattr(shared, "name", "").startswith(want.replace("-small", "-small-en")):
         return shared, None
-    from .models.embedders import BGE_SETUP_HINT, bge_folder, get_embedder
+    from ..models.embedders import BGE_SETUP_HINT, bge_folder, get_embedder
 
     opts = {"folder": bge_folder(config.embeddings.model_dir)} if want == "bge-small" else {}
     key = (want, str(opts.get("folder", "")))

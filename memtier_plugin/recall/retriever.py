@@ -22,16 +22,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .store import traces
+from ..store import traces
 from .backends import Backends
 from .backends import choose as choose_backends
-from .config import Config
+from ..config import Config
 from .index import ROLES, DocIndex, LedgerWatch, StaleLedger, open_index, save_index
-from .store.episodic import Ledger
+from ..store.episodic import Ledger
 from .packing import Hit, Packed, pack
 from .scoping import Stage1, session_scope, stage1
 from .signals import DAY, decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, phi_sem, tier_bonus
-from .tokenize import tokenize
+from ..tokenize import tokenize
 
 log = logging.getLogger(__name__)
 TIER_NAMES = ("episodic", "semantic", "procedural")

@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from .models import paths as model_paths
-from .models.embedders import length_batches, onnx_runtime_present, onnx_session, tokenizer_class
-from .errors import MemtierError
+from ..models import paths as model_paths
+from ..models.embedders import length_batches, onnx_runtime_present, onnx_session, tokenizer_class
+from ..errors import MemtierError
 
 log = logging.getLogger(__name__)
 

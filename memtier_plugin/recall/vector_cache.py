@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .models.embedders import Embedder
-from memtier_plugin.errors import MemtierError
+from ..models.embedders import Embedder
+from ..errors import MemtierError
 
 try:  # POSIX advisory locks guard concurrent appends; elsewhere appends are unlocked.
     import fcntl

@@ -1,0 +1,1 @@
+"""recall/ (docstring written with the room)."""
