@@ -64,7 +64,7 @@ def write_background(memory_root: Path, entries: int, seed: int = 0) -> None:
     """``entries`` synthetic entries of the task's agent and project, 20 a session, before the history."""
     import yaml
 
-    from .topics import BUILTIN
+    from .layers.topics import BUILTIN
 
     rng = np.random.default_rng(seed)
     topics = yaml.safe_load(BUILTIN.read_text(encoding="utf-8"))

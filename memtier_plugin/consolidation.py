@@ -415,8 +415,8 @@ class Consolidator:
         daemon as at task boundaries). Idempotent: a redone batch finds its nodes already held."""
         if not self.config.standing.enabled or not work:
             return
-        from .global_memory import GlobalStore
-        from .preferences import from_session
+        from .layers.global_layer import GlobalStore
+        from .layers.extract import from_session
 
         sessions: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
         for entry, _rel, _at in sorted(work, key=lambda w: w[0]["timestamp"]):

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from .preferences import requirement_attributes
+from .layers.extract import requirement_attributes
 from .tokenize import token_set
 
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")

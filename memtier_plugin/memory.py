@@ -252,7 +252,7 @@ class Memory:
             return None
         if self._foresight is None:
             from .foresight import Foresight
-            from .topics import topic_tree
+            from .layers.topics import topic_tree
 
             client = self.model_client if self.config.foresight.predictor == "model" else None
             r = self.retriever
@@ -398,7 +398,7 @@ class Memory:
     # ---- standing knowledge (Global and Workspace layers) ------------------
     @property
     def global_store(self):
-        from .global_memory import GlobalStore
+        from .layers.global_layer import GlobalStore
 
         with self._lock:
             if self._global is None:
@@ -407,7 +407,7 @@ class Memory:
 
     def workspace_store(self, sub: str, project: str):
         """The project's skills (``procedural``) or working state (``state``) ledger."""
-        from .workspace_memory import ProjectLedger
+        from .layers.workspace_layer import ProjectLedger
 
         with self._lock:
             key = (sub, project)
@@ -418,8 +418,8 @@ class Memory:
     @property
     def scorer(self):
         from .recall.backends import standing_embedder
-        from .standing import StandingScorer
-        from .topics import topic_tree
+        from .layers.standing import StandingScorer
+        from .layers.topics import topic_tree
 
         with self._lock:
             if self._scorer is None:
@@ -432,7 +432,7 @@ class Memory:
 
     def standing_items(self, project: str, now: float) -> list:
         """Every standing item in scope: current Global nodes for ``project`` and its skills."""
-        from .standing import Item
+        from .layers.standing import Item
         from .tokenize import token_set
 
         tree = self.scorer.tree
@@ -464,7 +464,7 @@ class Memory:
         """Task-boundary maintenance of the Global layer: extract from the user's words, dedupe, upsert."""
         if not self.config.standing.enabled or not messages:
             return []
-        from .preferences import from_session, model_candidates
+        from .layers.extract import from_session, model_candidates
 
         candidates = from_session(messages)
         client = self.model_client if self.config.standing.extractor == "model" else None
@@ -733,8 +733,8 @@ class Memory:
     @property
     def lexical_scorer(self):
         """Standing applicability from topic routes and words only (pre_tool stays well under a millisecond)."""
-        from .standing import StandingScorer
-        from .topics import topic_tree
+        from .layers.standing import StandingScorer
+        from .layers.topics import topic_tree
 
         with self._lock:
             if self._lexical is None:
@@ -818,7 +818,7 @@ class Memory:
         the working state. Best effort: a failure here never costs the run's records."""
         if not self.config.standing.enabled:
             return
-        from .workspace_memory import learn_skill, record_state
+        from .layers.workspace_layer import learn_skill, record_state
 
         try:
             self.maintain(ctx, state.messages, ts)

@@ -25,7 +25,7 @@ from memtier_plugin.memory import Memory, RunState, memory_for
 from memtier_plugin.memory_hooks import Match
 from memtier_plugin.recall.packing import Hit
 from memtier_plugin.recall.retriever import RecallResult, Retriever
-from memtier_plugin.topics import topic_tree
+from memtier_plugin.layers.topics import topic_tree
 
 INSTRUCTION = ("Plan the Lisbon team offsite for March 12-14: book the flights, find a hotel near the venue, "
                "reserve a restaurant for the team dinner, and draft the agenda.")

@@ -25,8 +25,6 @@ ROOT_ROOMS = {
     "memory": "facade", "tools": "facade", "intake": "facade", "plugin": "facade", "host": "facade",
     "__main__": "cli",
     # flat modules not yet moved to their room (LAYOUT.md §3.3); emptied by the move
-    "global_memory": "layers", "workspace_memory": "layers", "topics": "layers", "preferences": "layers",
-    "standing": "layers",
     "consolidation": "consolidation", "daemon": "consolidation", "checkpoints": "consolidation",
     "facts": "consolidation", "fact_patterns": "consolidation",
     "memory_hooks": "scheduling", "hook_language": "scheduling", "foresight": "scheduling",

@@ -14,7 +14,7 @@ from memtier_plugin.errors import ConfigError
 from memtier_plugin.policy import (ACTIONS, FEATURES, Policy, call_text, explicit_choice, features, polarity,
                                    read_policy, write_policy)
 from memtier_plugin.policy_training import GRPOConfig, reward, train
-from memtier_plugin.standing import Item
+from memtier_plugin.layers.standing import Item
 
 LEXICAL = {"MEMTIER_STANDING__EMBEDDER": "none"}
 

@@ -55,11 +55,11 @@ def merge(a, b):
 
 
 def validator(rel: str):
-    from memtier_plugin.global_memory import node_problem
+    from memtier_plugin.layers.global_layer import node_problem
     from memtier_plugin.store.records import problem
     from memtier_plugin.store.semantic import fact_problem
     from memtier_plugin.store.traces import trace_problem
-    from memtier_plugin.workspace_memory import skill_problem
+    from memtier_plugin.layers.workspace_layer import skill_problem
 
     top = rel.split("/", 1)[0]
     return {"episodic": problem, "semantic": fact_problem, "traces": trace_problem, "global": node_problem,

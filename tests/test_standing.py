@@ -11,10 +11,10 @@ import pytest
 from conftest import run_cli
 from memtier_plugin import plugin
 from memtier_plugin.events import (AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolResultEvent)
-from memtier_plugin.global_memory import GlobalStore
+from memtier_plugin.layers.global_layer import GlobalStore
 from memtier_plugin.host import Host
 from memtier_plugin.recall.packing import Hit, has_content, pack
-from memtier_plugin.preferences import extract, from_session
+from memtier_plugin.layers.extract import extract, from_session
 
 DAY = 86400.0
 T0 = 1_790_000_000.0
@@ -163,7 +163,7 @@ def test_the_demo_scenario_no_longer_delivers_bare_acknowledgements(tmp_path):
 
 
 def test_two_processes_maintaining_the_same_session_write_each_node_once(workspace):
-    code = ("import sys; from memtier_plugin.global_memory import GlobalStore; from memtier_plugin.preferences import extract;"
+    code = ("import sys; from memtier_plugin.layers.global_layer import GlobalStore; from memtier_plugin.layers.extract import extract;"
             "s = GlobalStore(sys.argv[1]);"
             "c = extract('I always want an aisle seat, vegetarian meals, and hotels under $200 a night.', role='user', entry_id='e1');"
             "[s.upsert(c, agent_id='a', session_id='s1', project='p', ts=1.79e9) for _ in range(20)]")
@@ -232,7 +232,7 @@ def test_the_configured_model_adds_validated_knowledge_and_cannot_invent_it(work
 def test_an_embedding_route_reaches_only_the_nearest_topics():
     import numpy as np
 
-    from memtier_plugin.standing import ROUTE_DELTA, nearest_topics
+    from memtier_plugin.layers.standing import ROUTE_DELTA, nearest_topics
 
     sims = np.array([0.61, 0.60, 0.50, -0.2])  # the nearest two are within ROUTE_DELTA, the rest are not
     r = nearest_topics(sims)

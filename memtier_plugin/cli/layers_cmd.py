@@ -9,8 +9,8 @@ from .terminal import json_line, printable
 
 def inspect_topics(state, as_json: bool, history: bool) -> None:
     """The Global layer: the topic tree with the knowledge nodes under each topic."""
-    from ..global_memory import GlobalStore
-    from ..topics import topic_tree
+    from ..layers.global_layer import GlobalStore
+    from ..layers.topics import topic_tree
 
     store = GlobalStore(state.config.memory_root)
     store.refresh()

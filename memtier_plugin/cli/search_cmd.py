@@ -71,7 +71,7 @@ def _recall_all_projects(memory, query, ctx):
 
 def explain_table(result) -> str:
     """The signal breakdown of each delivered hit as a fixed-width table."""
-    from ..standing import STANDING_BASE
+    from ..layers.standing import STANDING_BASE
 
     reranked = any(h.rerank is not None for h in result.hits)
     lines = [printable(f"query: {result.query}"), printable(f"mode: {result.mode}"

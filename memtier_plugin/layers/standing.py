@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .recall.packing import Hit
-from .preferences import requirement_attributes
-from .tokenize import token_set
+from ..recall.packing import Hit
+from .extract import requirement_attributes
+from ..tokenize import token_set
 from .topics import TopicTree, cosine
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .tokenize import tokenize
+from ..tokenize import tokenize
 
 MAX_TEXT = 600  # a candidate's content (the user's words) is cut here
 

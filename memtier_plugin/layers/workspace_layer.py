@@ -22,11 +22,11 @@ from pathlib import Path
 
 import orjson
 
-from .store import jsonl
-from .store.episodic import append_lines, clean_id, clip_text, new_id, tail_records, utc_iso
-from .redact import redact, redact_obj
-from .store.semantic import project_filename
-from .tokenize import jaccard, token_set
+from ..store import jsonl
+from ..store.episodic import append_lines, clean_id, clip_text, new_id, tail_records, utc_iso
+from ..redact import redact, redact_obj
+from ..store.semantic import project_filename
+from ..tokenize import jaccard, token_set
 
 log = logging.getLogger(__name__)
 SKILL_DUPLICATE = 0.8

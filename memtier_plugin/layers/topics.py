@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import ConfigError
-from .tokenize import tokenize
+from ..errors import ConfigError
+from ..tokenize import tokenize
 
 log = logging.getLogger(__name__)
-BUILTIN = Path(__file__).with_name("data") / "topics.yaml"
+BUILTIN = Path(__file__).resolve().parent.parent / "data" / "topics.yaml"
 TOPIC_RE = re.compile(r"[a-z0-9_-]{1,40}(?:/[a-z0-9_-]{1,40}){0,3}")
 MAX_TOPICS, MAX_WORDS = 500, 200
 
@@ -95,7 +95,7 @@ def _build(spec: dict[str, list[str]]) -> TopicTree:
 
 @lru_cache(maxsize=1)
 def _builtin_spec() -> dict[str, list[str]]:
-    from .config import parse_yaml
+    from ..config import parse_yaml
 
     return _parse(parse_yaml(BUILTIN.read_text(encoding="utf-8"), str(BUILTIN)), str(BUILTIN))
 
@@ -104,7 +104,7 @@ def _builtin_spec() -> dict[str, list[str]]:
 def _tree(user_file: str, mtime_ns: int) -> TopicTree:
     spec = {t: list(ws) for t, ws in _builtin_spec().items()}
     if user_file:
-        from .config import parse_yaml
+        from ..config import parse_yaml
 
         path = Path(user_file)
         for topic, ws in _parse(parse_yaml(path.read_text(encoding="utf-8"), str(path)), str(path)).items():

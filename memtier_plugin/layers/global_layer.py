@@ -26,12 +26,12 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .store import jsonl
-from .store.episodic import append_lines, clean_id, new_id, parse_iso, tail_records, utc_iso
-from .store.paths import is_valid_id
-from .preferences import Candidate
-from .redact import redact
-from .tokenize import jaccard, token_set
+from ..store import jsonl
+from ..store.episodic import append_lines, clean_id, new_id, parse_iso, tail_records, utc_iso
+from ..store.paths import is_valid_id
+from .extract import Candidate
+from ..redact import redact
+from ..tokenize import jaccard, token_set
 from .topics import topic_tree
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,1 @@
+"""layers/ (docstring written with the room)."""
