@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from memtier_plugin.dates import find_dates  # noqa: E402
-from memtier_plugin.facts import extract_facts  # noqa: E402
+from memtier_plugin.consolidation.facts import extract_facts  # noqa: E402
 from memtier_plugin.redact import redact  # noqa: E402
 
 TS = "2023-05-20T10:00:00Z"

@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from .facts import extract_facts
+from .consolidation.facts import extract_facts
 
 TARGET_P50_MS = 1000.0   # issue 6: append → promoted fact visible in recall ≤ 1 s at p50
 POLL_S = 0.010

@@ -127,7 +127,7 @@ def test_consolidation_statements_give_a_fact_naming_the_word():
     import random
 
     from memtier_plugin.bench_consolidation import statement, unique_words
-    from memtier_plugin.facts import extract_facts
+    from memtier_plugin.consolidation.facts import extract_facts
 
     words = unique_words(50, random.Random(0))
     assert len(set(words)) == 50

@@ -23,11 +23,11 @@ import orjson
 import pytest
 
 from conftest import FIXTURES, run_cli
-from memtier_plugin import consolidation
+from memtier_plugin.consolidation import batch as consolidation
 from memtier_plugin.config import load_config
-from memtier_plugin.consolidation import consolidate_once, load_checkpoints
-from memtier_plugin.daemon import Daemon
-from memtier_plugin.facts import is_duplicate, revision_key
+from memtier_plugin.consolidation.batch import consolidate_once, load_checkpoints
+from memtier_plugin.consolidation.daemon import Daemon
+from memtier_plugin.consolidation.facts import is_duplicate, revision_key
 from memtier_plugin.store.episodic import Ledger, iter_records
 from memtier_plugin.memory import Memory
 from memtier_plugin.recall.retriever import Retriever
@@ -349,7 +349,7 @@ def test_a_kill_at_any_point_of_the_commit_is_finished_exactly_once(workspace, t
     line starts, one byte in, mid-line, one byte short, complete), after each promoted record,
     before the journal is dropped, before the checkpoint. A fresh run then must commit exactly what
     an uninterrupted batch commits: same facts, same markers, every entry promoted once."""
-    from memtier_plugin import checkpoints
+    from memtier_plugin.consolidation import checkpoints
     from memtier_plugin.store import semantic
     from memtier_plugin.store.episodic import append_lines as real_append
 
@@ -800,7 +800,7 @@ REWRITE_WORDS = {"user", "user's", "their", "them", "themselves", "is", "has", "
 
 def garbled(content: str, source: str) -> list[str]:
     """Words of ``content`` that are neither the source's nor a sound first→third person rewrite."""
-    from memtier_plugin.fact_patterns import VERBS, words
+    from memtier_plugin.consolidation.patterns import VERBS, words
 
     src = set(words(source))
     def conjugated(w):  # "prefers" from "prefer", "flies" from "fly", "goes" from "go"
@@ -862,7 +862,7 @@ def test_reads_of_a_ledger_do_not_wake_the_daemon():
     from watchdog.events import (DirCreatedEvent, FileClosedEvent, FileClosedNoWriteEvent, FileCreatedEvent,
                                  FileModifiedEvent, FileOpenedEvent)
 
-    from memtier_plugin.daemon import is_change
+    from memtier_plugin.consolidation.daemon import is_change
 
     ledger = "/ws/memory/episodic/a/2026-10-05.jsonl"
     assert not is_change(FileOpenedEvent(ledger))

@@ -144,7 +144,7 @@ def test_the_fuzzed_ledger_never_stops_consolidation(workspace):
             rec[key] = rng.choice([j for j in junk if key != "id" or not isinstance(j, str)])  # ids stay unique
         recs.append(rec)
     path, _ = ledger.append("travel", recs)
-    from memtier_plugin.consolidation import entry_problem
+    from memtier_plugin.consolidation.batch import entry_problem
 
     good = [rec["id"] for rec in recs if entry_problem(rec) is None]
     bad = len(recs) - len(good)

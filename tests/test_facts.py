@@ -5,14 +5,8 @@ from __future__ import annotations
 import pytest
 
 from memtier_plugin.errors import ModelError
-from memtier_plugin.facts import (
-    FACT_KINDS,
-    Fact,
-    extract_facts,
-    facts_from_model_output,
-    facts_schema,
-    find_superseded,
-    is_duplicate,
+from memtier_plugin.consolidation.facts import (
+    FACT_KINDS, Fact, extract_facts, facts_from_model_output, facts_schema, find_superseded, is_duplicate,
     revision_key,
 )
 
@@ -367,6 +361,6 @@ def test_an_address_is_keyed_by_whose_it_is(text, attribute):
     ("I-95 is closed so I drive", "I-95 is closed so I drive"),
 ])
 def test_third_person_rewrites_only_what_it_is_sure_of(clause, rewritten):
-    from memtier_plugin.fact_patterns import third_person
+    from memtier_plugin.consolidation.patterns import third_person
 
     assert third_person(clause) == rewritten

@@ -25,8 +25,6 @@ ROOT_ROOMS = {
     "memory": "facade", "tools": "facade", "intake": "facade", "plugin": "facade", "host": "facade",
     "__main__": "cli",
     # flat modules not yet moved to their room (LAYOUT.md §3.3); emptied by the move
-    "consolidation": "consolidation", "daemon": "consolidation", "checkpoints": "consolidation",
-    "facts": "consolidation", "fact_patterns": "consolidation",
     "memory_hooks": "scheduling", "hook_language": "scheduling", "foresight": "scheduling",
     "intervention": "intervention", "policy": "intervention",
     "attribution": "learning", "trainer": "learning", "training_data": "learning", "policy_training": "learning",
@@ -38,7 +36,7 @@ ROOT_ROOMS = {
 PACKAGE_ROOMS = {"redact": "base"}  # redact/ is a base package: nothing secret reaches disk, used by every room
 # Imports against the order that the move has not yet removed: (importer, imported). Must end empty.
 KNOWN = {
-    ("recall.backends", "trainer"), ("store.semantic", "facts"), ("training_data", "evaluation.longmemeval"),
+    ("recall.backends", "trainer"), ("store.semantic", "consolidation.facts"), ("training_data", "evaluation.longmemeval"),
     ("training_data", "evaluation.runner"),
 }
 KNOWN_CYCLES: set[frozenset[str]] = set()

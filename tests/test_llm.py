@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from memtier_plugin.errors import ConfigError, ModelError
-from memtier_plugin.facts import facts_schema
+from memtier_plugin.consolidation.facts import facts_schema
 from memtier_plugin.models.chat import (
     ChatResult, CircuitBreaker, CircuitOpen, ModelClient, ModelConfig, UNSCORED_TOKEN_LOGPROB,
 )
@@ -592,7 +592,7 @@ def test_config_from_mapping():
 def test_daemon_batches_after_an_unanswered_one_do_not_wait_again(server, tmp_path):
     """Extraction shares the client's breaker across batches: one timeout, then heuristics at once."""
     from memtier_plugin.config import load_config
-    from memtier_plugin.consolidation import Consolidator
+    from memtier_plugin.consolidation.batch import Consolidator
     from memtier_plugin.store.episodic import Ledger
 
     cfg = load_config(flags={"paths.workspace": str(tmp_path), "model.enabled": True, "model.base_url": server.url,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from memtier_plugin.facts import Fact
+from memtier_plugin.consolidation.facts import Fact
 from memtier_plugin.store.semantic import SemanticStore, fact_id, fact_record, project_filename
 
 

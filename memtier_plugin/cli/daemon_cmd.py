@@ -51,7 +51,7 @@ def daemon(state, once, as_json):
     quarantined: reported once on stderr as file:line, left out, and counted.
     With --once the exit status is 1 when a batch failed.
     """
-    from ..daemon import Daemon
+    from ..consolidation.daemon import Daemon
 
     cfg = state.config
     if not cfg.consolidation.enabled:

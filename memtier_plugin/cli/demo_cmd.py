@@ -113,7 +113,7 @@ def _cw_changes(ledger, agent_id: str, run_id: str) -> list[dict]:
 def _after_session(state, workspace: Path, echo) -> None:
     """Between sessions, consolidation promotes facts (when the daemon module is present)."""
     try:
-        from ..consolidation import consolidate_once
+        from ..consolidation.batch import consolidate_once
     except ImportError:
         return
     from ..memory import memory_for

@@ -21,7 +21,7 @@ from ..store import jsonl
 from ..recall.backends import Backends
 from ..config import Config, load_config
 from ..dates import parse_timestamp
-from ..facts import extract_facts
+from ..consolidation.facts import extract_facts
 from ..recall.index import DocIndex
 from ..store.episodic import Ledger, append_lines, new_id, utc_iso
 from ..recall.packing import pack

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from . import jsonl
-from ..facts import Fact, revision_key
+from ..consolidation.facts import Fact, revision_key
 from .episodic import append_lines, parse_iso, tail_records
 from ..tokenize import token_set
 

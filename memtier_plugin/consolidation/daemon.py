@@ -1,6 +1,6 @@
 """The consolidation daemon's foreground loop (MemTier §3.3).
 
-:class:`Daemon` runs :class:`~memtier_plugin.consolidation.Consolidator` batches
+:class:`Daemon` runs :class:`~memtier_plugin.consolidation.batch.Consolidator` batches
 when a watchdog observer reports a change under ``memory/episodic/``
 (debounced, with a safety sweep every ``SWEEP_S`` seconds), and stops cleanly
 on SIGTERM/SIGINT after the current batch. ``run(once=True)`` is one pass over
@@ -15,8 +15,8 @@ import threading
 import time
 from typing import Callable
 
-from .config import Config
-from .consolidation import ConsolidationReport, Consolidator
+from ..config import Config
+from .batch import ConsolidationReport, Consolidator
 
 log = logging.getLogger(__name__)
 

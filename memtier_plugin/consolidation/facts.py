@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from memtier_plugin import fact_patterns as P
-from memtier_plugin.errors import ModelError
-from memtier_plugin.tokenize import jaccard, token_set
+from . import patterns as P
+from ..errors import ModelError
+from ..tokenize import jaccard, token_set
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ raise is *quarantined*: reported once as file:line, listed in the report, left
 out, and passed by the checkpoint, so it never stops the batches after it. The
 report lists only what reached the disk.
 
-The watchdog loop that runs batches is :class:`memtier_plugin.daemon.Daemon`;
+The watchdog loop that runs batches is :class:`memtier_plugin.consolidation.daemon.Daemon`;
 store-cost records and their summaries are :mod:`memtier_plugin.store.costs`.
 """
 
@@ -42,19 +42,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .store import jsonl
-from .checkpoints import (BatchLock, drop_journal, load_checkpoints, read_journal,  # noqa: F401 (tests patch these here)
-                          save_checkpoints, write_journal)
-from .config import Config
-from .store.costs import append_costs, store_cost
-from .facts import (Fact, extract_facts, facts_from_model_output, facts_schema, find_superseded, is_duplicate,
-                    revision_key)
-from .fact_patterns import norm_value
-from .store.episodic import SYSTEM_PREFIX, Ledger, tail_records, utc_iso
-from .store.records import entry_problem
-from .redact import redact
-from .store.semantic import SemanticStore, fact_id, fact_problem, fact_record, to_fact
-from .tokenize import count_tokens
+from ..store import jsonl
+from .checkpoints import (
+    BatchLock, drop_journal, load_checkpoints, read_journal, save_checkpoints, write_journal,
+)
+from ..config import Config
+from ..store.costs import append_costs, store_cost
+from .facts import (
+    Fact, extract_facts, facts_from_model_output, facts_schema, find_superseded, is_duplicate, revision_key,
+)
+from .patterns import norm_value
+from ..store.episodic import SYSTEM_PREFIX, Ledger, tail_records, utc_iso
+from ..store.records import entry_problem
+from ..redact import redact
+from ..store.semantic import SemanticStore, fact_id, fact_problem, fact_record, to_fact
+from ..tokenize import count_tokens
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +143,7 @@ class Consolidator:
         cc = config.consolidation
         if cc.extractor == "model":
             if client is None and config.model.enabled:
-                from .models.chat import ModelClient, ModelConfig
+                from ..models.chat import ModelClient, ModelConfig
 
                 self.client, self._own_client = ModelClient(ModelConfig.from_section(config.model)), True
             elif client is None:
@@ -415,8 +417,8 @@ class Consolidator:
         daemon as at task boundaries). Idempotent: a redone batch finds its nodes already held."""
         if not self.config.standing.enabled or not work:
             return
-        from .layers.global_layer import GlobalStore
-        from .layers.extract import from_session
+        from ..layers.global_layer import GlobalStore
+        from ..layers.extract import from_session
 
         sessions: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
         for entry, _rel, _at in sorted(work, key=lambda w: w[0]["timestamp"]):

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import orjson
 
-from .store import jsonl
-from .store.episodic import utc_iso
+from ..store import jsonl
+from ..store.episodic import utc_iso
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""consolidation/ (docstring written with the room)."""
