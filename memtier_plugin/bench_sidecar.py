@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from .memory_hooks import EVENT_STEPS, HookScheduler
+from .scheduling.hooks import EVENT_STEPS, HookScheduler
 
 TARGET_P99_MS = 1.0  # issue 13: pre_tool decision p99 <= 1 ms with 1,000 bound hooks (no model)
 TOOLS = ["deploy", "schedule_deploy", "ssh", "bash", "book_hotel", "book_flight", "send_email", "read_file",

@@ -251,7 +251,7 @@ class Memory:
         if not self.config.foresight.enabled:
             return None
         if self._foresight is None:
-            from .foresight import Foresight
+            from .scheduling.foresight import Foresight
             from .layers.topics import topic_tree
 
             client = self.model_client if self.config.foresight.predictor == "model" else None
@@ -294,7 +294,7 @@ class Memory:
         ``start_task``: a prompt (the memory tools pass False); the first prompt of a task starts its
         predictions. While a retrieval of the hook runs, Foresight's preparations pause at their next
         checkpoint (not while the hook waits for a preparation: that one must finish)."""
-        from .foresight import Served
+        from .scheduling.foresight import Served
 
         fs = self.foresight
         if fs is None:
@@ -519,7 +519,7 @@ class Memory:
         matches = self.hook_match_list("query", ctx, self._now(event.timestamp), query=query_text(event.prompt))
         if joint:
             return self._joint(result, matches, state)
-        from .memory_hooks import format_matches
+        from .scheduling.hooks import format_matches
 
         bound = format_matches(matches)
         if result is None:
@@ -701,7 +701,7 @@ class Memory:
 
     @property
     def hook_scheduler(self):
-        from .memory_hooks import HookScheduler
+        from .scheduling.hooks import HookScheduler
 
         with self._lock:
             if self._hooks is None:
@@ -711,7 +711,7 @@ class Memory:
 
     def hook_matches(self, event_type: str, ctx: HookContext, ts: float, **call) -> str:
         """The entries bound hooks deliver at this event (each at most once per task), as cited lines; "" none."""
-        from .memory_hooks import format_matches
+        from .scheduling.hooks import format_matches
 
         return format_matches(self.hook_match_list(event_type, ctx, ts, **call))
 

@@ -19,10 +19,10 @@ from memtier_plugin.store import traces
 from memtier_plugin.config import ForesightConfig, load_config
 from memtier_plugin.errors import ConfigError
 from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent
-from memtier_plugin.foresight import Foresight, predict_rules, predictions_from_model, steps
+from memtier_plugin.scheduling.foresight import Foresight, predict_rules, predictions_from_model, steps
 from memtier_plugin.host import Host, replay_session
 from memtier_plugin.memory import Memory, RunState, memory_for
-from memtier_plugin.memory_hooks import Match
+from memtier_plugin.scheduling.hooks import Match
 from memtier_plugin.recall.packing import Hit
 from memtier_plugin.recall.retriever import RecallResult, Retriever
 from memtier_plugin.layers.topics import topic_tree

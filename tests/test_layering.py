@@ -25,7 +25,6 @@ ROOT_ROOMS = {
     "memory": "facade", "tools": "facade", "intake": "facade", "plugin": "facade", "host": "facade",
     "__main__": "cli",
     # flat modules not yet moved to their room (LAYOUT.md §3.3); emptied by the move
-    "memory_hooks": "scheduling", "hook_language": "scheduling", "foresight": "scheduling",
     "intervention": "intervention", "policy": "intervention",
     "attribution": "learning", "trainer": "learning", "training_data": "learning", "policy_training": "learning",
     "sidecar": "bridges", "mcp_server": "bridges",

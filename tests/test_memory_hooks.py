@@ -13,11 +13,13 @@ from click.testing import CliRunner
 from memtier_plugin.cli import cli
 from memtier_plugin.config import load_config
 from memtier_plugin.errors import ConfigError
-from memtier_plugin.hook_language import (HOOK_STEPS, MAX_INPUT, Event, HookError, compile_predicate, index_key,
-                                          safe_regex)
-from memtier_plugin.memory_hooks import (MAX_FILE_BYTES, HookFiles, HookScheduler, format_matches, hook_from_node,
-                                         hooks_from_model, load_hooks_file, parse_hook, parse_hooks,
-                                         propose_with_model, rule_hooks)
+from memtier_plugin.scheduling.predicates import (
+    HOOK_STEPS, MAX_INPUT, Event, HookError, compile_predicate, index_key, safe_regex,
+)
+from memtier_plugin.scheduling.hooks import (
+    MAX_FILE_BYTES, HookFiles, HookScheduler, format_matches, hook_from_node, hooks_from_model,
+    load_hooks_file, parse_hook, parse_hooks, propose_with_model, rule_hooks,
+)
 
 
 def holds(when, event="pre_tool", **kw) -> bool:

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .tokenize import jaccard, token_set
+from ..tokenize import jaccard, token_set
 
 log = logging.getLogger(__name__)
 LAYERS = ("episodic", "semantic", "global", "procedural")

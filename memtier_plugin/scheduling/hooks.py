@@ -37,11 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .config import parse_yaml
-from .errors import ConfigError
-from .hook_language import (EVENTS, MAX_STRING, Event, HookError, Predicate, _Bad, _show, compile_predicate,
-                            index_key)
-from .store.paths import is_valid_id
+from ..config import parse_yaml
+from ..errors import ConfigError
+from .predicates import (
+    EVENTS, MAX_STRING, Event, HookError, Predicate, _Bad, _show, compile_predicate, index_key,
+)
+from ..store.paths import is_valid_id
 
 log = logging.getLogger(__name__)
 

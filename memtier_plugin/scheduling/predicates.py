@@ -40,7 +40,7 @@ from re import _constants as _sc  # the stdlib regex parser: read, never execute
 from re import _parser as _sp
 from typing import Any, Callable
 
-from .errors import MemtierError
+from ..errors import MemtierError
 
 EVENTS = ("query", "pre_tool", "post_tool")
 MAX_DEPTH = 8  # combinator levels, a leaf counting 1

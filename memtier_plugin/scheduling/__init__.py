@@ -1,0 +1,1 @@
+"""scheduling/ (docstring written with the room)."""
