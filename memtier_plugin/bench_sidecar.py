@@ -227,7 +227,7 @@ def bench_policy(n: int, *, tasks: int = 20, seed: int = 0, policy_file: Path | 
     from .events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent
     from .host import Host
     from .memory import memory_for, reset_services
-    from .policy import EVIDENCE_FEATURES, FEATURES, Policy, write_policy
+    from .intervention.policy import EVIDENCE_FEATURES, FEATURES, Policy, write_policy
 
     base = Path(tempfile.mkdtemp(prefix="memtier-sidecar-policy-", dir=workdir))
     rng = random.Random(seed * 1_000_003 + n)  # each row its own texts (vectors are cached per process)

@@ -568,7 +568,7 @@ class Memory:
         bound = self.hook_matches("pre_tool", ctx, ts, tool_name=tool, params=params)
         if self.config.scheduling.mode not in ("intervention", "combined") or not self.config.standing.enabled:
             return ToolDecision(supplement=redact(f"[memtier] bound memory for this call:\n{bound}")[0]) if bound else None
-        from .intervention import decide
+        from .intervention.rules import decide
 
         state = self.run(ctx)
         task = " ".join(m[2] for m in state.messages if m[1] == "user")[-4000:]
@@ -596,7 +596,7 @@ class Memory:
     def intervention_policy(self):
         """The learned policy ``scheduling.policy`` names (policy.py), or None: unset, or unusable (logged once,
         the fixed rule decides)."""
-        from .policy import load_policy, policy_path
+        from .intervention.policy import load_policy, policy_path
 
         path = policy_path(self.config)
         if path is None:
@@ -631,8 +631,8 @@ class Memory:
         the embedder when there is one; scored once per task). An explicit choice in the task (an argument its
         words name) is silent, as the fixed rule has it. A failure here keeps the fixed rule's hold or
         supplement, and turns its silence into a supplement saying the check failed (never a silent allow)."""
-        from .intervention import CHECKED_KINDS, Decision, Evidence
-        from .policy import call_text, conflicting_item, explicit_choice, features, pair_scorer
+        from .intervention.rules import CHECKED_KINDS, Decision, Evidence
+        from .intervention.policy import call_text, conflicting_item, explicit_choice, features, pair_scorer
         from .recall.rerank import SETUP_HINT
 
         try:
@@ -744,7 +744,7 @@ class Memory:
     def _failures(self, tool: str, params: dict, ctx: HookContext) -> list:
         """Earlier identical calls (tool and arguments) of the agents ``ctx`` may read that failed, never succeeded since."""
         from .recall.index import ROLES
-        from .intervention import Evidence
+        from .intervention.rules import Evidence
         from .tokenize import tokenize
 
         prefix = tool_text(tool, params, None, None).rsplit(" -> ", 1)[0] + " -> "

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .policy import ACTIONS, FEATURES, KNOWN_FEATURES, Policy
+from .intervention.policy import ACTIONS, FEATURES, KNOWN_FEATURES, Policy
 
 LABELS = ("follow", "violate")
 CORRECT = {"follow": "supplement", "violate": "intervene"}

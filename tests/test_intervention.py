@@ -10,7 +10,7 @@ from conftest import FIXTURES, run_cli
 from memtier_plugin import plugin
 from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent
 from memtier_plugin.host import Host, replay_session
-from memtier_plugin.intervention import conflicts, decide, explicit_in_task
+from memtier_plugin.intervention.rules import conflicts, decide, explicit_in_task
 from memtier_plugin.layers.standing import Item
 
 SAT = 1_793_437_200.0  # 2026-10-31, a Saturday (UTC)

@@ -107,7 +107,7 @@ def test_bm25_rule_reproduces_the_data_readme():
 def test_holds_report_whether_they_quote_the_questions_own_preference(tmp_path):
     """A policy that holds every call: each violating option is held with the preference it goes against,
     which is the question's own (the synthetic options name what it avoids); the report counts them."""
-    from memtier_plugin.policy import ACTIONS, EVIDENCE_FEATURES, FEATURES, Policy, write_policy
+    from memtier_plugin.intervention.policy import ACTIONS, EVIDENCE_FEATURES, FEATURES, Policy, write_policy
 
     root = synth.write(tmp_path / "prefeval_dev")
     pol = Policy.zero(names=FEATURES + EVIDENCE_FEATURES)

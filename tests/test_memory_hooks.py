@@ -686,7 +686,7 @@ def test_bench_sidecar_reports_times_beside_a_same_run_reference():
 def test_bench_sidecar_model_path_times_the_whole_pre_tool_with_the_policy(tmp_path, monkeypatch):
     """The model path runs the real pre_tool through the host: every call reaches the policy (its features
     computed), and a given policy file is the one that decides."""
-    from memtier_plugin.policy import ACTIONS, FEATURES, Policy, write_policy
+    from memtier_plugin.intervention.policy import ACTIONS, FEATURES, Policy, write_policy
 
     monkeypatch.setenv("MEMTIER_STANDING__EMBEDDER", "none")
     args = ["bench", "sidecar", "--hooks", "0,20", "--calls", "100", "--model-path", "--tasks", "2", "--json"]

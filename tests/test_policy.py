@@ -11,8 +11,9 @@ import synthetic_prefeval as synth
 from conftest import run_cli
 from memtier_plugin.config import load_config
 from memtier_plugin.errors import ConfigError
-from memtier_plugin.policy import (ACTIONS, FEATURES, Policy, call_text, explicit_choice, features, polarity,
-                                   read_policy, write_policy)
+from memtier_plugin.intervention.policy import (
+    ACTIONS, FEATURES, Policy, call_text, explicit_choice, features, polarity, read_policy, write_policy,
+)
 from memtier_plugin.policy_training import GRPOConfig, reward, train
 from memtier_plugin.layers.standing import Item
 
@@ -238,7 +239,7 @@ def test_through_the_host_a_policy_holds_a_call_against_a_preference_but_an_expl
 
 
 def test_a_failure_in_the_policy_path_is_a_supplement_never_a_silent_allow(tmp_path, monkeypatch):
-    from memtier_plugin import policy as policy_mod
+    from memtier_plugin.intervention import policy as policy_mod
     from memtier_plugin.events import ToolCallEvent
 
     mem, ctx = _memory_asked(tmp_path / "ws", lambda path: write_policy(path, _always("silent")))
@@ -274,7 +275,7 @@ def test_a_policy_check_past_its_timeout_is_a_supplement_and_the_hook_does_not_w
     answered by then gives the call a supplement saying so (never a silent allow, never a wait for it)."""
     import threading
 
-    from memtier_plugin import policy as policy_mod
+    from memtier_plugin.intervention import policy as policy_mod
     from memtier_plugin.events import ToolCallEvent
 
     mem, ctx = _memory_asked(tmp_path / "ws", lambda path: write_policy(path, _always("silent")))
@@ -341,7 +342,7 @@ def test_cross_encoder_features_score_the_call_against_the_selected_items_clause
 
 
 def test_a_hidden_layer_policy_is_deterministic_and_round_trips_through_its_file(tmp_path):
-    from memtier_plugin.policy import EVIDENCE_FEATURES, MARKER_KEY
+    from memtier_plugin.intervention.policy import EVIDENCE_FEATURES, MARKER_KEY
 
     names = FEATURES + EVIDENCE_FEATURES
     rows = [{**r, "features": {**r["features"], **{k: 0.5 for k in EVIDENCE_FEATURES}}} for r in _rows()]
@@ -365,7 +366,7 @@ def test_a_hidden_layer_policy_is_deterministic_and_round_trips_through_its_file
 
 
 def _hidden_doc():
-    from memtier_plugin.policy import EVIDENCE_FEATURES
+    from memtier_plugin.intervention.policy import EVIDENCE_FEATURES
 
     rows = [{**r, "features": {**r["features"], **{k: 0.5 for k in EVIDENCE_FEATURES}}} for r in _rows(n=20)]
     pol, _ = train(rows, GRPOConfig(seed=2, epochs=2, hidden=3, features=FEATURES + EVIDENCE_FEATURES))
@@ -394,7 +395,7 @@ def test_at_pre_tool_an_evidence_policy_reads_the_features_a_real_pre_tool_compu
     """Through Memory.on_pre_tool: a format-2 policy gets the evidence features (traced with the decision);
     a format-1 policy's features are FEATURES only (no other item is looked at for it)."""
     from memtier_plugin.events import HookContext, PromptEvent, ToolCallEvent
-    from memtier_plugin.policy import EVIDENCE_FEATURES
+    from memtier_plugin.intervention.policy import EVIDENCE_FEATURES
 
     def run(ws, pol):
         from memtier_plugin.memory import memory_for
@@ -444,7 +445,7 @@ def test_train_policy_features_and_hidden_options(tmp_path):
 def test_a_pairs_policy_without_the_cross_encoder_is_refused_once_and_the_fixed_rule_decides(tmp_path, caplog):
     from memtier_plugin.events import HookContext, PromptEvent, ToolCallEvent
     from memtier_plugin.memory import Memory
-    from memtier_plugin.policy import CROSS_FEATURES, EVIDENCE_FEATURES
+    from memtier_plugin.intervention.policy import CROSS_FEATURES, EVIDENCE_FEATURES
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -577,7 +578,7 @@ def test_a_hold_quotes_first_the_preference_the_call_goes_against_not_the_one_th
     quotes that one; a supplement quotes both, the best-applying first."""
     from memtier_plugin.events import AgentEndEvent, PromptEvent, SessionEndEvent, ToolCallEvent
     from memtier_plugin.memory import memory_for
-    from memtier_plugin.policy import EVIDENCE_FEATURES
+    from memtier_plugin.intervention.policy import EVIDENCE_FEATURES
 
     def run(ws, pol):
         host, ctx = _policy_workspace(ws, pol, "I prefer quick weekday dinner recipes.")

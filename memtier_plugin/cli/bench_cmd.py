@@ -294,7 +294,7 @@ def sidecar(sizes, calls, seed, as_json, check, model_path, policy_file, tasks):
     rows = [bench_hooks(n, calls=calls, seed=seed) for n in counts]
     policy_rows = []
     if model_path:
-        from ..policy import load_policy
+        from ..intervention.policy import load_policy
 
         if policy_file:
             load_policy(Path(policy_file))  # a bad file: one line naming it, before any work

@@ -483,7 +483,7 @@ def intervention_cmd(state, path, limit, turns, topics, policy_file, as_json, js
                       flags={"paths.workspace": getattr(state, "workspace", None),
                              "preset": getattr(state, "preset", None)})
     if policy_file:
-        from ..policy import read_policy
+        from ..intervention.policy import read_policy
 
         read_policy(policy_file)  # a bad file: its one-line error now, not a fallback in every workspace
         cfg.scheduling.policy = str(Path(policy_file).resolve())

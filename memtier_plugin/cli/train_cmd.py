@@ -290,7 +290,7 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
     from ..config import load_config
     from ..evaluation import intervention as iv
     from ..evaluation import prefeval as pe
-    from ..policy import write_policy
+    from ..intervention.policy import write_policy
     from ..policy_training import GRPOConfig, train as grpo
     from .eval_cmd import Progress, _topic_list
 
@@ -399,7 +399,9 @@ def _real_run_rows(memory_root: Path, names: tuple) -> dict:
 
 def _feature_names(spec: str) -> tuple:
     """The features ``--features`` names: a preset or a comma-separated list (ConfigError: unknown names)."""
-    from ..policy import CROSS_FEATURES, EVIDENCE_FEATURES, FEATURES, KNOWN_FEATURES, RANKED_FEATURES
+    from ..intervention.policy import (
+        CROSS_FEATURES, EVIDENCE_FEATURES, FEATURES, KNOWN_FEATURES, RANKED_FEATURES,
+    )
 
     presets = {"base": FEATURES, "evidence": FEATURES + EVIDENCE_FEATURES,
                "ranked": FEATURES + EVIDENCE_FEATURES + RANKED_FEATURES,

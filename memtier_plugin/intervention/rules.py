@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from .layers.extract import requirement_attributes
-from .tokenize import token_set
+from ..layers.extract import requirement_attributes
+from ..tokenize import token_set
 
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _WEEKDAY_RULE = re.compile(r"\bonly on weekdays\b|\bnever on (?:a )?(?:weekends?|saturdays?|sundays?)\b|"

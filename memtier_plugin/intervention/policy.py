@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError
-from .tokenize import token_set
+from ..errors import ConfigError
+from ..tokenize import token_set
 
 MARKER_KEY = "memtier_intervention_policy"  # value: format version
 ACTIONS = ("silent", "supplement", "intervene")
@@ -251,7 +251,7 @@ _PAIR_SCORERS: dict[str, object] = {}
 def pair_scorer(model_dir: str = ""):
     """The shared cross-encoder of ``rerank.model_dir`` (loaded once per process), or None when it cannot run
     (runtime or model missing: logged by the caller's check)."""
-    from .recall.rerank import CrossEncoder, RerankerUnavailable, model_folder
+    from ..recall.rerank import CrossEncoder, RerankerUnavailable, model_folder
 
     key = str(model_folder(model_dir))
     with _VECS_LOCK:
@@ -354,7 +354,7 @@ def _numbers(doc: dict, key: str, n: int, path: Path, where: str = "") -> np.nda
 
 def read_policy(path: str | Path) -> Policy:
     """A policy file, validated (ConfigError: one line naming the file and what is wrong)."""
-    from .config import parse_yaml
+    from ..config import parse_yaml
 
     path = Path(path)
     try:
@@ -430,7 +430,7 @@ def write_policy(path: str | Path, policy: Policy, config_source: str = "") -> P
             raise ConfigError(f"{path}: exists and has no '{MARKER_KEY}' key; refusing to overwrite")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("# memtier intervention policy (memtier_plugin.policy); safe to delete\n"
+    tmp.write_text("# memtier intervention policy (memtier_plugin.intervention.policy); safe to delete\n"
                    + yaml.safe_dump(policy.to_doc(), sort_keys=False), encoding="utf-8")
     tmp.replace(path)
     return path

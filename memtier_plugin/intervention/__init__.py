@@ -1,0 +1,1 @@
+"""intervention/ (docstring written with the room)."""
