@@ -802,7 +802,7 @@ class Memory:
                                   {"turn": state.turn, "source": "agent_end"}, event.timestamp)
                 if len(state.messages) < MAX_CALLS:
                     state.messages.append((rec["id"], "assistant", rec["content"]))
-        from .attribution import attribute_run, record_run_end
+        from .learning.attribution import attribute_run, record_run_end
 
         try:
             attribute_run(self, ctx, state, success=bool(event.success))

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import FIXTURES, run_cli
 from memtier_plugin import plugin
-from memtier_plugin.attribution import call_text, credit
+from memtier_plugin.learning.attribution import call_text, credit
 from memtier_plugin.config import load_config
 from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, ToolResultEvent
 from memtier_plugin.host import Host, replay_session

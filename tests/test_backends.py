@@ -15,7 +15,7 @@ from memtier_plugin.recall.backends import choose, fusion_weights, learned_weigh
 from memtier_plugin.config import load_config
 from memtier_plugin.errors import ConfigError
 from memtier_plugin.store.episodic import Ledger
-from memtier_plugin.trainer import MARKER_KEY
+from memtier_plugin.learning.ppo import MARKER_KEY
 
 NAMES = ("sem", "bm25", "decay", "cw", "tier")
 LEARNED = [0.3, 0.5, 0.05, 0.1, 0.2]
@@ -118,4 +118,4 @@ def test_a_lexical_recall_loads_no_model_module(workspace):
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                                 timeout=60, env=dict(os.environ)).stdout.split())
     assert "memtier_plugin.recall.retriever" in loaded
-    assert not {"memtier_plugin.models.embedders", "memtier_plugin.recall.rerank", "memtier_plugin.trainer"} & loaded
+    assert not {"memtier_plugin.models.embedders", "memtier_plugin.recall.rerank", "memtier_plugin.learning.ppo"} & loaded

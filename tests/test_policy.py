@@ -14,7 +14,7 @@ from memtier_plugin.errors import ConfigError
 from memtier_plugin.intervention.policy import (
     ACTIONS, FEATURES, Policy, call_text, explicit_choice, features, polarity, read_policy, write_policy,
 )
-from memtier_plugin.policy_training import GRPOConfig, reward, train
+from memtier_plugin.learning.grpo import GRPOConfig, reward, train
 from memtier_plugin.layers.standing import Item
 
 LEXICAL = {"MEMTIER_STANDING__EMBEDDER": "none"}
@@ -535,7 +535,7 @@ def _real_runs(ws, policy: Policy):
 
 
 def test_real_runs_become_labelled_calls_by_what_happened_to_the_call_and_the_run(tmp_path):
-    from memtier_plugin.policy_training import rows_from_traces
+    from memtier_plugin.learning.grpo import rows_from_traces
 
     hold_salmon = _always("supplement")  # everything through but what the fixed rule holds ...
     decisions = _real_runs(tmp_path / "ws", hold_salmon)

@@ -15,8 +15,8 @@ from memtier_plugin.store import jsonl
 from memtier_plugin import plugin
 from memtier_plugin.host import Host, replay_session
 from memtier_plugin.store.episodic import Ledger, append_lines, utc_iso
-from memtier_plugin.trainer import MARKER_KEY, read_learned_weights
-from memtier_plugin.training_data import TraceEpisode, choose_iterate, load_trace_episodes, trace_reward
+from memtier_plugin.learning.ppo import MARKER_KEY, read_learned_weights
+from memtier_plugin.learning.rewards import TraceEpisode, choose_iterate, load_trace_episodes, trace_reward
 
 W0 = np.array([0.0, 0.35, 0.25, 0.25, 0.15])
 BAD = "Old wiki: restart the payments worker with payctl bounce on host pay-legacy-1."
@@ -41,7 +41,7 @@ def test_trace_reward_signs():
 
 
 def test_choose_iterate_never_below_w0():
-    from memtier_plugin.trainer import TrainResult
+    from memtier_plugin.learning.ppo import TrainResult
 
     hist = [{"epoch": 0, "batch": b, "mu": list(W0 + d)} for b, d in enumerate((0.1, 0.2, 0.3))]
     res = TrainResult(weights_before=W0.copy(), weights_after=W0 + 0.3, sigma_after=np.zeros(5), history=hist)

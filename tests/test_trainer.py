@@ -7,17 +7,9 @@ import pytest
 import yaml
 
 from memtier_plugin.errors import ConfigError, MemtierError
-from memtier_plugin.trainer import (
-    DEFAULT_W0,
-    MARKER_KEY,
-    PPOConfig,
-    _log_prob,
-    _surrogate_grad,
-    evaluate_weights,
-    freeze_mask,
-    read_learned_weights,
-    train,
-    write_learned_weights,
+from memtier_plugin.learning.ppo import (
+    DEFAULT_W0, MARKER_KEY, PPOConfig, _log_prob, _surrogate_grad, evaluate_weights, freeze_mask,
+    read_learned_weights, train, write_learned_weights,
 )
 
 W0 = np.array(DEFAULT_W0)

@@ -77,7 +77,7 @@ def train(state, from_traces, lme_path, limit, holdout, embed, rerank, cache_dir
     import numpy as np
 
     from ..recall.backends import fusion_weights
-    from ..trainer import PPOConfig, WEIGHT_NAMES, evaluate_weights, train as ppo, write_learned_weights
+    from ..learning.ppo import PPOConfig, WEIGHT_NAMES, evaluate_weights, train as ppo, write_learned_weights
 
     if from_traces and lme_path:
         raise click.UsageError("give --from-traces or --longmemeval, not both")
@@ -109,7 +109,7 @@ def train(state, from_traces, lme_path, limit, holdout, embed, rerank, cache_dir
                 frozen.append("w_sem")
                 notes.append("w_sem frozen: no embedding backend, φsem is 0 for every entry")
         else:
-            from ..training_data import load_trace_episodes, trace_reward
+            from ..learning.rewards import load_trace_episodes, trace_reward
 
             episodes, stats = load_trace_episodes(config.memory_root)
             report["traces"] = {"runs": stats.runs, "with_outcome": stats.with_outcome, "episodes": stats.episodes,
@@ -133,7 +133,7 @@ def train(state, from_traces, lme_path, limit, holdout, embed, rerank, cache_dir
 
         result = ppo(item_reward, len(train_idx), w0, config=cfg, freeze=frozen,
                      progress=None if as_json else _bar("training"))
-        from ..training_data import choose_iterate
+        from ..learning.rewards import choose_iterate
 
         pick = choose_iterate(result, mean_reward)
         learned = pick["weights"]
@@ -177,7 +177,7 @@ def _longmemeval(state, config, path, limit, holdout, embed, rerank, cache_dir, 
 
     from ..recall.backends import choose
     from ..evaluation.longmemeval import included, load
-    from ..training_data import LongMemEvalEnv
+    from ..learning.rewards import LongMemEvalEnv
 
     questions = [q for q in load(path) if included(q, "strict")]
     if limit:
@@ -208,7 +208,7 @@ def _longmemeval(state, config, path, limit, holdout, embed, rerank, cache_dir, 
 
 
 def _print_table(r: dict) -> None:
-    from ..trainer import WEIGHT_NAMES
+    from ..learning.ppo import WEIGHT_NAMES
 
     click.echo(f"memtier train ({r['source']}): {r['items']} items, {r['episodes']} episodes, "
                f"{r['batches']} batches ({r['skipped_batches']} skipped: zero reward variance)")
@@ -291,7 +291,7 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
     from ..evaluation import intervention as iv
     from ..evaluation import prefeval as pe
     from ..intervention.policy import write_policy
-    from ..policy_training import GRPOConfig, train as grpo
+    from ..learning.grpo import GRPOConfig, train as grpo
     from .eval_cmd import Progress, _topic_list
 
     root = pe.find_root(path)
@@ -384,7 +384,7 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
 
 def _real_run_rows(memory_root: Path, names: tuple) -> dict:
     """The labelled calls of the workspace's real runs that carry every feature in ``names`` (MemtierError: none)."""
-    from ..policy_training import LABELS, rows_from_traces
+    from ..learning.grpo import LABELS, rows_from_traces
 
     rows, skipped = rows_from_traces(memory_root)
     usable = [r for r in rows if all(n in r["features"] for n in names)]

@@ -68,7 +68,7 @@ def fusion_weights(config: Config) -> tuple[list[float], Path | None]:
     path = learned_weights_path(config)
     if path is None:
         return [float(x) for x in config.weights.vector()], None
-    from ..trainer import read_learned_weights
+    from ..learning.ppo import read_learned_weights
 
     return [float(x) for x in read_learned_weights(path)], path
 

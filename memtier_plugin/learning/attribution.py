@@ -31,8 +31,8 @@ from typing import Callable, NamedTuple
 
 import orjson
 
-from .store import traces
-from .tokenize import jaccard, token_set
+from ..store import traces
+from ..tokenize import jaccard, token_set
 
 log = logging.getLogger(__name__)
 

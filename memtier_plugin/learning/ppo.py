@@ -58,7 +58,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .errors import ConfigError, MemtierError
+from ..errors import ConfigError, MemtierError
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +284,7 @@ def write_learned_weights(path: Path, result: TrainResult, meta: dict | None = N
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("# memtier learned retrieval weights (memtier_plugin.trainer); safe to delete\n"
+    tmp.write_text("# memtier learned retrieval weights (memtier_plugin.learning.ppo); safe to delete\n"
                    + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     os.replace(tmp, path)
     return path
@@ -292,7 +292,7 @@ def write_learned_weights(path: Path, result: TrainResult, meta: dict | None = N
 
 def read_learned_weights(path: Path) -> np.ndarray:
     """The learned vector from a learned-weights file, validated (5 values in [0, 1])."""
-    from .config import parse_yaml
+    from ..config import parse_yaml
 
     path = Path(path)
     try:

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .intervention.policy import ACTIONS, FEATURES, KNOWN_FEATURES, Policy
+from ..intervention.policy import ACTIONS, FEATURES, KNOWN_FEATURES, Policy
 
 LABELS = ("follow", "violate")
 CORRECT = {"follow": "supplement", "violate": "intervene"}
@@ -150,8 +150,8 @@ def rows_from_traces(memory_root) -> tuple[list[dict], dict[str, int]]:
     Anything else (no outcome logged, a failed call in a run that recovered, a held call in a failed
     run) says too little and is skipped, with its reason counted.
     """
-    from .store import traces
-    from .store.episodic import Ledger, iter_records
+    from ..store import traces
+    from ..store.episodic import Ledger, iter_records
 
     root = Path(memory_root)
     decisions: list[dict] = []

@@ -1,6 +1,6 @@
 """Reward functions for the weight trainer (MemTier §3.5): episodes from logged runs and from LongMemEval.
 
-Both sources give ``reward(w, i) -> ±1`` for :func:`memtier_plugin.trainer.train`,
+Both sources give ``reward(w, i) -> ±1`` for :func:`memtier_plugin.learning.ppo.train`,
 and both make the reward depend on the sampled weights ``w``, so a group of
 samples of one item can disagree and carry a gradient (no zero-variance trap).
 
@@ -41,10 +41,10 @@ from typing import Callable
 
 import numpy as np
 
-from .store import traces
-from .store.episodic import Ledger, iter_records
-from .store.records import update_problem
-from .recall.signals import SIGNAL_NAMES
+from ..store import traces
+from ..store.episodic import Ledger, iter_records
+from ..store.records import update_problem
+from ..recall.signals import SIGNAL_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -199,8 +199,8 @@ class LongMemEvalEnv:
                  progress: Callable[[int, int], None] | None = None):
         from dataclasses import replace
 
-        from .evaluation.longmemeval import corpus
-        from .evaluation.runner import Options, _ts, open_retriever, question_sessions, write_sessions
+        from ..evaluation.longmemeval import corpus
+        from ..evaluation.runner import Options, _ts, open_retriever, question_sessions, write_sessions
 
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="memtier-train-"))
@@ -232,7 +232,7 @@ class LongMemEvalEnv:
 
     def ranked_sessions(self, w, i: int, k: int = 5) -> list[str]:
         """The first ``k`` distinct sessions (official ids) of question i's ranking with weights w."""
-        from .evaluation.runner import doc_sessions
+        from ..evaluation.runner import doc_sessions
 
         b = self.items[i]
         ranked = b.retriever.rank(b.question.question, agents=None, project=self.PROJECT, now=b.now,

@@ -1,0 +1,1 @@
+"""learning/ (docstring written with the room)."""
