@@ -19,7 +19,7 @@ def mcp(state, agent, project, session):
     Needs the mcp extra: pip install 'memtier-plugin[mcp]'.
     """
     from ..events import HookContext
-    from ..mcp_server import run_stdio
+    from ..bridges.mcp import run_stdio
     from .serve_cmd import export_config
 
     cfg = export_config(state)

@@ -46,7 +46,7 @@ def serve(state, host, port, token_file, max_body, plugin_dir, idle_exit, as_jso
     Every request needs the token from the token file. Once listening, one line
     on stdout says where (with --json: url, token_file, pid, workspace).
     """
-    from ..sidecar import MAX_BODY, serve as run
+    from ..bridges.http import MAX_BODY, serve as run
 
     cfg = export_config(state)
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import MemtierError
-from .events import HookContext
+from ..errors import MemtierError
+from ..events import HookContext
 
 INSTRUCTIONS = ("Long-term memory of earlier sessions (memtier). Call memory_search before answering questions "
                 "about earlier work, decisions or preferences; memory_get reads one entry by id; memory_add "
@@ -32,8 +32,8 @@ def build_server(ctx: HookContext):
         from mcp.server.mcpserver.exceptions import ToolError
     except ImportError:
         raise MemtierError("memtier mcp needs the MCP SDK: pip install 'memtier-plugin[mcp]'") from None
-    from . import __version__, tools
-    from .memory import checked_context, memory_for
+    from .. import __version__, tools
+    from ..memory import checked_context, memory_for
 
     ctx = checked_context(ctx)  # a path-like agent id stops the server before it starts
     mem = memory_for(ctx)
@@ -71,7 +71,7 @@ def build_server(ctx: HookContext):
 def run_stdio(ctx: HookContext) -> None:
     """Serve MCP over stdin/stdout until the client closes the stream; then stop background work (no model
     may run while the process exits)."""
-    from .memory import memory_for
+    from ..memory import memory_for
 
     server = build_server(ctx)  # (it checked ctx)
     try:

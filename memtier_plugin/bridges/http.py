@@ -52,12 +52,13 @@ from typing import Any, Callable
 
 import orjson
 
-from . import __version__
-from .errors import InvalidIdError, MemtierError
-from .events import (AgentEndEvent, CompactionEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent,
-                     ToolResultEvent)
-from .host import Host, review_decision
-from .store.paths import checked_id
+from .. import __version__
+from ..errors import InvalidIdError, MemtierError
+from ..events import (
+    AgentEndEvent, CompactionEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent, ToolResultEvent,
+)
+from ..host import Host, review_decision
+from ..store.paths import checked_id
 
 log = logging.getLogger(__name__)
 
@@ -234,8 +235,8 @@ class Sidecar:
         return dataclasses.asdict(answer)
 
     def _tool(self, name: str, ctx: HookContext, params: Any) -> dict:
-        from . import tools
-        from .memory import memory_for
+        from .. import tools
+        from ..memory import memory_for
 
         params = {} if params is None else params
         if not isinstance(params, dict):
@@ -456,7 +457,7 @@ def _idle_watch(server: SidecarServer, stop: threading.Event, idle_s: float) -> 
 
 def build_host(plugin_dir: str | Path | None = None) -> Host:
     """A Host with memtier registered (and the plugins of ``plugin_dir``, if given)."""
-    from . import plugin as builtin
+    from .. import plugin as builtin
 
     host = Host()
     host.register(builtin)
@@ -490,7 +491,7 @@ def serve(workspace: Path | str, memory_root: Path | str, *, host: str = "127.0.
         token_path = Path(token_file) if token_file else sidecar_dir(memory_root) / "token"
         token = ensure_token(token_path)
         hooks = build_host(plugin_dir)
-        from .memory import memory_for
+        from ..memory import memory_for
 
         mem = memory_for(HookContext(agent_id="main", workspace_dir=str(workspace)))
         mem.retriever  # noqa: B018 - open the index now, not inside the first request's timeout

@@ -1,0 +1,1 @@
+"""bridges/ (docstring written with the room)."""
