@@ -6,7 +6,7 @@ import math
 from collections import Counter
 
 from conftest import run_cli
-from memtier_plugin import bench
+from memtier_plugin.bench import retrieval as bench
 from memtier_plugin.cli.bench_cmd import table
 from memtier_plugin.recall.index import DocIndex, current_generation
 from memtier_plugin.store.jsonl import loads
@@ -126,7 +126,7 @@ def test_cli_consolidation_json_shape_and_no_misses(tmp_path):
 def test_consolidation_statements_give_a_fact_naming_the_word():
     import random
 
-    from memtier_plugin.bench_consolidation import statement, unique_words
+    from memtier_plugin.bench.consolidation import statement, unique_words
     from memtier_plugin.consolidation.facts import extract_facts
 
     words = unique_words(50, random.Random(0))

@@ -8,7 +8,7 @@ import pytest
 import synthetic_prefeval as synth
 from conftest import SHARED_DATA, run_cli
 from memtier_plugin.errors import EvalDataError
-from memtier_plugin.evaluation import intervention as iv
+from memtier_plugin.evaluation import prefeval_intervention as iv
 from memtier_plugin.evaluation import prefeval as pe
 
 MEASURES = set(iv.MEASURES)

@@ -25,8 +25,6 @@ ROOT_ROOMS = {
     "memory": "facade", "tools": "facade", "intake": "facade", "plugin": "facade", "host": "facade",
     "__main__": "cli",
     # flat modules not yet moved to their room (LAYOUT.md §3.3); emptied by the move
-    "bench": "bench", "bench_bridge": "bench", "bench_consolidation": "bench", "bench_latency": "bench",
-    "bench_sidecar": "bench",
     "redact": "base", "secret_tokens": "base", "secret_context": "base",
 }
 PACKAGE_ROOMS = {"redact": "base"}  # redact/ is a base package: nothing secret reaches disk, used by every room

@@ -230,7 +230,7 @@ def _w(path: Path, text: str) -> Path:
 
 
 def test_a_thousand_realistic_hooks_load_from_one_file(tmp_path):
-    from memtier_plugin.bench_sidecar import hook_mix, write_hooks
+    from memtier_plugin.bench.hooks import hook_mix, write_hooks
 
     folder = write_hooks(tmp_path, hook_mix(1000, seed=3))
     assert len(load_hooks_file(next(folder.iterdir()))) == 1000

@@ -47,7 +47,7 @@ def _sizes(value: str) -> list[int]:
 def retrieval(sizes, as_json, queries, seed, no_rank_bm25, workdir, keep, quiet, json_out, check):
     """Build time, full recall p50/p95, append→search, cold start and peak RSS per corpus size,
     with the same-run time of a rank_bm25 BM25Okapi rescore of the same corpus and the ratio."""
-    from ..bench import RANK_BM25_PARAMS, bench_size
+    from ..bench.retrieval import RANK_BM25_PARAMS, bench_size
 
     size_list = _sizes(sizes)
     base = Path(tempfile.mkdtemp(prefix="memtier-bench-", dir=workdir))
@@ -63,7 +63,7 @@ def retrieval(sizes, as_json, queries, seed, no_rank_bm25, workdir, keep, quiet,
             click.echo(f"memtier bench: workspaces kept under {base}", err=True)
         else:
             shutil.rmtree(base, ignore_errors=True)
-    from ..bench import check_targets
+    from ..bench.retrieval import check_targets
 
     doc = json.dumps([{k: _round(v) for k, v in row.items()} for row in rows], indent=1)
     if json_out:
@@ -104,7 +104,7 @@ def retrieval(sizes, as_json, queries, seed, no_rank_bm25, workdir, keep, quiet,
 def consolidation(appends, as_json, json_out, seed, workdir, quiet):
     """Append → promoted fact visible in recall, through the real daemon in a subprocess
     (issue 6 target: ≤ 1 s at p50). Exits 1 when the daemon does not exit 0 on SIGTERM."""
-    from ..bench_consolidation import Terminated, bench_consolidation
+    from ..bench.consolidation import Terminated, bench_consolidation
 
     try:
         row = bench_consolidation(appends, seed=seed, workdir=workdir, progress=not quiet and not as_json)
@@ -157,7 +157,7 @@ def consolidation(appends, as_json, json_out, seed, workdir, quiet):
 def bridge(entries, calls, warmup, rounds, seed, node, plugin, workdir, as_json, json_out, quiet):
     """before_prompt_build in process vs over the sidecar (http.client) vs through the OpenClaw plugin
     under Node: p50/p95 per path and what the sidecar adds (issue 15 target: ≤ 5 ms at p95)."""
-    from ..bench_bridge import bench_bridge
+    from ..bench.bridge import bench_bridge
 
     say = None if quiet or as_json else (lambda msg: click.echo(f"memtier bench bridge: {msg}", err=True))
     try:
@@ -210,7 +210,7 @@ def bridge(entries, calls, warmup, rounds, seed, node, plugin, workdir, as_json,
 def latency(presets, sizes, rounds, think_ms, sets, fixture, workdir, keep, as_json, quiet):
     """before_prompt_build wall time per preset and size, cold and warm, with and without Foresight, on a
     replayed multi-step task: p50/p95, hit rate and wait saved (issue 14 targets)."""
-    from ..bench_latency import bench_latency
+    from ..bench.latency import bench_latency
     from ..config import PRESETS, load_config, parse_value
     from ..errors import ConfigError
 
@@ -282,8 +282,8 @@ def sidecar(sizes, calls, seed, as_json, check, model_path, policy_file, tasks):
     """pre_tool hook decision time (no model) with N bound hooks: p50/p95/p99, beside the same-run
     time of json.dumps of the call's params, plus one adversarial event stopped by the step budget.
     With --model-path, also the whole pre_tool with the learned policy (its p95 beside its timeout)."""
-    from ..bench_sidecar import TARGET_P99_MS, bench_adversarial, bench_hooks, bench_policy
-    from ..bench_sidecar import check as check_rows
+    from ..bench.hooks import TARGET_P99_MS, bench_adversarial, bench_hooks, bench_policy
+    from ..bench.hooks import check as check_rows
 
     try:
         counts = [int(s.replace("_", "").strip()) for s in sizes.split(",") if s.strip()]

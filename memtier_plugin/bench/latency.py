@@ -36,9 +36,9 @@ from typing import Callable
 import numpy as np
 import orjson
 
-from .bench import percentile, vocabulary
+from .retrieval import percentile, vocabulary
 
-FIXTURE = Path(__file__).resolve().parents[1] / "workspace-fixtures" / "foresight"
+FIXTURE = Path(__file__).resolve().parents[2] / "workspace-fixtures" / "foresight"
 AGENT, PROJECT = "planner", "offsite"
 NEEDS = ("flights", "hotel", "dinner", "agenda")  # the instruction's steps, in order (prediction → need)
 #: English words of the background (with the topic tree's words), so lexical and dense matching both find some
@@ -49,7 +49,7 @@ FILLER = ("team meeting project budget travel hotel flight dinner agenda review 
 
 
 def _record(i: int, ts: float, session: int, text: str) -> bytes:
-    from .store.episodic import utc_iso
+    from ..store.episodic import utc_iso
 
     iso = utc_iso(ts)
     return orjson.dumps({"v": 1, "kind": "entry", "id": f"ep-{iso[:10].replace('-', '')}-b{i:011x}",
@@ -64,7 +64,7 @@ def write_background(memory_root: Path, entries: int, seed: int = 0) -> None:
     """``entries`` synthetic entries of the task's agent and project, 20 a session, before the history."""
     import yaml
 
-    from .layers.topics import BUILTIN
+    from ..layers.topics import BUILTIN
 
     rng = np.random.default_rng(seed)
     topics = yaml.safe_load(BUILTIN.read_text(encoding="utf-8"))
@@ -100,7 +100,7 @@ def _write_config(ws: Path, preset: str, foresight: bool, overrides: dict) -> No
 
 
 def _close_services() -> None:
-    from . import memory
+    from .. import memory
 
     for mem in list(memory._services.values()):
         mem.close()
@@ -109,10 +109,10 @@ def _close_services() -> None:
 
 def build(ws: Path, preset: str, entries: int, fixture: Path, overrides: dict, say) -> float:
     """The workspace every row of (preset, entries) starts from; returns seconds taken."""
-    from .memory import memory_for
-    from .events import HookContext
-    from .host import replay_session
-    from .bridges.http import build_host
+    from ..memory import memory_for
+    from ..events import HookContext
+    from ..host import replay_session
+    from ..bridges.http import build_host
 
     t0 = time.perf_counter()
     ws.mkdir(parents=True)
@@ -134,8 +134,8 @@ def build(ws: Path, preset: str, entries: int, fixture: Path, overrides: dict, s
 
 
 def _prime(ws: Path) -> None:
-    from .events import HookContext
-    from .memory import memory_for
+    from ..events import HookContext
+    from ..memory import memory_for
 
     _close_services()
     index_log = logging.getLogger("memtier_plugin.recall.index")
@@ -161,9 +161,9 @@ def _task_copy(fixture: Path, dest: Path, session_id: str) -> tuple[Path, list[d
 
 def replay(ws: Path, fixture: Path, session_id: str, think_ms: float) -> list[dict]:
     """Replay the task once through the Host; one row per memory query: kind, need, ms, outcome, prediction."""
-    from .store import traces
-    from .host import replay_session
-    from .bridges.http import build_host
+    from ..store import traces
+    from ..host import replay_session
+    from ..bridges.http import build_host
 
     host = build_host()
     path, queries = _task_copy(fixture, ws / f"{session_id}.jsonl", session_id)
@@ -196,8 +196,8 @@ def replay(ws: Path, fixture: Path, session_id: str, think_ms: float) -> list[di
     replay_session(host, path, ws)
     recs = [r for r in traces.iter_traces(ws / "memory", [AGENT])
             if r.get("kind") == "foresight" and r.get("session_id") == session_id]
-    from .memory import query_text
-    from .redact import redact
+    from ..memory import query_text
+    from ..redact import redact
 
     origin: dict[str, str] = {}  # a normally retrieved result serves later queries: the need of its query
     for _kind, text, need in queries:

@@ -12,7 +12,7 @@ processes so sizes do not contaminate each other:
 * ``cold`` is a new interpreter that opens the saved index and answers one query;
 * ``rank_bm25`` rescores the same corpus tokens with rank_bm25's ``BM25Okapi``.
 
-Run a phase by hand with ``python -m memtier_plugin.bench PHASE ARGS_JSON``.
+Run a phase by hand with ``python -m memtier_plugin.bench.retrieval PHASE ARGS_JSON``.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def percentile(values: list[float], q: float) -> float:
 # ---------------------------------------------------------------- generation
 def vocabulary(rng: np.random.Generator, size: int = VOCAB_SIZE) -> list[str]:
     """``size`` distinct pronounceable words (consonant-vowel syllables), frequent words shortest."""
-    from .dates import find_dates
-    from .tokenize import tokenize
+    from ..dates import find_dates
+    from ..tokenize import tokenize
 
     syll = np.array([c + v for c in _CONS for v in _VOW])
     words: list[str] = []
@@ -179,7 +179,7 @@ def generate(workspace: Path, size: int, seed: int, n_queries: int, progress: Ca
 
 # ---------------------------------------------------------------- measurement
 def _config(workspace: Path):
-    from .config import load_config
+    from ..config import load_config
 
     return load_config(flags={"paths.workspace": str(workspace)}, use_env=False)
 
@@ -212,7 +212,7 @@ class _FsyncTimer:
 
 def measure(workspace: Path, progress: Callable[[str], None] | None = None) -> dict:
     """Build from the ledgers, time recall and append→search, save; in this process."""
-    from .recall.retriever import Retriever
+    from ..recall.retriever import Retriever
 
     meta = orjson.loads((workspace / "bench.json").read_bytes())
     now, queries = meta["now"], meta["queries"]
@@ -248,7 +248,7 @@ def measure(workspace: Path, progress: Callable[[str], None] | None = None) -> d
                recall_hit_rate=found / len(queries), recall_modes=modes)
 
     # BM25 alone over every episodic entry (no scoping): the like-for-like comparison with rank_bm25
-    from .tokenize import tokenize
+    from ..tokenize import tokenize
 
     bm = []
     for q in queries[:RANK_BM25_QUERIES]:
@@ -306,7 +306,7 @@ def measure(workspace: Path, progress: Callable[[str], None] | None = None) -> d
 def cold(workspace: Path) -> dict:
     """In a new interpreter: open the saved index, answer one query."""
     t0 = time.perf_counter()
-    from .recall.retriever import Retriever
+    from ..recall.retriever import Retriever
 
     meta = orjson.loads((workspace / "bench.json").read_bytes())
     q = meta["queries"][-1]
@@ -324,7 +324,7 @@ def rank_bm25_phase(workspace: Path, seed: int) -> dict:
     """rank_bm25 BM25Okapi over the same corpus tokens (a sample beyond RANK_BM25_MAX_DOCS)."""
     from rank_bm25 import BM25Okapi
 
-    from .tokenize import tokenize
+    from ..tokenize import tokenize
 
     meta = orjson.loads((workspace / "bench.json").read_bytes())
     files = sorted((workspace / "memory" / "episodic").rglob("*.jsonl"))
@@ -390,11 +390,11 @@ def run_phase(phase: str, args: dict) -> tuple[dict, float]:
     """Run one phase in a fresh interpreter; returns (its JSON result, wall seconds)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTIER_")}
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "memtier_plugin.bench", phase, json.dumps(args)],
+    proc = subprocess.run([sys.executable, "-m", "memtier_plugin.bench.retrieval", phase, json.dumps(args)],
                           stdout=subprocess.PIPE, stderr=None, env=env, text=True)
     wall = time.perf_counter() - t
     if proc.returncode != 0:
-        from .errors import MemtierError
+        from ..errors import MemtierError
 
         raise MemtierError(f"bench phase {phase} failed (exit {proc.returncode})")
     return json.loads(proc.stdout.strip().splitlines()[-1]), wall

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from .scheduling.hooks import EVENT_STEPS, HookScheduler
+from ..scheduling.hooks import EVENT_STEPS, HookScheduler
 
 TARGET_P99_MS = 1.0  # issue 13: pre_tool decision p99 <= 1 ms with 1,000 bound hooks (no model)
 TOOLS = ["deploy", "schedule_deploy", "ssh", "bash", "book_hotel", "book_flight", "send_email", "read_file",
@@ -223,11 +223,11 @@ def bench_policy(n: int, *, tasks: int = 20, seed: int = 0, policy_file: Path | 
     the request and the evidence's clauses; the next three find them cached). ``policy_file``: a policy of
     ``memtier train policy``; by default a zero-weight policy over the evidence features (its time does not
     depend on its weights)."""
-    from . import plugin
-    from .events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent
-    from .host import Host
-    from .memory import memory_for, reset_services
-    from .intervention.policy import EVIDENCE_FEATURES, FEATURES, Policy, write_policy
+    from .. import plugin
+    from ..events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent
+    from ..host import Host
+    from ..memory import memory_for, reset_services
+    from ..intervention.policy import EVIDENCE_FEATURES, FEATURES, Policy, write_policy
 
     base = Path(tempfile.mkdtemp(prefix="memtier-sidecar-policy-", dir=workdir))
     rng = random.Random(seed * 1_000_003 + n)  # each row its own texts (vectors are cached per process)

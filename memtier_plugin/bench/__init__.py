@@ -1,0 +1,1 @@
+"""bench/ (docstring written with the room)."""
