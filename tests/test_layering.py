@@ -24,8 +24,6 @@ ROOT_ROOMS = {
     # the facade
     "memory": "facade", "tools": "facade", "intake": "facade", "plugin": "facade", "host": "facade",
     "__main__": "cli",
-    # flat modules not yet moved to their room (LAYOUT.md §3.3); emptied by the move
-    "redact": "base", "secret_tokens": "base", "secret_context": "base",
 }
 PACKAGE_ROOMS = {"redact": "base"}  # redact/ is a base package: nothing secret reaches disk, used by every room
 # Imports against the order that the move has not yet removed: (importer, imported). Must end empty.

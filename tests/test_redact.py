@@ -15,7 +15,7 @@ import pytest
 from memtier_plugin.redact import (
     DEFAULT_MAX_CHARS, KINDS, MARKER_RE, TRUNCATION_RE, is_secret_key, marker, redact, redact_obj,
 )
-from memtier_plugin.secret_tokens import FORMATS  # the token table: every row needs a sample below
+from memtier_plugin.redact.tokens import FORMATS  # the token table: every row needs a sample below
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -367,8 +367,8 @@ def _corpus() -> list[Path]:
              *sorted((ROOT / "workspace-fixtures" / "eval").glob("*.json")),
              *sorted((ROOT / "workspace-fixtures" / "attribution").glob("*.jsonl")),
              *sorted((ROOT / "workspace-fixtures" / "golden").glob("*"))]
-    own = {"redact.py", "secret_tokens.py", "secret_context.py"}
-    return [f for f in files if f.is_file() and f.name not in own]
+    own = ROOT / "memtier_plugin" / "redact"
+    return [f for f in files if f.is_file() and own not in f.parents]
 
 
 @pytest.mark.parametrize("path", _corpus(), ids=lambda p: str(p.relative_to(ROOT)))

@@ -1,6 +1,6 @@
 """Where the text says a secret follows: names, flags, headers, URLs, free text.
 
-The context half of redaction (:mod:`memtier_plugin.secret_tokens` is the
+The context half of redaction (:mod:`memtier_plugin.redact.tokens` is the
 other): the value after a name that calls it a secret, whatever its format.
 
 * ``scheme://user:pass@host`` (user and host kept), ``Authorization:`` headers,
@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .secret_tokens import P_CONTEXT, P_GEN, has_digit, random_value, strip_dots
+from .tokens import P_CONTEXT, P_GEN, has_digit, random_value, strip_dots
 
 #: Marker kinds this module writes.
 CONTEXT_KINDS: tuple[str, ...] = ("url_password", "aws_secret_key", "password", "token", "api_key", "secret",

@@ -8,11 +8,11 @@ sees *that* something was there, and never any character of it.
 What counts as a secret, in four layers: the first two know formats, the last
 two generalise to formats no rule names.
 
-1. **Token formats** (:mod:`memtier_plugin.secret_tokens`): about 90 vendor
+1. **Token formats** (:mod:`memtier_plugin.redact.tokens`): about 90 vendor
    token shapes (GitLab, SendGrid, npm, PyPI, Shopify, DigitalOcean, OpenAI,
    AWS, GitHub, Slack, Stripe, ...), JWTs, PEM private key blocks, webhook
    URLs, Telegram bot tokens, payment card numbers (Luhn-checked).
-2. **Context** (:mod:`memtier_plugin.secret_context`): URL passwords,
+2. **Context** (:mod:`memtier_plugin.redact.context`): URL passwords,
    ``Authorization``/``Bearer``, ``name = value`` where the name ends in a
    secret word, command-line flags (``--token X``, ``mysql -pX``, ``curl -u
    user:pass``), and free text (``my password is hunter2``).
@@ -53,8 +53,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .secret_context import CONTEXT_KINDS, is_placeholder, key_kind, scan_context
-from .secret_tokens import FORMAT_KINDS, OTHER_KINDS, P_CONTEXT, RUN_CHARS, format_kind, scan_tokens
+from .context import CONTEXT_KINDS, is_placeholder, key_kind, scan_context
+from .tokens import FORMAT_KINDS, OTHER_KINDS, P_CONTEXT, RUN_CHARS, format_kind, scan_tokens
 
 __all__ = [
     "DEFAULT_MAX_CHARS", "KINDS", "MARKER_RE", "TRUNCATION_RE", "is_secret_key", "marker",
