@@ -28,7 +28,7 @@ ROOT_ROOMS = {
 PACKAGE_ROOMS = {"redact": "base"}  # redact/ is a base package: nothing secret reaches disk, used by every room
 # Imports against the order that the move has not yet removed: (importer, imported). Must end empty.
 KNOWN = {
-    ("recall.backends", "learning.ppo"), ("store.semantic", "consolidation.facts"), ("learning.rewards", "evaluation.longmemeval"),
+    ("store.semantic", "consolidation.facts"), ("learning.rewards", "evaluation.longmemeval"),
     ("learning.rewards", "evaluation.runner"),
 }
 KNOWN_CYCLES: set[frozenset[str]] = set()

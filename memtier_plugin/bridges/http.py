@@ -58,6 +58,7 @@ from ..events import (
     AgentEndEvent, CompactionEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent, ToolResultEvent,
 )
 from ..host import Host, review_decision
+from ..store.files import atomic_write
 from ..store.paths import checked_id
 
 log = logging.getLogger(__name__)
@@ -99,15 +100,7 @@ def _private_dir(path: Path) -> Path:
 
 def _write_private(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically, readable by the owner only (0600 from creation)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    atomic_write(path, data, mode=0o600)
 
 
 def ensure_token(path: Path | str) -> str:

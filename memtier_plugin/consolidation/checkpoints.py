@@ -26,6 +26,7 @@ import orjson
 
 from ..store import jsonl
 from ..store.episodic import utc_iso
+from ..store.files import atomic_write, fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -37,28 +38,13 @@ def daemon_dir(root: Path) -> Path:
     return Path(root) / ".daemon"
 
 
-def _fsync_dir(d: Path) -> None:
-    dfd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
 def _replace(path: Path, data: bytes) -> None:
     """Atomically replace ``path`` with ``data`` (the caller holds the batch lock)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f"{path.name}.*.tmp"):  # left by a killed run
-        stale.unlink(missing_ok=True)
-    tmp = path.parent / f"{path.name}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    for pattern in (f"{path.name}.*.tmp", f".{path.name}.*.tmp"):  # left by a killed run
+        for stale in path.parent.glob(pattern):
+            stale.unlink(missing_ok=True)
+    atomic_write(path, data)
 
 
 def _read_json(path: Path) -> dict | None:
@@ -115,7 +101,7 @@ def drop_journal(root: Path) -> None:
     path = daemon_dir(root) / JOURNAL
     if path.exists():
         path.unlink()
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
 
 # ---------------------------------------------------------------- the batch lock

@@ -43,9 +43,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
+from ..store.artifacts import POLICY_MARKER, read_artifact, write_artifact
 from ..tokenize import token_set
 
-MARKER_KEY = "memtier_intervention_policy"  # value: format version
+MARKER_KEY = POLICY_MARKER  # value: format version
 ACTIONS = ("silent", "supplement", "intervene")
 FEATURES = ("applicability", "margin", "has_avoid", "has_want", "sem_avoid", "sem_want", "sem_request",
             "sem_item", "avoid_minus_request", "avoid_minus_want", "lex_avoid", "lex_want", "softeners",
@@ -354,17 +355,9 @@ def _numbers(doc: dict, key: str, n: int, path: Path, where: str = "") -> np.nda
 
 def read_policy(path: str | Path) -> Policy:
     """A policy file, validated (ConfigError: one line naming the file and what is wrong)."""
-    from ..config import parse_yaml
-
     path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the intervention policy: {exc}") from None
-    doc = parse_yaml(text, str(path))
-    if not isinstance(doc, dict) or MARKER_KEY not in doc:
-        raise ConfigError(f"{path}: not an intervention policy file (no '{MARKER_KEY}' key; "
-                          "write one with `memtier train policy`)")
+    doc = read_artifact(path, MARKER_KEY, reading="the intervention policy", kind="an intervention policy file",
+                        hint="; write one with `memtier train policy`")
     version = doc[MARKER_KEY]
     if isinstance(version, bool) or version not in (1, FORMAT):
         raise ConfigError(f"{path}: policy file format {version!r} is not one this memtier reads (1, {FORMAT}); "
@@ -409,31 +402,9 @@ def read_policy(path: str | Path) -> Policy:
 def write_policy(path: str | Path, policy: Policy, config_source: str = "") -> Path:
     """Write ``policy`` to its own YAML file; never over the user's config, nor over a file that is not a
     policy (ConfigError)."""
-    import yaml
-
-    path = Path(path)
-    if config_source and config_source != "<defaults>":
-        try:
-            if path.resolve() == Path(config_source).expanduser().resolve():
-                raise ConfigError(f"{path}: this is your config file; write the policy to its own file")
-        except OSError:
-            pass
-    if path.name == "memtier.yaml":
-        raise ConfigError(f"{path}: memtier.yaml is a config file name; write the policy to its own file")
-    if path.exists():
-        try:
-            existing = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: exists and is not an intervention policy ({type(exc).__name__}); "
-                              "refusing to overwrite") from None
-        if not isinstance(existing, dict) or MARKER_KEY not in existing:
-            raise ConfigError(f"{path}: exists and has no '{MARKER_KEY}' key; refusing to overwrite")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("# memtier intervention policy (memtier_plugin.intervention.policy); safe to delete\n"
-                   + yaml.safe_dump(policy.to_doc(), sort_keys=False), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_artifact(path, MARKER_KEY, policy.to_doc(), header="memtier intervention policy "
+                          "(memtier_plugin.intervention.policy)", kind="an intervention policy",
+                          config_source=config_source, refuse_config_name=True)
 
 
 _CACHE: dict[str, tuple[float, Policy]] = {}

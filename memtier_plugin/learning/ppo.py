@@ -49,22 +49,21 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from ..errors import ConfigError, MemtierError
+from ..recall.backends import WEIGHT_NAMES, read_learned_weights  # noqa: F401  (read back by tests and train)
+from ..store.artifacts import WEIGHTS_MARKER, write_artifact
 
 log = logging.getLogger(__name__)
 
-WEIGHT_NAMES = ("w_sem", "w_bm25", "w_decay", "w_cw", "w_tier")
 DEFAULT_W0 = (0.0, 0.35, 0.25, 0.25, 0.15)
-MARKER_KEY = "memtier_learned_weights"  # value: format version
+MARKER_KEY = WEIGHTS_MARKER  # value: format version
 _ADV_EPS = 1e-8
 _ZERO_STD = 1e-12
 
@@ -260,14 +259,6 @@ def write_learned_weights(path: Path, result: TrainResult, meta: dict | None = N
     An existing file is overwritten only if it carries the ``MARKER_KEY``
     written here; anything else raises ``ConfigError``.
     """
-    path = Path(path)
-    if path.exists():
-        try:
-            existing = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: exists and is not a learned-weights file ({exc.__class__.__name__}); refusing to overwrite") from exc
-        if not isinstance(existing, dict) or MARKER_KEY not in existing:
-            raise ConfigError(f"{path}: exists and has no '{MARKER_KEY}' key; refusing to overwrite")
     doc = {
         MARKER_KEY: 1,
         "weights": dict(zip(WEIGHT_NAMES, _plain(result.weights_after))),
@@ -282,33 +273,5 @@ def write_learned_weights(path: Path, result: TrainResult, meta: dict | None = N
         "skipped_batches": result.skipped_batches,
         "meta": _plain(dict(meta or {})),  # data used, mean reward before/after, ...
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("# memtier learned retrieval weights (memtier_plugin.learning.ppo); safe to delete\n"
-                   + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
-def read_learned_weights(path: Path) -> np.ndarray:
-    """The learned vector from a learned-weights file, validated (5 values in [0, 1])."""
-    from ..config import parse_yaml
-
-    path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read learned weights: {exc}") from exc
-    doc = parse_yaml(text, str(path))  # the config's bounded loader: no alias bomb, no deep nesting
-    if not isinstance(doc, dict) or MARKER_KEY not in doc:
-        raise ConfigError(f"{path}: not a learned-weights file (no '{MARKER_KEY}' key)")
-    vec = doc.get("vector")
-    try:
-        arr = np.asarray(vec, dtype=float).reshape(-1)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{path}: key 'vector' is not a list of numbers") from exc
-    if arr.shape != (5,):
-        raise ConfigError(f"{path}: key 'vector' must have 5 values {WEIGHT_NAMES}, got {arr.size}")
-    if not np.all(np.isfinite(arr)) or arr.min() < 0 or arr.max() > 1:
-        raise ConfigError(f"{path}: key 'vector' values must lie in [0, 1], got {arr.tolist()}")
-    return arr
+    return write_artifact(path, MARKER_KEY, doc, header="memtier learned retrieval weights (memtier_plugin.learning.ppo)",
+                          kind="a learned-weights file")

@@ -11,7 +11,8 @@ same backends and the same weights:
   ``rerank.model_dir`` or the models folder, with ``rerank.threads``.
 * **weights**: the five of ``weights.*``, or the vector of
   ``weights.learned_file`` (written by ``memtier train``) when it is set. A
-  relative learned file lives in the workspace, whatever the current directory.
+  relative learned file lives in the workspace, whatever the current directory;
+  :func:`read_learned_weights` reads it (through ``store.artifacts``).
 
 A backend the config names but that cannot run (extra not installed, model not
 fetched) is left out with one line in :attr:`Backends.notes` naming what is
@@ -34,6 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
+from ..errors import ConfigError
+from ..store.artifacts import WEIGHTS_MARKER, read_artifact
+
+#: The fusion weights, in the order of every weight vector (MemTier eq. 1).
+WEIGHT_NAMES = ("w_sem", "w_bm25", "w_decay", "w_cw", "w_tier")
 
 
 @dataclass
@@ -68,8 +74,6 @@ def fusion_weights(config: Config) -> tuple[list[float], Path | None]:
     path = learned_weights_path(config)
     if path is None:
         return [float(x) for x in config.weights.vector()], None
-    from ..learning.ppo import read_learned_weights
-
     return [float(x) for x in read_learned_weights(path)], path
 
 
@@ -161,3 +165,20 @@ def standing_embedder(config: Config, shared: Any = None) -> tuple[Any, str | No
             return None, None  # lexical standing scoring, said once in docs, not on every start
         return None, f"standing.embedder {name}: not available ({BGE_SETUP_HINT}); standing knowledge scored lexically"
     return emb, None
+
+
+def read_learned_weights(path: Path):
+    """The learned vector (numpy, 5 values in [0, 1]) of a learned-weights file; ConfigError otherwise."""
+    import numpy as np
+
+    path = Path(path)
+    doc = read_artifact(path, WEIGHTS_MARKER, reading="learned weights", kind="a learned-weights file")
+    try:
+        arr = np.asarray(doc.get("vector"), dtype=float).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: key 'vector' is not a list of numbers") from exc
+    if arr.shape != (5,):
+        raise ConfigError(f"{path}: key 'vector' must have 5 values {WEIGHT_NAMES}, got {arr.size}")
+    if not np.all(np.isfinite(arr)) or arr.min() < 0 or arr.max() > 1:
+        raise ConfigError(f"{path}: key 'vector' values must lie in [0, 1], got {arr.tolist()}")
+    return arr

@@ -19,7 +19,6 @@ Not thread-safe: callers serialise writers.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import chain
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..store import jsonl
+from ..store.files import atomic_write
 from ..errors import SearchIndexError
 
 IDF_VARIANTS = ("okapi", "lucene")
@@ -371,10 +371,10 @@ class BM25Index:
         directory.mkdir(parents=True, exist_ok=True)
         arrays = (self._indptr, self._pdocs, self._ptf, self._dl[: self._n])
         for name, arr in zip(_FILES, arrays):
-            _atomic_write(directory / f"{name}.npy", lambda f, a=arr: np.save(f, a))
+            atomic_write(directory / f"{name}.npy", lambda f, a=arr: np.save(f, a), fsync=False)
         meta = {"kind": "bm25_index", "k1": self.k1, "b": self.b, "idf": self.idf, "epsilon": self.epsilon,
                 "n_docs": self._n, "n_postings": len(self._pdocs), "terms": self._vocab.terms}
-        _atomic_write(directory / "meta.json", lambda f: f.write(jsonl.dumps(meta)))
+        atomic_write(directory / "meta.json", jsonl.dumps(meta), fsync=False)
 
     @classmethod
     def load(cls, directory: Path | str, mmap: bool = False) -> BM25Index:
@@ -397,10 +397,3 @@ class BM25Index:
         index._dl = np.array(dl, np.float32)
         index._n, index._total_len = n_docs, int(index._dl.sum(dtype=np.float64))
         return index
-
-
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-    os.replace(tmp, path)

@@ -25,6 +25,7 @@ import numpy as np
 import orjson
 
 from ..store import jsonl, records
+from ..store.files import atomic_write
 from .bm25 import BM25Index
 from ..dates import annotate
 from ..errors import CorruptLineError
@@ -466,9 +467,7 @@ def save_index(index: DocIndex, directory: Path) -> bool:
         gen = directory / f"g-{os.urandom(8).hex()}"
         try:
             index.write(gen)
-            tmp = directory / f".CURRENT.{os.getpid()}.{os.urandom(4).hex()}"
-            tmp.write_text(gen.name, encoding="ascii")
-            os.replace(tmp, directory / "CURRENT")
+            atomic_write(directory / "CURRENT", gen.name.encode("ascii"), fsync=False)
         except BaseException:
             shutil.rmtree(gen, ignore_errors=True)
             raise

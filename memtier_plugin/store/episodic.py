@@ -29,6 +29,7 @@ from ..errors import CorruptLineError
 from .paths import (
     ID_RE, MAX_ID_CHARS, agent_day_file, checked_id, clean_id, clip_text, day_of, new_id, parse_iso, utc_iso,
 )
+from .files import fsync_dir
 from .records import entry_problem, fold_cw, update_problem
 from ..redact import redact, redact_obj
 from ..tokenize import count_tokens
@@ -338,9 +339,5 @@ def append_lines(path: Path, data: bytes, *, fsync: bool = True) -> int:
     finally:
         os.close(fd)
     if created and fsync:
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        fsync_dir(path.parent)
     return start

@@ -1,0 +1,77 @@
+"""Learned files: the one format both learners write and both hook-time readers read.
+
+A learned file (the retrieval weights of ``memtier train``, the intervention
+policy of ``memtier train policy``) is a YAML document of its own, marked by a
+key that names its kind (``memtier_learned_weights``, ``memtier_intervention_policy``)
+whose value is the format version. Writing never goes over the user's config
+nor over a file without the marker; the write is atomic (temp file, then
+replace), so a reader sees the old file or the new one. Reading is bounded by
+the config's loader (no alias bomb, no deep nesting, no huge file). What the
+document holds is checked by the room that reads it: ``recall.backends`` for
+the weights, ``intervention.policy`` for the policy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+#: Marker keys (value: the format version); they never change, files in the field carry them.
+WEIGHTS_MARKER = "memtier_learned_weights"
+POLICY_MARKER = "memtier_intervention_policy"
+
+
+def read_artifact(path: str | Path, marker: str, *, reading: str, kind: str, hint: str = "") -> dict[str, Any]:
+    """The learned file at ``path`` as a mapping holding ``marker``; ConfigError (one line) otherwise.
+
+    ``reading`` names the content in "cannot read <reading>", ``kind`` the file in "not <kind>",
+    ``hint`` is appended to the missing-marker message.
+    """
+    from ..config import parse_yaml
+
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read {reading}: {exc}") from None
+    doc = parse_yaml(text, str(path))
+    if not isinstance(doc, dict) or marker not in doc:
+        raise ConfigError(f"{path}: not {kind} (no '{marker}' key{hint})")
+    return doc
+
+
+def write_artifact(path: str | Path, marker: str, doc: dict[str, Any], *, header: str, kind: str,
+                   config_source: str = "", refuse_config_name: bool = False) -> Path:
+    """Write ``doc`` (which carries ``marker``) to ``path`` atomically, under a one-line ``header`` comment.
+
+    Refused with ConfigError: the user's config file (``config_source``), a file named
+    ``memtier.yaml`` (with ``refuse_config_name``), and an existing file that is not YAML or has no
+    ``marker`` key.
+    """
+    import yaml
+
+    from ..config import parse_yaml
+
+    path = Path(path)
+    if config_source and config_source != "<defaults>":
+        try:
+            if path.resolve() == Path(config_source).expanduser().resolve():
+                raise ConfigError(f"{path}: this is your config file; write the {kind} to its own file")
+        except OSError:
+            pass
+    if refuse_config_name and path.name == "memtier.yaml":
+        raise ConfigError(f"{path}: memtier.yaml is a config file name; write the {kind} to its own file")
+    if path.exists():
+        try:
+            existing = parse_yaml(path.read_bytes().decode("utf-8"), str(path))
+        except (OSError, UnicodeDecodeError, ConfigError) as exc:
+            raise ConfigError(f"{path}: exists and is not {kind} ({type(exc).__name__}); "
+                              "refusing to overwrite") from None
+        if not isinstance(existing, dict) or marker not in existing:
+            raise ConfigError(f"{path}: exists and has no '{marker}' key; refusing to overwrite")
+    from .files import atomic_write
+
+    atomic_write(path, (f"# {header}; safe to delete\n" + yaml.safe_dump(doc, sort_keys=False)).encode("utf-8"))
+    return path
