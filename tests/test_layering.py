@@ -27,10 +27,7 @@ ROOT_ROOMS = {
 }
 PACKAGE_ROOMS = {"redact": "base"}  # redact/ is a base package: nothing secret reaches disk, used by every room
 # Imports against the order that the move has not yet removed: (importer, imported). Must end empty.
-KNOWN = {
-    ("store.semantic", "consolidation.facts"), ("learning.rewards", "evaluation.longmemeval"),
-    ("learning.rewards", "evaluation.runner"),
-}
+KNOWN: set[tuple[str, str]] = set()
 KNOWN_CYCLES: set[frozenset[str]] = set()
 
 

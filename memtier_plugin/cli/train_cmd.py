@@ -177,7 +177,7 @@ def _longmemeval(state, config, path, limit, holdout, embed, rerank, cache_dir, 
 
     from ..recall.backends import choose
     from ..evaluation.longmemeval import included, load
-    from ..learning.rewards import LongMemEvalEnv
+    from ..evaluation.longmemeval_env import LongMemEvalEnv
 
     questions = [q for q in load(path) if included(q, "strict")]
     if limit:

@@ -24,32 +24,18 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
 from . import patterns as P
 from ..errors import ModelError
+from ..store.semantic import FACT_KINDS, NOTE_PREFIX, REVISABLE_KINDS, Fact, revision_key  # noqa: F401
 from ..tokenize import jaccard, token_set
 
 log = logging.getLogger(__name__)
 
-FACT_KINDS = ("preference", "constraint", "decision", "attribute", "event", "progress", "plan")
-REVISABLE_KINDS = frozenset({"preference", "constraint", "attribute", "decision"})
 _DATED_KINDS = frozenset({"event", "plan", "progress"})
-NOTE_PREFIX = "note:"  # attribute of fallback facts: never revision-keyed
 _ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
-
-
-@dataclass(frozen=True)
-class Fact:
-    fact_kind: str
-    subject: str
-    attribute: str
-    value: str
-    content: str
-    confidence: float = 0.5
-    effective_time: str | None = None
 
 
 # ---------------------------------------------------------------- dates
@@ -364,15 +350,6 @@ def extract_facts(text: str, *, role: str = "user", timestamp: str | None = None
 
 
 # ---------------------------------------------------------------- revision and dedup
-def revision_key(fact: Fact) -> tuple[str, str] | None:
-    """(subject, attribute) for facts whose newer value replaces the older one."""
-    if fact.fact_kind not in REVISABLE_KINDS or not fact.attribute or fact.attribute.startswith(NOTE_PREFIX):
-        return None
-    if fact.fact_kind == "constraint" and not fact.value:
-        return None
-    return fact.subject, fact.attribute
-
-
 def _same_value(a: Fact, b: Fact) -> bool:
     return P.norm_value(a.value) == P.norm_value(b.value)
 

@@ -30,9 +30,35 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from . import jsonl
-from ..consolidation.facts import Fact, revision_key
 from .episodic import append_lines, parse_iso, tail_records
 from ..tokenize import token_set
+
+#: The kinds of fact the semantic tier holds; the first four are revised by a newer value.
+FACT_KINDS = ("preference", "constraint", "decision", "attribute", "event", "progress", "plan")
+REVISABLE_KINDS = frozenset({"preference", "constraint", "attribute", "decision"})
+NOTE_PREFIX = "note:"  # attribute of fallback facts: never revision-keyed
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One fact as extracted (consolidation) and stored (a ``fact`` record's payload)."""
+
+    fact_kind: str
+    subject: str
+    attribute: str
+    value: str
+    content: str
+    confidence: float = 0.5
+    effective_time: str | None = None
+
+
+def revision_key(fact: Fact) -> tuple[str, str] | None:
+    """(subject, attribute) for facts whose newer value replaces the older one."""
+    if fact.fact_kind not in REVISABLE_KINDS or not fact.attribute or fact.attribute.startswith(NOTE_PREFIX):
+        return None
+    if fact.fact_kind == "constraint" and not fact.value:
+        return None
+    return fact.subject, fact.attribute
 
 log = logging.getLogger(__name__)
 
