@@ -10,6 +10,7 @@ cycle at all, within a room included.
 from __future__ import annotations
 
 import ast
+from dataclasses import fields
 from pathlib import Path
 
 from conftest import ROOT
@@ -141,3 +142,30 @@ def test_no_import_cycle():
 def test_the_checker_sees_a_cycle_and_an_upward_import():
     assert cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [frozenset({"a", "b"})]
     assert ORDER.index(room("cli.demo_cmd")) > ORDER.index(room("memory")) > ORDER.index(room("config"))
+
+
+ROOMS_WITH_INIT = [p.parent.name for p in sorted(PKG.glob("*/__init__.py"))
+                   if p.parent.name not in {"cli", "evaluation", "redact", "data"}]
+
+
+def test_room_inits_are_a_docstring_naming_their_modules_sections_and_entry_points():
+    import importlib
+    import re
+
+    from memtier_plugin.config import Config
+
+    sections = {f.name for f in fields(Config)}
+    assert {"store", "recall", "layers", "scheduling", "intervention"} <= set(ROOMS_WITH_INIT)
+    for name in ROOMS_WITH_INIT:
+        init = PKG / name / "__init__.py"
+        tree = ast.parse(init.read_text())
+        doc = ast.get_docstring(tree)
+        assert doc and len(tree.body) == 1, f"{name}/__init__.py holds a docstring and nothing else"
+        for mod in sorted(p.stem for p in (PKG / name).glob("*.py") if p.stem != "__init__"):
+            assert f":mod:`.{mod}`" in doc, f"{name}/__init__.py does not list its module {mod}"
+        for section in re.findall(r"``([a-z_]+)\.\*``", doc):
+            assert section in sections, f"{name}/__init__.py cites config section {section!r}, which does not exist"
+        entries = re.findall(r":(?:func|class):`\.([a-z_]+)\.([A-Za-z_]+)`", doc.split("Entry points:")[-1])
+        assert entries or name == "bench", f"{name}/__init__.py names no entry point"
+        for mod, attr in entries:
+            assert hasattr(importlib.import_module(f"memtier_plugin.{name}.{mod}"), attr), f"{name}.{mod}.{attr}"

@@ -1,1 +1,10 @@
-"""bench/ (docstring written with the room)."""
+"""Time and memory on generated data (``memtier bench``), reported as ratios against a reference in the same run.
+
+Modules by purpose:
+
+* :mod:`.retrieval`: ``bench retrieval``, synthetic corpora and recall latency / memory;
+* :mod:`.consolidation`: ``bench consolidation``, append → promoted fact visible;
+* :mod:`.bridge`: ``bench bridge``, what the HTTP sidecar adds to a hook;
+* :mod:`.latency`: ``bench latency``, before_prompt_build on a replayed task;
+* :mod:`.hooks`: ``bench sidecar``, one pre_tool decision with N bound Hooks and the policy.
+"""

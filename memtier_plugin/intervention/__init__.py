@@ -1,1 +1,12 @@
-"""intervention/ (docstring written with the room)."""
+"""Pulse §3.3–3.4: whether a proposed tool call commits — silent, supplement or intervene.
+
+Config sections: ``scheduling.mode`` and ``scheduling.policy`` (the names predate this room).
+
+Modules by purpose:
+
+* :mod:`.rules`: the fixed rule (a standing rule the call breaks, a repeated failure) and the
+  :class:`.rules.Decision` shape;
+* :mod:`.policy`: the learned policy (features of call and evidence → action), its file.
+
+Entry points: :func:`.rules.decide`, :func:`.policy.load_policy`.
+"""

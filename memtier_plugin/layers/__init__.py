@@ -1,1 +1,15 @@
-"""layers/ (docstring written with the room)."""
+"""MemSidecar §3.2: the Global layer (the user's standing knowledge, every project) and the Workspace layer (per project).
+
+Config section: ``standing.*``.
+
+Modules by purpose:
+
+* extracting: :mod:`.extract` (preferences, constraints, rules, identity and revealed choices
+  from the user's own words, one attribute each);
+* holding: :mod:`.topics` (the topic tree routing knowledge), :mod:`.global_layer`
+  (``global/knowledge.jsonl``: nodes, retirement by attribute), :mod:`.workspace_layer`
+  (``procedural/<project>.jsonl`` skills, ``state/<project>.jsonl`` working state);
+* delivering: :mod:`.standing` (what applies to this prompt, with no time decay).
+
+Entry points: :class:`.global_layer.GlobalStore`, :class:`.standing.StandingScorer`.
+"""

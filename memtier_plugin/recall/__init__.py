@@ -1,1 +1,19 @@
-"""recall/ (docstring written with the room)."""
+"""What memory goes into this prompt (MemTier §3.2): five-signal fusion with two-stage semantic→episodic scoping.
+
+Config sections: ``retrieval.*``, ``weights.*``, ``bm25.*``, ``packing.*``, ``embeddings.*`` (the choice),
+``rerank.*``.
+
+Modules by purpose:
+
+* lexical: :mod:`.bm25` (incremental Okapi BM25 on numpy);
+* the derived index: :mod:`.index` (``memory/.index/``: documents, generations, tailing the ledgers);
+* scoring: :mod:`.signals` (the five signals as pure functions, one explainable fusion, eq. 1),
+  :mod:`.scoping` (stage 1: the project's current facts pick the sessions stage 2 scores);
+* dense and re-ranked: :mod:`.vector_cache` (on-disk vectors per embedder), :mod:`.rerank`
+  (the optional cross-encoder over the head), :mod:`.backends` (embedder, re-ranker and weights
+  from one config, and the learned weights file);
+* the answer: :mod:`.retriever` (open, refresh, rank, recall), :mod:`.packing` (top k within the
+  token budget, one fenced block).
+
+Entry points: :class:`.retriever.Retriever`, :func:`.packing.pack`.
+"""

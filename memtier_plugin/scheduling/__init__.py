@@ -1,1 +1,12 @@
-"""scheduling/ (docstring written with the room)."""
+"""MemSidecar §3.3–3.4: when memory is delivered unasked — Hooks at an event, Foresight ahead of time.
+
+Config sections: ``hooks.*`` (Hooks) and ``foresight.*`` (Foresight).
+
+Modules by purpose:
+
+* Hooks: :mod:`.predicates` (the predicate language: data, never code, with bounded regexes),
+  :mod:`.hooks` (hook files, the scheduler firing each hook at most once per task, the block);
+* Foresight: :mod:`.foresight` (predicted queries, prepared in the background into a cache).
+
+Entry points: :class:`.hooks.HookScheduler`, :class:`.foresight.Foresight`.
+"""

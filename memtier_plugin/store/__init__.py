@@ -1,1 +1,18 @@
-"""store/ (docstring written with the room)."""
+"""The tiers on disk (MemTier §3.1): every record shape, its validator, its fold and its durable write.
+
+Everything more than one room reads lives here; a MemSidecar layer's own ledger
+stays in ``layers/``. No config section of its own (``paths.*`` says where).
+
+Modules by purpose:
+
+* the bytes of one line: :mod:`.jsonl` (orjson dumps/loads, ``"v": 1``);
+* ids and times: :mod:`.paths` (the one gate where an id becomes a file name, ISO stamps, new ids);
+* writing files: :mod:`.files` (atomic replace, folder fsync), :mod:`.artifacts` (learned files);
+* the episodic tier: :mod:`.records` (entry / cw_update / promoted shapes and the cognitive-weight
+  fold), :mod:`.episodic` (the append-only ledger: durable append, fold on read, torn lines);
+* the semantic tier: :mod:`.semantic` (facts, revision links, the fact record);
+* what memory delivered: :mod:`.traces` (trace, run_end, decision, foresight records);
+* what maintenance spent: :mod:`.costs`.
+
+Entry points: :class:`.episodic.Ledger`, :class:`.semantic.SemanticStore`, :func:`.traces.append`.
+"""
