@@ -18,7 +18,8 @@ from typing import Any
 
 from .errors import MemtierError
 from .events import HookContext
-from .memory import Memory, checked_context, query_text
+from .intake import checked_context, query_text
+from .memory import Memory
 
 #: Roles an added entry may take (the ledger's own roles, less ``fact``: facts come from consolidation).
 ADD_ROLES = ("user", "assistant", "tool", "system")

@@ -21,7 +21,8 @@ from memtier_plugin.errors import ConfigError
 from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent
 from memtier_plugin.scheduling.foresight import Foresight, predict_rules, predictions_from_model, steps
 from memtier_plugin.host import Host, replay_session
-from memtier_plugin.memory import Memory, RunState, memory_for
+from memtier_plugin.memory import Memory, memory_for
+from memtier_plugin.runs import RunState
 from memtier_plugin.scheduling.hooks import Match
 from memtier_plugin.recall.packing import Hit
 from memtier_plugin.recall.retriever import RecallResult, Retriever

@@ -335,20 +335,20 @@ def test_session_end_ends_only_that_session(workspace, ended):
 
 
 def test_runs_that_never_end_are_freed(workspace):
-    from memtier_plugin import memory
+    from memtier_plugin import intake, memory, runs
     from memtier_plugin.config import load_config
 
     now = [1_000_000.0]
     mem = memory.Memory(load_config(flags={"paths.workspace": str(workspace)}), clock=lambda: now[0])
     big = "x" * 200_000
-    for i in range(memory.MAX_RUNS * 3):
+    for i in range(runs.MAX_RUNS * 3):
         ctx = HookContext(agent_id="a", session_id=f"s{i}", run_id=f"r{i}", workspace_dir=str(workspace))
         mem.on_post_tool(ToolResultEvent("fetch", {"url": "u"}, result=big), ctx)
         now[0] += 1
-    assert len(mem.runs) <= memory.MAX_RUNS
+    assert len(mem.runs) <= runs.MAX_RUNS
     held = [c for st in mem.runs.values() for c in st.tool_calls]
-    assert held and all(len(json.dumps(c)) < 3 * memory.MAX_TOOL_TEXT for c in held)
-    now[0] += memory.RUN_TTL_S + 1
+    assert held and all(len(json.dumps(c)) < 3 * intake.MAX_TOOL_TEXT for c in held)
+    now[0] += runs.RUN_TTL_S + 1
     mem.run(HookContext(agent_id="a", session_id="new", run_id="new"))
     assert len(mem.runs) == 1
 

@@ -175,9 +175,9 @@ def test_two_processes_maintaining_the_same_session_write_each_node_once(workspa
 
 
 def test_a_failing_maintenance_never_costs_the_run(workspace, monkeypatch, caplog):
-    from memtier_plugin import memory
+    from memtier_plugin.layers import maintain
 
-    monkeypatch.setattr(memory.Memory, "maintain", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    monkeypatch.setattr(maintain, "maintain", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
     h = Host()
     h.register(plugin, "memtier")
     ctx = HookContext(agent_id="a", session_id="s", run_id="r", project="p", workspace_dir=str(workspace))

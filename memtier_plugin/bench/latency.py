@@ -196,7 +196,7 @@ def replay(ws: Path, fixture: Path, session_id: str, think_ms: float) -> list[di
     replay_session(host, path, ws)
     recs = [r for r in traces.iter_traces(ws / "memory", [AGENT])
             if r.get("kind") == "foresight" and r.get("session_id") == session_id]
-    from ..memory import query_text
+    from ..intake import query_text
     from ..redact import redact
 
     origin: dict[str, str] = {}  # a normally retrieved result serves later queries: the need of its query

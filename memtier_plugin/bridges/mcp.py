@@ -33,7 +33,8 @@ def build_server(ctx: HookContext):
     except ImportError:
         raise MemtierError("memtier mcp needs the MCP SDK: pip install 'memtier-plugin[mcp]'") from None
     from .. import __version__, tools
-    from ..memory import checked_context, memory_for
+    from ..intake import checked_context
+    from ..memory import memory_for
 
     ctx = checked_context(ctx)  # a path-like agent id stops the server before it starts
     mem = memory_for(ctx)

@@ -32,7 +32,7 @@ def search(state, query, agent, project, session, explain, top_k, budget, no_two
     flags.update({"retrieval.top_k": top_k, "packing.token_budget": budget,
                   "retrieval.two_stage": False if no_two_stage else None})
     from ..events import HookContext
-    from ..memory import checked_context
+    from ..intake import checked_context
 
     cfg = load_config(state.config_path, flags=flags)
     memory = Memory(cfg)

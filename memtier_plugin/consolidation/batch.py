@@ -413,12 +413,13 @@ class Consolidator:
         report.resumed += placed.resumed
 
     def _standing(self, work: list, report: ConsolidationReport) -> None:
-        """The Global layer from the batch's entries, session by session (MemSidecar: maintenance in the
-        daemon as at task boundaries). Idempotent: a redone batch finds its nodes already held."""
+        """The Global layer from the batch's entries, session by session, by the one maintenance path the hooks
+        use too (layers/maintain.py: ``standing.extractor`` honoured). Idempotent: a redone batch finds its
+        nodes already held."""
         if not self.config.standing.enabled or not work:
             return
         from ..layers.global_layer import GlobalStore
-        from ..layers.extract import from_session
+        from ..layers.maintain import maintain
 
         sessions: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
         for entry, _rel, _at in sorted(work, key=lambda w: w[0]["timestamp"]):
@@ -429,8 +430,8 @@ class Consolidator:
         store = self._global
         try:
             for (agent, session, project), msgs in sessions.items():
-                recs = store.upsert(from_session(msgs), agent_id=agent, session_id=session, project=project,
-                                    ts=self.clock())
+                recs = maintain(store, msgs, config=self.config, client=self.client, agent_id=agent,
+                                session_id=session, project=project, ts=self.clock())
                 report.knowledge.extend(r for r in recs if r["kind"] == "knowledge")
         except Exception as exc:  # the facts are committed; standing knowledge is redone at the next boundary
             log.warning("standing knowledge not maintained in this batch: %s", exc)

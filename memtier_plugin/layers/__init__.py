@@ -9,7 +9,9 @@ Modules by purpose:
 * holding: :mod:`.topics` (the topic tree routing knowledge), :mod:`.global_layer`
   (``global/knowledge.jsonl``: nodes, retirement by attribute), :mod:`.workspace_layer`
   (``procedural/<project>.jsonl`` skills, ``state/<project>.jsonl`` working state);
-* delivering: :mod:`.standing` (what applies to this prompt, with no time decay).
+* delivering: :mod:`.standing` (the items in scope, what applies to this prompt, with no time decay);
+* maintaining: :mod:`.maintain` (the one path the hooks and the daemon share: extraction at task
+  boundaries, skills, working state, revised labels).
 
 Entry points: :class:`.global_layer.GlobalStore`, :class:`.standing.StandingScorer`.
 """

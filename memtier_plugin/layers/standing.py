@@ -62,6 +62,48 @@ class Item:
     session_id: str = ""
 
 
+class StandingItems:
+    """Every standing item in scope: the current Global nodes for a project and the project's skills, each
+    built once (records never change, so items are cached by id)."""
+
+    def __init__(self):
+        self._cache: dict[str, Item] = {}
+
+    def __call__(self, global_store, skills, tree: TopicTree, project: str, now: float) -> list[Item]:
+        items = []
+        for n in global_store.current(project, now):
+            it = self._cache.get(n.id)
+            if it is None:
+                r, prov = n.rec, n.rec.get("provenance") or {}
+                it = self._cache[n.id] = Item(r["id"], r["content"], r["node_kind"], "global", r["timestamp"],
+                                              r.get("attribute", ""), list(prov.get("entry_ids") or []),
+                                              tree.route(r["content"]), n.tokens, prov.get("agent_id", ""),
+                                              prov.get("session_id", ""))
+            items.append(it)
+        for r in skills.refresh():
+            if r.get("kind") != "skill":
+                continue
+            it = self._cache.get(r["id"])
+            if it is None:
+                prov = r.get("provenance") or {}
+                text = f"{r['goal']} {' '.join(r.get('tools') or [])}"
+                it = self._cache[r["id"]] = Item(r["id"], r["content"], "skill", "procedural", r["timestamp"], "",
+                                                 list(prov.get("entry_ids") or []), tree.route(text),
+                                                 frozenset(token_set(text)), prov.get("agent_id", ""),
+                                                 prov.get("session_id", ""))
+            items.append(it)
+        return items
+
+
+def directory(items: list[Item], tree: TopicTree) -> dict[str, list[str]]:
+    """The visible topic directory (MemSidecar I): topic → the ids of the items under it (3 topics each)."""
+    out: dict[str, list[str]] = {}
+    for it in items:
+        for topic in tree.top(it.route, 3):
+            out.setdefault(topic, []).append(it.id)
+    return out
+
+
 _TOPIC_VECTORS: dict[tuple, np.ndarray] = {}  # (embedder, topic texts) → their vectors
 _TOPIC_LOCK = threading.Lock()
 

@@ -132,53 +132,45 @@ def _fallback(entries: list[dict], call: dict, why: str, warned: list) -> Overla
     return jaccard_overlaps(entries, call)
 
 
-def overlap_function(memory) -> OverlapFn:
-    """The configured overlap for one hook (logprob needs ``model.enabled``; else Jaccard).
+def overlap_function(config, client=None) -> OverlapFn:
+    """The configured overlap for one hook (logprob needs the chat ``client``, i.e. ``model.enabled``; else Jaccard).
 
     The logprob overlap gets the hook's whole budget, ``model.hook_deadline_s`` from now.
     """
-    if memory.config.attribution.strategy == "logprob":
-        client = getattr(memory, "model_client", None)
+    if config.attribution.strategy == "logprob":
         if client is not None:
-            return logprob_overlaps(client, deadline=time.monotonic() + memory.config.model.hook_deadline_s)
+            return logprob_overlaps(client, deadline=time.monotonic() + config.model.hook_deadline_s)
         log.info("attribution.strategy is logprob but model.enabled is false; using Jaccard")
     return jaccard_overlaps
 
 
-def attribute_run(memory, ctx, state, *, success: bool) -> list[dict]:
-    """Apply the rule to one finished run and append the update records."""
+def attribute_run(ledger, config, state, agent_id: str, client=None) -> list[dict]:
+    """Apply the rule to one finished run (``state``: its delivered rows and tool calls) and append the
+    update records to their owners' ledgers; the records written (the caller refreshes its index)."""
     entries = [row for row in state.delivered if row.get("tier", "episodic") == "episodic"]
     if not entries or not state.tool_calls:
         return []
-    cfg = memory.config.attribution
-    overlap_fn = overlap_function(memory)
-    changes = credit(entries, state.tool_calls, threshold=cfg.threshold, rate=cfg.rate, overlap_fn=overlap_fn)
+    cfg = config.attribution
+    changes = credit(entries, state.tool_calls, threshold=cfg.threshold, rate=cfg.rate,
+                     overlap_fn=overlap_function(config, client))
     written = []
     for ch in changes:
-        owner = ch.pop("agent_id") or ctx.agent_id
-        rec = memory.ledger.add_update(owner, {"kind": "cw_update", "entry_id": ch["entry_id"],
-                                               "delta": ch["delta"], "run_id": state.run_id,
-                                               "tool_call_id": ch["tool_call_id"], "tool": ch["tool"],
-                                               "overlap": ch["overlap"], "strategy": ch["strategy"],
-                                               "reason": ch["reason"]})
-        written.append(rec)
-    if written and memory._retriever is not None:
-        # the index reads the appended records from the ledger (exactly once: a
-        # direct ingest here as well would count every update twice)
-        memory._retriever.refresh()
+        owner = ch.pop("agent_id") or agent_id
+        written.append(ledger.add_update(owner, {"kind": "cw_update", "entry_id": ch["entry_id"],
+                                                 "delta": ch["delta"], "run_id": state.run_id,
+                                                 "tool_call_id": ch["tool_call_id"], "tool": ch["tool"],
+                                                 "overlap": ch["overlap"], "strategy": ch["strategy"],
+                                                 "reason": ch["reason"]}))
     return written
 
 
-def record_run_end(memory, ctx, state, *, success: bool, timestamp: float | None = None) -> dict:
-    """Append the run's outcome to the trace ledger, beside its retrieval traces."""
-    ts = memory.clock() if timestamp is None else timestamp
-    rec = traces.run_end_record(ts=ts, run_id=state.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id,
-                                project=ctx.project, success=success, tool_calls=len(state.tool_calls),
-                                failed_calls=sum(1 for c in state.tool_calls if not succeeded(c)),
-                                delivered=[row["id"] for row in state.delivered])
-    traces.append(memory.config.memory_root, ctx.agent_id, rec, ts)
-    return rec
+def run_end(ctx, state, *, success: bool, ts: float) -> dict:
+    """The run's outcome as a ``run_end`` trace record, beside its retrieval traces (the trainer's episodes)."""
+    return traces.run_end_record(ts=ts, run_id=state.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id,
+                                 project=ctx.project, success=success, tool_calls=len(state.tool_calls),
+                                 failed_calls=sum(1 for c in state.tool_calls if not succeeded(c)),
+                                 delivered=[row["id"] for row in state.delivered])
 
 
 __all__ = ["Overlaps", "attribute_run", "call_text", "credit", "jaccard_overlaps", "logprob_overlaps",
-           "overlap_function", "record_run_end", "succeeded"]
+           "overlap_function", "run_end", "succeeded"]

@@ -379,6 +379,46 @@ class DocIndex:
         return out
 
     # ---- persistence -----------------------------------------------------
+    def session_entries(self, session: str, agent: str) -> list[tuple[str, str, str]]:
+        """(entry id, role, text) of ``agent``'s entries in ``session``, in ledger order."""
+        code, agent_code = self.sessions.code.get(session), self.agents.code.get(agent)
+        if code is None or agent_code is None:
+            return []
+        out = []
+        for doc in self.session_docs.get(code, []):
+            if int(self.cols["agent"][doc]) != agent_code:
+                continue
+            try:
+                rec = self.read_record(doc)
+            except (OSError, ValueError):
+                continue
+            out.append((self.ids[doc], ROLES[int(self.cols["role"][doc])], rec.get("content", "")))
+        return out
+
+    def tool_history(self, prefix: str, agents: list[str] | None, depth: int = 64) -> list[tuple[float, str, str]]:
+        """(time, entry id, text) of the tool entries of ``agents`` (None: all) whose text starts with
+        ``prefix``, oldest first; found among the ``depth`` best BM25 matches of the prefix."""
+        if self.n == 0:
+            return []
+        docs, raw = self.bm25.score(tokenize(prefix))
+        if not len(docs):
+            return []
+        tool_role = ROLES.index("tool")
+        codes = None if agents is None else {self.agents.code.get(a) for a in agents}
+        rows = []
+        for d in docs[(-raw).argsort()[:depth]].tolist():
+            if int(self.cols["role"][d]) != tool_role or (codes is not None and int(self.cols["agent"][d]) not in codes):
+                continue
+            try:
+                rec = self.read_record(d)
+            except (OSError, ValueError):
+                continue
+            content = rec.get("content", "")
+            if content.startswith(prefix):
+                rows.append((float(self.cols["ts"][d]), self.ids[d], content))
+        rows.sort()
+        return rows
+
     def write(self, directory: Path) -> None:
         """Write this index into a new folder ``directory`` (see :func:`save_index` for publishing it)."""
         directory.mkdir(parents=True)

@@ -140,3 +140,39 @@ def render(hits: list[Hit]) -> str:
         return ""
     head = [HEADER, STANDING_HEADER] if any(h.standing for h in hits) else [HEADER]
     return "\n".join([OPEN, *head, *(h.line() for h in hits), CLOSE])
+
+
+def hook_block(lines: str) -> str:
+    """Entries delivered by bound Hooks, as their own fenced block (they hold for this task); "" for none."""
+    if not lines:
+        return ""
+    return "\n".join([OPEN, "Memory bound to this situation by hooks (docs/hooks_memory.md); cite by id.", lines,
+                      CLOSE])
+
+
+def joint_block(hits: list[Hit], trace_rows: list[dict], matches: list, *, cap: int,
+                max_chars: int) -> tuple[str, list[dict]]:
+    """Joint delivery (MemSidecar Table B2): bound Hooks' entries (``matches``), then the recalled ``hits``,
+    as one block, deduplicated by entry id or text within a shared budget (``cap`` lines, ``max_chars``).
+    (the block or "", the trace rows of the recalled hits it holds)."""
+    lines, seen_ids, seen_text, rows, chars = [], set(), set(), [], 0
+    items = [(m.entry_id, m.entry, "- [" + m.hooks[0].rsplit(":", 1)[-1] + (f" | {m.entry_id}" if m.entry_id
+              else "") + "] " + " ".join(m.entry.split()), None) for m in matches]
+    rows_by_id = {r["id"]: r for r in trace_rows}
+    items += [(h.id, h.content, h.line(), rows_by_id.get(h.id)) for h in hits]
+    for entry_id, text, line, row in items:
+        norm = " ".join(text.split()).casefold()
+        if (entry_id and entry_id in seen_ids) or norm in seen_text:
+            continue
+        if len(lines) >= cap or chars + len(line) > max_chars:
+            continue
+        lines.append(line)
+        chars += len(line)
+        seen_text.add(norm)
+        if entry_id:
+            seen_ids.add(entry_id)
+        if row is not None:
+            rows.append(row)
+    if not lines:
+        return "", rows
+    return "\n".join([OPEN, HEADER + " Some are bound to this situation by hooks.", *lines, CLOSE]), rows

@@ -311,7 +311,7 @@ class Retriever:
             path = cache_path or (self.root / ".index" / "vectors")
             self.vector_cache = VectorCache(path, embedder)
 
-    def _embed_query(self, query: str) -> np.ndarray:
+    def embed_query(self, query: str) -> np.ndarray:
         """The query's vector: ``embed_query`` when the backend embeds queries differently (an instruction prefix)."""
         embed_query = getattr(self.embedder, "embed_query", None)
         return embed_query(query) if embed_query is not None else self.embedder.embed([query])[0]
@@ -596,7 +596,7 @@ class Retriever:
                         self.vectors(idx)
             out["vectors_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            self._embed_query("memtier warm-up")
+            self.embed_query("memtier warm-up")
             out["embedder_s"] = time.perf_counter() - t0
         if self.reranker is not None and not self._rerank_failed:
             t0 = time.perf_counter()
@@ -664,7 +664,7 @@ class Retriever:
             mode = "two-stage" if found.sessions else ("fallback: semantic tier empty" if self.semantic.n == 0
                                                        else "fallback: stage 1 found no session")
         s_codes = found.sessions
-        qv = self._embed_query(query) if (self.embedder is not None and weights[0] > 0) else None
+        qv = self.embed_query(query) if (self.embedder is not None and weights[0] > 0) else None
         facts = (found.fact_docs[:depth], found.fact_raw[:depth])
         # soft scoping: every visible entry competes; stage-1 sessions skip decay
         scope = session_scope(ep, s_codes, session_id) if s_codes and cfg.scoping == "hard" else None

@@ -527,3 +527,69 @@ class Foresight:
         self.stats.wait_ms += wait
         self.stats.wait_saved_ms += saved
         return Served(entry.result, entry.prediction, sim, wait, saved)
+
+
+def build(config, prepare: Callable[[str, tuple, Any], Any], retriever, tree, client=None) -> Foresight:
+    """The Foresight of one workspace: predictions matched with the retriever's query vectors (the prompt's
+    vector is the one retrieval needs too, so matching costs no model run of its own), and the retriever's
+    pending embeddings done in small batches when idle (a hook never waits long)."""
+    emb = retriever.embedder
+    return Foresight(config.foresight, prepare,
+                     embed=(lambda texts: [retriever.embed_query(t) for t in texts]) if emb is not None else None,
+                     tree=tree, client=client, idle=lambda: retriever.embed_pending(batch=4))
+
+
+class ForesightRecall:
+    """A query of the agent served from Foresight's cache when a prediction matches (or, for the agent's own
+    queries, from a result retrieved earlier in this turn), else retrieved; both traced.
+
+    ``recall(query, ctx, when)``: the hook's own retrieval; ``directory(project, when)``: the topic
+    directory predictions are made over; ``memory_root``: where the traces go.
+    """
+
+    def __init__(self, fs: Foresight, recall: Callable, directory: Callable, memory_root):
+        self.fs, self.recall, self.directory, self.memory_root = fs, recall, directory, memory_root
+
+    def __call__(self, query: str, ctx, when: float, *, start_task: bool = True):
+        """(result, access). ``start_task``: a prompt (the memory tools pass False); the first prompt of a task
+        starts its predictions, after its own recall so the thread does not compete with it."""
+        fs, key = self.fs, ctx.session_id or ctx.run_id or "-"
+        if fs.task(key) is None:
+            access = Served(None, reason="no task")
+            result = self.recall(query, ctx, when)
+            if start_task:
+                try:
+                    fs.begin(key, query, self.directory(ctx.project, when), (ctx, when))
+                    fs.remember(key, query, result)
+                    access.reason = "task start"
+                except Exception:  # predictions are best effort
+                    log.exception("memtier foresight could not start task %s", key)
+            self._trace(query, result, access, ctx, when, served=False)
+            return result, access
+        if start_task:  # a prompt: what was retrieved for the last one predates what the user just said
+            fs.forget_retrieved(key)
+        access = fs.lookup(key, query)
+        if not access.hit:
+            result = self.recall(query, ctx, when)
+            try:  # a later query of the same need is served from it
+                fs.remember(key, query, result)
+            except Exception:
+                log.exception("memtier foresight could not keep a result of task %s", key)
+        else:
+            result = access.result
+        self._trace(query, result, access, ctx, when, served=access.hit)
+        return result, access
+
+    def _trace(self, query: str, result, access: Served, ctx, when: float, *, served: bool) -> None:
+        from ..store import traces
+
+        common = dict(ts=when, run_id=ctx.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id, query=query)
+        if served:  # a served result is traced like a recall (what was delivered), then as a Foresight access
+            traces.append(self.memory_root, ctx.agent_id, traces.recall_record(
+                **common, mode=f"foresight: {result.mode}", stage1_sessions=result.stage1_sessions,
+                delivered=result.trace_rows(), left_out=result.left_out, tokens=result.tokens,
+                elapsed_ms=access.wait_ms), when)
+        traces.append(self.memory_root, ctx.agent_id, traces.foresight_record(
+            **common, outcome=access.reason, prediction=access.prediction.query if access.prediction else "",
+            similarity=access.similarity, wait_ms=access.wait_ms, wait_saved_ms=access.wait_saved_ms,
+            tokens=result.tokens if result is not None else 0), when)

@@ -646,3 +646,12 @@ def format_matches(matches: list[Match]) -> str:
         ref = m.hooks[0].rsplit(":", 1)[-1] + (f" | {m.entry_id}" if m.entry_id else "")
         lines.append(f"- [{ref}] {' '.join(m.entry.split())}")
     return "\n".join(lines)
+
+
+def event_state(ts: float, project: str, agent_id: str, extra: dict | None = None) -> dict:
+    """The state σ_t hook predicates read at an event: weekday and hour (UTC), project, agent, and ``extra``."""
+    from datetime import datetime, timezone
+
+    when = datetime.fromtimestamp(ts, tz=timezone.utc)
+    return {"weekday": when.strftime("%a"), "hour": when.hour, "project": project, "agent": agent_id,
+            **(extra or {})}

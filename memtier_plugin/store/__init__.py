@@ -9,7 +9,8 @@ Modules by purpose:
 * ids and times: :mod:`.paths` (the one gate where an id becomes a file name, ISO stamps, new ids);
 * writing files: :mod:`.files` (atomic replace, folder fsync), :mod:`.artifacts` (learned files);
 * the episodic tier: :mod:`.records` (entry / cw_update / promoted shapes and the cognitive-weight
-  fold), :mod:`.episodic` (the append-only ledger: durable append, fold on read, torn lines);
+  fold), :mod:`.episodic` (the append-only ledger: durable append, fold on read, torn lines),
+  :mod:`.tool_entries` (a tool outcome's text, ``name(args) -> outcome``);
 * the semantic tier: :mod:`.semantic` (facts, revision links, the fact record);
 * what memory delivered: :mod:`.traces` (trace, run_end, decision, foresight records);
 * what maintenance spent: :mod:`.costs`.

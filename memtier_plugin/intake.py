@@ -1,0 +1,52 @@
+"""Host input made safe: everything a host sends is untrusted, handled here in one place.
+
+Ids are checked before they become paths (:func:`checked_context`), text is
+valid UTF-8 without control bytes, every payload is bounded *before* it is
+redacted (so redaction stays linear) and redacted before anything keeps it.
+The facade (:mod:`memtier_plugin.memory`) calls these on every hook's input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .events import HookContext
+from .store.jsonl import clean_obj, clean_text
+from .store.paths import checked_id, clean_id
+from .store.tool_entries import MAX_TOOL_TEXT, bounded_value, tool_name, tool_text  # noqa: F401  (the facade's)
+
+#: The part of a prompt a recall reads: its head and its tail (a 10 MB paste cannot make a hook slow).
+MAX_QUERY_CHARS = 4000
+
+
+def query_text(prompt: Any) -> str:
+    """What recall searches with: the prompt's head and tail within MAX_QUERY_CHARS."""
+    text = clean_text(prompt if isinstance(prompt, str) else str(prompt))
+    if len(text) <= MAX_QUERY_CHARS:
+        return text
+    half = MAX_QUERY_CHARS // 2
+    return text[:half] + " … " + text[-half:]
+
+
+def checked_context(ctx: HookContext) -> HookContext:
+    """The hook context with its agent id checked (InvalidIdError) and every other id cleaned.
+
+    Everything a host sends is untrusted: ``agent_id`` becomes a folder, so it must
+    be a plain name; ``session_id``, ``run_id``, ``project`` are bounded, valid
+    text, redacted; a missing ``project`` is the empty project, never "all projects".
+    """
+    return HookContext(agent_id=checked_id(ctx.agent_id), session_key=clean_id(ctx.session_key),
+                       session_id=clean_id(ctx.session_id), run_id=clean_id(ctx.run_id),
+                       project=clean_id(ctx.project), workspace_dir=ctx.workspace_dir)
+
+
+def tool_params(value: Any) -> dict:
+    """A proposed call's params as pre_tool reads them: a clean mapping ({} for anything else)."""
+    return clean_obj(value) if isinstance(value, dict) else {}
+
+
+def held_call(call_id: str, name: Any, params: Any, result: Any, error: Any) -> dict:
+    """A tool call as the run keeps it until agent_end: bounded and redacted, never the raw payload."""
+    return {"tool_call_id": call_id, "name": tool_name(name), "params": bounded_value(params),
+            "result": None if error else bounded_value(result),
+            "error": None if error is None else bounded_value(str(error))}

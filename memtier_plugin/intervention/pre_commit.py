@@ -1,0 +1,204 @@
+"""Pulse's pre-commit decision (§3.3–3.4): one proposed call → silent, supplement or intervene.
+
+The fixed rule (:func:`.rules.decide`) sees the call, the task's words, the
+standing items that apply (scored lexically: pre_tool stays well under a
+millisecond) and the earlier identical calls that failed. When it does not
+hold the call and ``scheduling.policy`` names a learned policy, the policy
+decides (:meth:`PreCommit.decide`), within ``scheduling.policy_timeout_ms``.
+A policy that cannot be used is refused once, with one logged line, and the
+fixed rule decides; a policy check that fails or times out never turns into a
+silent allow: it supplements the call with a note that the check did not run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+from ..errors import ConfigError
+from ..events import ToolDecision
+from ..store.tool_entries import call_prefix
+from ..redact import redact
+from . import policy as learned  # by module: its functions are looked up at each call
+from .rules import CHECKED_KINDS, Decision, Evidence, decide
+
+log = logging.getLogger(__name__)
+BOUND_HEADER = "[memtier] bound memory for this call:"
+
+
+def bounded(fn: Callable[[], Any], timeout_s: float) -> Any:
+    """``fn()``'s value, or None when it has not returned within ``timeout_s`` (it then runs on, in a daemon
+    thread, and nothing waits for it); its exception is raised here."""
+    box: list = []
+
+    def run():
+        try:
+            box.append((True, fn()))
+        except BaseException as exc:  # handed to the caller
+            box.append((False, exc))
+
+    worker = threading.Thread(target=run, name="memtier-policy", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if not box:
+        return None
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+def tool_decision(decision: Decision | None, bound: str) -> ToolDecision | None:
+    """What pre_tool answers the host: a hold, a supplement (with what bound Hooks deliver), or None."""
+    if decision is not None and decision.action == "intervene":
+        return ToolDecision(block=True, block_reason=redact(decision.text())[0])
+    parts = [decision.text()] if decision is not None and decision.action == "supplement" else []
+    if bound:
+        parts.append(f"{BOUND_HEADER}\n{bound}")
+    return ToolDecision(supplement=redact("\n".join(parts))[0]) if parts else None
+
+
+class PreCommit:
+    """The pre-commit check of one workspace.
+
+    ``items(project, ts)``: the standing items in scope; ``lexical()`` and ``scorer()``: the standing
+    scorers without and with the embedder; ``history(prefix, agent_id)``: (time, id, text) of the tool
+    entries ``agent_id`` may read that start with ``prefix``, oldest first.
+    """
+
+    def __init__(self, config, *, items: Callable, lexical: Callable, scorer: Callable, history: Callable):
+        self.config = config
+        self._items, self._lexical, self._scorer, self._history = items, lexical, scorer, history
+        self._policy_error = ""  # the last scheduling.policy problem logged (logged once, not per call)
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.scheduling.mode in ("intervention", "combined") and self.config.standing.enabled
+
+    def decide(self, tool: str, params: dict, *, task: str, state, project: str, agent_id: str, ts: float,
+               collect_features: bool = False, collect_pairs: bool = False) -> Decision:
+        """The decision for one proposed call; ``state.standing_task`` caches the policy's evidence per task.
+        ``collect_*``: evaluation and training trace the policy's features without a policy."""
+        items = self._items(project, ts)
+        scored = [(it, s) for it, s, _ in self._lexical().score(f"{tool.replace('_', ' ')} {task[-500:]}", items)]
+        decision = decide(tool, params, ts=ts, task_text=task, standing=scored,
+                          failures=self.failures(tool, params, agent_id))
+        policy = self.policy
+        if (policy is not None or collect_features) and decision.action != "intervene":
+            decision = self._learned(decision, policy, tool, params, task, project, state, ts, collect_pairs)
+        return decision
+
+    def failures(self, tool: str, params: dict, agent_id: str) -> list[Evidence]:
+        """Earlier identical calls (tool and arguments) that failed and never succeeded since."""
+        prefix = call_prefix(tool, params)
+        out: list[Evidence] = []
+        for _ts, eid, content in self._history(prefix, agent_id):
+            if content[len(prefix):].startswith("FAILED"):
+                out.append(Evidence(eid, content[:300], "failure", "the same call failed"))
+            else:
+                out = []  # a later success of the same call: the failure is history
+        return out
+
+    @property
+    def policy(self):
+        """The learned policy ``scheduling.policy`` names, or None: unset, or unusable (logged once)."""
+        path = learned.policy_path(self.config)
+        if path is None:
+            return None
+        try:
+            pol = learned.load_policy(path)
+        except (ConfigError, OSError) as exc:
+            return self._refused(str(exc))
+        emb = self._scorer().embedder
+        if pol.embedder and getattr(emb, "name", "") != pol.embedder:
+            return self._refused(f"{path}: trained with the {pol.embedder} embedder, which "
+                                 "standing.embedder does not give here")
+        if pol.uses_pairs:
+            from ..recall.rerank import SETUP_HINT, CrossEncoder, model_folder
+
+            if not CrossEncoder(model_folder(self.config.rerank.model_dir)).available():
+                return self._refused(f"{path}: reads cross-encoder features and the cross-encoder is not "
+                                     f"set up ({SETUP_HINT})")
+        return pol
+
+    def _refused(self, msg: str) -> None:
+        if self._policy_error != msg:
+            self._policy_error = msg
+            log.error("memtier scheduling.policy: %s; the fixed rule decides", msg)
+        return None
+
+    def _evidence(self, policy, params: dict, task: str, project: str, state, ts: float, collect_pairs: bool):
+        """(the standing items that best apply to the task, the policy's features of this call)."""
+        from ..recall.rerank import SETUP_HINT
+
+        request = task[-500:]
+        cached = state.standing_task
+        if cached is None or cached[0] != request:
+            items = [it for it in self._items(project, ts) if it.label in (*CHECKED_KINDS, "choice")]
+            scored = [(it, s) for it, s, _ in self._scorer().score(request, items)] if request.strip() else []
+            cached = state.standing_task = (request, scored[:4])
+        pairs = policy.uses_pairs if policy is not None else collect_pairs
+        ce = learned.pair_scorer(self.config.rerank.model_dir) if pairs else None
+        if ce is None and policy is not None and policy.uses_pairs:
+            raise RuntimeError("the policy reads cross-encoder features and the cross-encoder cannot run "
+                               f"here ({SETUP_HINT})")
+        wide = policy.uses_evidence if policy is not None else True  # tracing: every feature
+        return cached[1], learned.features(learned.call_text(params, task), request, cached[1], self._scorer().embedder, ce,
+                                   evidence=wide)
+
+    def _learned(self, rule: Decision, policy, tool: str, params: dict, task: str, project: str, state, ts: float,
+                 collect_pairs: bool) -> Decision:
+        """The learned policy's action for a call the fixed rule did not hold (Pulse §3.4). An explicit choice
+        in the task (an argument its words name) is silent, as the fixed rule has it. A failure keeps the
+        fixed rule's hold or supplement, and turns its silence into a supplement (never a silent allow)."""
+        try:
+            timeout_ms = self.config.scheduling.policy_timeout_ms
+            done = bounded(lambda: self._evidence(policy, params, task, project, state, ts, collect_pairs),
+                           timeout_ms / 1000.0)
+            if done is None:  # still embedding: it finishes in the background (cached for the next call)
+                log.warning("memtier intervention policy: no answer for %s within %.0f ms", tool, timeout_ms)
+                return self._unchecked(rule, policy, f"the learned intervention check did not finish within "
+                                                     f"{timeout_ms:.0f} ms: review this call against the user's "
+                                                     "standing preferences before it commits", "policy_timeout")
+            scored, feats = done
+            if feats is None:
+                return rule
+            explicit = learned.explicit_choice(params, task)
+            out = {**rule.features, "rule_action": rule.action, "explicit_choice": explicit, "policy_features": feats}
+            if policy is None:
+                return Decision(rule.action, rule.evidence, rule.reason, out)
+            action, probs = policy.act(feats)
+            if explicit:
+                action = "silent"  # the task asks for this explicitly: a general habit neither holds nor nags
+            out.update(policy=policy.source, policy_action=action, policy_probs=probs)
+            return _quoting(action, scored, feats, policy, out)
+        except Exception:
+            log.exception("memtier intervention policy failed for %s", tool)
+            return self._unchecked(rule, policy, "the learned intervention check failed for this call: review it "
+                                                 "against the user's standing preferences before it commits",
+                                   "policy_error")
+
+    @staticmethod
+    def _unchecked(rule: Decision, policy, text: str, flag: str) -> Decision:
+        """With a policy set, a check that did not run says so in a supplement; otherwise the rule stands."""
+        if policy is None or rule.action != "silent":
+            return rule
+        return Decision("supplement", [], text, {**rule.features, flag: True})
+
+
+def _quoting(action: str, scored: list, feats: dict, policy, features_: dict) -> Decision:
+    """The policy's action as a Decision: a hold quotes first the item the call conflicts with (the evidence
+    features' selection), then the one that applies best to the task; a supplement the other way round."""
+    picked = [learned.conflicting_item(scored, feats, policy), scored[0]]
+    picked = picked if action == "intervene" else picked[::-1]
+    ev = [Evidence(it.id, it.content, it.label, f"applies to the task ({s:.2f})")
+          for it, s in dict((it.id, (it, s)) for it, s in picked).values()]
+    if action == "intervene":
+        return Decision("intervene", ev, f"held: this call goes against a standing {ev[0].kind}", features_)
+    if action == "supplement":
+        return Decision("supplement", ev, "standing knowledge that applies to this call", features_)
+    return Decision("silent", [], "", features_)
+
+
+__all__ = ["PreCommit", "bounded", "tool_decision"]

@@ -1,0 +1,62 @@
+"""Maintaining the layers: the one path the hooks (at task boundaries) and the daemon (per batch) share.
+
+MemSidecar §3.2: at a task boundary the user's words become standing knowledge
+(:func:`maintain`: rules always, the configured model too when
+``standing.extractor: model``, its output validated data), a successful run
+becomes a skill and the working state is written (:func:`task_boundary`).
+Delivered episodes whose standing knowledge was revised since are labelled
+(:func:`mark_revised`), so an old value is never delivered as current.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+log = logging.getLogger(__name__)
+
+
+def maintain(global_store, messages: list[tuple[str, str, str]], *, config, client=None, agent_id: str,
+             session_id: str, project: str, ts: float) -> list[dict]:
+    """The Global layer from one session's ``messages`` ((entry id, role, text), in order): extract, dedupe,
+    upsert. ``client``: the chat model, asked when ``standing.extractor`` is ``model``. The records written."""
+    if not config.standing.enabled or not messages:
+        return []
+    from .extract import from_session, model_candidates
+
+    candidates = from_session(messages)
+    if client is not None and config.standing.extractor == "model":
+        try:  # the model proposes too; rules stay the floor
+            deadline = time.monotonic() + config.model.hook_deadline_s
+            candidates += model_candidates(client, messages, deadline=deadline)
+        except Exception as exc:
+            log.warning("model extraction of standing knowledge failed (%s); rules only", exc)
+    return global_store.upsert(candidates, agent_id=agent_id, session_id=session_id, project=project, ts=ts)
+
+
+def task_boundary(global_store, skills, state_ledger, messages: list[tuple[str, str, str]], calls: list[dict], *,
+                  config, client=None, success: bool, run_id: str, agent_id: str, session_id: str, project: str,
+                  ts: float) -> None:
+    """agent_end maintenance: standing knowledge from the run's words; a skill from a successful run (its
+    first user message is the goal); the working state (the last reply and the calls)."""
+    if not config.standing.enabled:
+        return
+    from .workspace_layer import learn_skill, record_state
+
+    maintain(global_store, messages, config=config, client=client, agent_id=agent_id, session_id=session_id,
+             project=project, ts=ts)
+    goal = next((m[2] for m in messages if m[1] == "user"), "")
+    if success and calls and goal:
+        learn_skill(skills, goal=goal, calls=calls, run_id=run_id, session_id=session_id, agent_id=agent_id,
+                    entry_ids=[m[0] for m in messages], ts=ts)
+    last = next((m[2] for m in reversed(messages) if m[1] == "assistant"), "")
+    if last or calls:
+        record_state(state_ledger, session_id=session_id, progress=last, calls=calls, ts=ts)
+
+
+def mark_revised(global_store, hits) -> None:
+    """Label delivered episodes whose standing knowledge was revised since (their old value is not current)."""
+    revised = global_store.revised_sources()
+    for hit in hits:
+        if not hit.standing:
+            hit.revised_by = next((revised[s] for s in hit.sources if s in revised), "")

@@ -1,0 +1,205 @@
+"""The rooms one workspace's memory is made of, each created on first use (a hook pays only for what it uses).
+
+:class:`Rooms` holds the ledger and, lazily, the retriever (``recall``), the chat
+model (``models``), the Global and Workspace layers and their scorers
+(``layers``), Foresight and the Hooks scheduler (``scheduling``) and the
+pre-commit check (``intervention``); it warms them up before a long-lived
+process serves and stops their background work on close. The facade
+(:class:`memtier_plugin.memory.Memory`) adds the hooks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from .config import Config
+from .events import HookContext
+from .store.episodic import Ledger
+
+log = logging.getLogger(__name__)
+
+
+class Rooms:
+    """One workspace's rooms, created on first use and shared by every hook of the process."""
+
+    def __init__(self, config: Config, *, clock=time.time):
+        self.config = config
+        self.clock = clock
+        self.ledger = Ledger(config.memory_root, clock=clock)
+        self._lock = threading.RLock()  # a room made on first use may need another (Foresight: the retriever)
+        self._retriever = self._model_client = self._global = self._scorer = self._lexical = None
+        self._hooks = self._foresight = self._pre_commit = self._items = None
+        self._workspace: dict[tuple[str, str], Any] = {}
+        self._warm_thread: threading.Thread | None = None
+
+    def visible_agents(self, agent_id: str) -> list[str] | None:
+        """Agents whose episodic ledgers ``agent_id`` may read (None: all, for orchestrators)."""
+        return None if agent_id in self.config.agents.global_read else [agent_id]
+
+    def _once(self, name: str, make):
+        with self._lock:
+            if getattr(self, name) is None:
+                setattr(self, name, make())
+            return getattr(self, name)
+
+    @property
+    def retriever(self):
+        from .recall.retriever import COLD_EMBED, Retriever
+
+        def make():
+            r = Retriever(self.config, self.ledger)
+            r.cold_embed_limit = COLD_EMBED  # a hook never embeds a big cold store in place
+            return r
+        return self._retriever if self._retriever is not None else self._once("_retriever", make)
+
+    @property
+    def model_client(self):
+        """The chat-model client (``models.chat.ModelClient``) when ``model.enabled``, else None."""
+        if not self.config.model.enabled:
+            return None
+        from .models.chat import ModelClient, ModelConfig
+
+        return self._once("_model_client", lambda: ModelClient(ModelConfig.from_section(self.config.model)))
+
+    @property
+    def global_store(self):
+        from .layers.global_layer import GlobalStore
+
+        return self._once("_global", lambda: GlobalStore(self.config.memory_root, fsync=self.ledger.fsync))
+
+    def workspace_store(self, sub: str, project: str):
+        """The project's skills (``procedural``) or working state (``state``) ledger."""
+        from .layers.workspace_layer import ProjectLedger
+
+        with self._lock:
+            if (sub, project) not in self._workspace:
+                self._workspace[(sub, project)] = ProjectLedger(self.config.memory_root, sub, project,
+                                                                fsync=self.ledger.fsync)
+            return self._workspace[(sub, project)]
+
+    @property
+    def scorer(self):
+        """Standing applicability with the embedder (``standing.embedder``), for prompts."""
+        from .layers.standing import StandingScorer
+        from .layers.topics import topic_tree
+        from .recall.backends import standing_embedder
+
+        def make():
+            emb, note = standing_embedder(self.config, self._retriever.embedder if self._retriever else None)
+            if note:
+                log.warning("%s", note)
+            return StandingScorer(self.config, topic_tree(self.config.memory_root), emb)
+        return self._once("_scorer", make)
+
+    @property
+    def lexical_scorer(self):
+        """Standing applicability from topic routes and words only (pre_tool stays well under a millisecond)."""
+        from .layers.standing import StandingScorer
+        from .layers.topics import topic_tree
+
+        return self._once("_lexical", lambda: StandingScorer(self.config, topic_tree(self.config.memory_root), None))
+
+    @property
+    def foresight(self):
+        """The Foresight scheduler when ``foresight.enabled``, else None (docs/foresight.md)."""
+        if not self.config.foresight.enabled:
+            return None
+        from .layers.topics import topic_tree
+        from .scheduling.foresight import build
+
+        client = self.model_client if self.config.foresight.predictor == "model" else None
+        return self._foresight or self._once("_foresight", lambda: build(
+            self.config, self._prepare, self.retriever, topic_tree(self.config.memory_root), client))
+
+    @property
+    def hook_scheduler(self):
+        from .scheduling.hooks import HookScheduler
+
+        hooks = self.config.hooks
+        return self._once("_hooks", lambda: HookScheduler(self.config.memory_root / "hooks", clock=self.clock,
+                                                          max_entries=hooks.max_entries, max_chars=hooks.max_chars))
+
+    @property
+    def pre_commit(self):
+        """Pulse's pre-commit check (intervention/pre_commit.py)."""
+        from .intervention.pre_commit import PreCommit
+
+        return self._once("_pre_commit", lambda: PreCommit(
+            self.config, items=self.standing_items, lexical=lambda: self.lexical_scorer, scorer=lambda: self.scorer,
+            history=self._tool_history))
+
+    def standing_items(self, project: str, now: float) -> list:
+        """Every standing item in scope: current Global nodes for ``project`` and its skills."""
+        from .layers.standing import StandingItems
+
+        items = self._items or self._once("_items", StandingItems)
+        return items(self.global_store, self.workspace_store("procedural", project), self.scorer.tree, project, now)
+
+    def directory(self, project: str, now: float) -> dict[str, list[str]]:
+        """The visible topic directory (MemSidecar I): topic → the standing items of ``project`` under it."""
+        from .layers.standing import directory
+
+        if not self.config.standing.enabled:
+            return {}
+        return directory(self.standing_items(project, now), self.scorer.tree)
+
+    def session_messages(self, ctx: HookContext) -> list[tuple[str, str, str]]:
+        """(entry id, role, text) of the session's entries of this agent, in order (the last 400)."""
+        self.retriever.refresh()
+        return self.retriever.episodic.session_entries(ctx.session_id, ctx.agent_id)[-400:]
+
+    def _tool_history(self, prefix: str, agent_id: str) -> list[tuple[float, str, str]]:
+        self.retriever.refresh()
+        return self.retriever.episodic.tool_history(prefix, self.visible_agents(agent_id))
+
+    def _extractor(self):
+        return self.model_client if self.config.standing.extractor == "model" else None
+
+    def warm_up(self) -> dict[str, float]:
+        """Before a long-lived process serves (the sidecar, the MCP server): open the index, load the vectors
+        and the models, so its first prompt does not pay for them. Best effort: a failure is logged and the
+        first prompt loads what is missing, as without it. Seconds per part."""
+        t0 = time.perf_counter()
+        try:
+            out = self.retriever.warm_up()
+            emb = self.scorer.embedder if self.config.standing.enabled else None
+            if emb is not None and emb is not self.retriever.embedder:
+                t1 = time.perf_counter()
+                emb.embed(["memtier warm-up"])
+                out["standing_embedder_s"] = time.perf_counter() - t1
+        except Exception:
+            log.warning("memtier: warming up %s failed; the first prompt loads what it needs",
+                        self.config.memory_root, exc_info=True)
+            out = {}
+        out["total_s"] = time.perf_counter() - t0
+        return out
+
+    def warm_up_in_background(self) -> threading.Thread:
+        """:meth:`warm_up` in a thread of its own (the sidecar, the MCP server: neither their start nor their
+        first request waits for it); :meth:`close` waits for it, so no model runs while the process exits."""
+        with self._lock:
+            if self._warm_thread is None or not self._warm_thread.is_alive():
+                self._warm_thread = threading.Thread(target=self._warm_up_logged, name="memtier-warm-up",
+                                                     daemon=True)
+                self._warm_thread.start()
+            return self._warm_thread
+
+    def _warm_up_logged(self) -> None:
+        warm = self.warm_up()
+        log.info("memtier: warmed up in %.2f s (%s)", warm.get("total_s", 0.0),
+                 ", ".join(f"{k} {v:.2f}" for k, v in warm.items() if k != "total_s") or "nothing to load")
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop background work (the warm-up, Foresight's thread, background embedding) and wait for it, so no
+        model is left running (a process exiting under one can crash); the Memory stays usable."""
+        warm = self._warm_thread
+        if warm is not None:
+            warm.join(timeout)  # (a model load cannot be interrupted; it is short)
+        fs = self._foresight
+        if fs is not None:
+            fs.close()
+        if self._retriever is not None:
+            self._retriever.close()
