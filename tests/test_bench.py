@@ -5,6 +5,8 @@ import json
 import math
 from collections import Counter
 
+import pytest
+
 from conftest import run_cli
 from memtier_plugin.bench import retrieval as bench
 from memtier_plugin.cli.bench_cmd import table
@@ -132,3 +134,18 @@ def test_consolidation_statements_give_a_fact_naming_the_word():
     words = unique_words(50, random.Random(0))
     assert len(set(words)) == 50
     assert all(any(w in f.content for f in extract_facts(statement(i, w))) for i, w in enumerate(words))
+
+
+def test_one_percentile_with_q_in_0_to_100_matches_numpy():
+    import numpy as np
+
+    from memtier_plugin.bench.stats import percentile
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 7, 100):
+        values = rng.random(n).tolist()
+        for q in (0, 5, 50, 95, 100):
+            assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
+    assert percentile([], 50) is None
+    with pytest.raises(ValueError, match="q must lie in"):
+        percentile([1.0], 0.5 * 1000)

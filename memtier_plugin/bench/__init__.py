@@ -6,5 +6,6 @@ Modules by purpose:
 * :mod:`.consolidation`: ``bench consolidation``, append → promoted fact visible;
 * :mod:`.bridge`: ``bench bridge``, what the HTTP sidecar adds to a hook;
 * :mod:`.latency`: ``bench latency``, before_prompt_build on a replayed task;
-* :mod:`.hooks`: ``bench sidecar``, one pre_tool decision with N bound Hooks and the policy.
+* :mod:`.hooks`: ``bench sidecar``, one pre_tool decision with N bound Hooks and the policy;
+* :mod:`.stats`: the one ``percentile`` (q in 0–100) every benchmark reports with.
 """

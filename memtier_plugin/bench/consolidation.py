@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from ..consolidation.facts import extract_facts
+from .stats import percentile
 
 TARGET_P50_MS = 1000.0   # issue 6: append → promoted fact visible in recall ≤ 1 s at p50
 POLL_S = 0.010
@@ -51,16 +52,6 @@ def unique_words(n: int, rng: random.Random) -> list[str]:
 
 def statement(i: int, word: str) -> str:
     return f"My locker code for gym-{i} is {word}."
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    k = (len(s) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
 class DaemonProcess:
@@ -186,11 +177,11 @@ def _run(words: list[str], appends: int, workdir: str | None, progress: bool) ->
                 print(f"  append {i + 1}/{appends}: {shown} ({n} recalls)", file=sys.stderr, flush=True)
         rc = daemon.stop()
         daemon = None
-        p50 = percentile(latencies, 0.5)
+        p50 = percentile(latencies, 50)
         result = {
             "appends": appends,
             "promote_visible_p50_ms": p50,
-            "promote_visible_p95_ms": percentile(latencies, 0.95),
+            "promote_visible_p95_ms": percentile(latencies, 95),
             "promote_visible_max_ms": max(latencies) if latencies else None,
             "promote_visible_min_ms": min(latencies) if latencies else None,
             "misses": len(missed),
@@ -198,7 +189,7 @@ def _run(words: list[str], appends: int, workdir: str | None, progress: bool) ->
             "poll_interval_ms": POLL_S * 1000,
             "deadline_s": DEADLINE_S,
             "idle_before_append_s": round(debounce + IDLE_EXTRA_S, 4),
-            "recalls_per_append_p50": percentile([float(p) for p in polls], 0.5),
+            "recalls_per_append_p50": percentile([float(p) for p in polls], 50),
             "daemon_ready_s": ready_s,
             "daemon_exit_code": rc,
             "daemon_clean_exit": rc == 0,

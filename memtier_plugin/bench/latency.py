@@ -36,7 +36,8 @@ from typing import Callable
 import numpy as np
 import orjson
 
-from .retrieval import percentile, vocabulary
+from .retrieval import vocabulary
+from .stats import percentile
 
 FIXTURE = Path(__file__).resolve().parents[2] / "workspace-fixtures" / "foresight"
 AGENT, PROJECT = "planner", "offsite"

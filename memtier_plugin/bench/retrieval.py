@@ -29,6 +29,8 @@ from typing import Callable
 import numpy as np
 import orjson
 
+from .stats import percentile
+
 VOCAB_SIZE = 50_000
 ZIPF_S = 1.0
 ENTRY_WORDS = (10, 60)
@@ -45,10 +47,6 @@ RANK_BM25_QUERIES = 40
 APPENDS = 40
 WARMUP = 5
 _CONS, _VOW = "bdfghklmnprstvz", "aeiou"
-
-
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values, np.float64), q)) if values else float("nan")
 
 
 # ---------------------------------------------------------------- generation
