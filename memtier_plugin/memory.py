@@ -52,6 +52,19 @@ class Memory(Rooms):
         self.collect_policy_pairs = False  # ... and the cross-encoder's (call, clause) features with them
         self.last_decision = None  # the last pre_tool decision (intervention.rules.Decision), for evaluation
 
+    @classmethod
+    def from_config(cls, config: Config, **kw) -> Memory:
+        """A Memory for ``config`` that :func:`memory_for` gives every hook of its workspace in this process
+        (``memtier serve``, ``mcp`` and ``demo`` load their config once, from their own flags)."""
+        mem = cls(config, **kw)
+        with _services_lock:
+            old = _services.get(_key(config.workspace))
+            _services[_key(config.workspace)] = mem
+        if old is not None and old is not mem:
+            with best_effort("closing the replaced service failed"):
+                old.close()
+        return mem
+
     def run(self, ctx: HookContext) -> RunState:
         """The state of ``ctx``'s run (keyed by session and run id)."""
         return self.runs.get_or_start(ctx.session_id, ctx.run_id, self.clock())
@@ -264,10 +277,14 @@ _services: dict[str, Memory] = {}
 _services_lock = threading.Lock()
 
 
+def _key(workspace) -> str:
+    return str(Path(workspace).expanduser()) if workspace else ""
+
+
 def memory_for(ctx: HookContext) -> Memory:
     """The Memory of ``ctx.workspace_dir`` (config: flag-free load, env > file > default), or the one a command
     registered for that workspace with :meth:`Memory.from_config`."""
-    key = str(Path(ctx.workspace_dir).expanduser()) if ctx.workspace_dir else ""
+    key = _key(ctx.workspace_dir)
     with _services_lock:
         mem = _services.get(key)
         if mem is None:

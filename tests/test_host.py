@@ -127,3 +127,26 @@ def test_demo_runs_and_leaks_no_secret(tmp_path):
             for s in secrets:
                 assert s.encode() not in data, f"{s[:6]}… leaked into {path}"
     assert list((into / "memory" / "episodic").iterdir())
+
+
+def test_a_command_gives_its_config_to_the_hooks_without_the_environment(tmp_path, monkeypatch):
+    """Memory.from_config: the hooks of the workspace get the command's config (here a preset no file or
+    variable names), and nothing is written to os.environ."""
+    import os
+
+    from memtier_plugin.config import load_config
+    from memtier_plugin.memory import Memory, memory_for, reset_services
+
+    for var in ("MEMTIER_WORKSPACE", "MEMTIER_CONFIG", "MEMTIER_PRESET"):
+        monkeypatch.delenv(var, raising=False)
+    before = dict(os.environ)
+    reset_services()
+    try:
+        cfg = load_config(flags={"paths.workspace": str(tmp_path / "ws"), "preset": "hybrid-fast"})
+        mem = Memory.from_config(cfg)
+        got = memory_for(HookContext(agent_id="a", workspace_dir=str(tmp_path / "ws")))
+        assert got is mem and got.config.preset == "hybrid-fast"
+        assert memory_for(HookContext(agent_id="a", workspace_dir=str(tmp_path / "other"))).config.preset != "hybrid-fast"
+        assert dict(os.environ) == before
+    finally:
+        reset_services()

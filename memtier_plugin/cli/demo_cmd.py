@@ -36,16 +36,15 @@ def demo(state, scenario, into, plugin_dir, quiet):
     """Replay the bundled multi-session scenario and show, turn by turn, what memory did."""
     from ..host import Host, replay_session
     from ..store.episodic import Ledger
-    from ..memory import memory_for, reset_services
+    from ..config import load_config
+    from ..memory import Memory, memory_for, reset_services
     from ..redact import redact
 
     scen = find_scenario(scenario)
     workspace = Path(into) if into else Path(tempfile.mkdtemp(prefix="memtier-demo-"))
     workspace.mkdir(parents=True, exist_ok=True)
-    os.environ["MEMTIER_WORKSPACE"] = str(workspace)
-    if state.config_path:
-        os.environ["MEMTIER_CONFIG"] = str(Path(state.config_path).resolve())
     reset_services()
+    Memory.from_config(load_config(state.config_path, flags={**state.flags(), "paths.workspace": str(workspace)}))
     host = Host()
     if plugin_dir:
         host.load_plugin_dir(plugin_dir)

@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
 import click
 import orjson
 
 
 def export_config(state):
-    """The command's config, also handed to the hooks through the environment.
+    """The command's config, given to every hook of its workspace in this process.
 
-    The hooks load their config by workspace (``memory.memory_for``), flag-free;
-    a long-running server is the whole process, so exporting ``--workspace``,
-    ``--config`` and ``--preset`` makes them see what this command was given.
-    A bad config stops here, with one line.
+    The hooks find their memory by workspace (``memory.memory_for``); the command
+    registers the Memory of the config its flags name (``--workspace``,
+    ``--config``, ``--preset``) with ``Memory.from_config``, so the hooks see what
+    this command was given. A bad config stops here, with one line.
     """
+    from ..memory import Memory
+
     cfg = state.config
-    os.environ["MEMTIER_WORKSPACE"] = str(cfg.workspace)
-    if state.config_path:
-        os.environ["MEMTIER_CONFIG"] = str(Path(state.config_path).resolve())
-    if state.preset:
-        os.environ["MEMTIER_PRESET"] = state.preset
+    Memory.from_config(cfg)
     return cfg
 
 
