@@ -11,7 +11,7 @@ Precedence, implemented once in :func:`load_config`:
   and ``MEMTIER_PRESET``. Values are parsed as YAML; a text key's value stays text.
 * Flags arrive as a dict of dotted keys (``{"retrieval.top_k": 2}``).
 
-A preset (``paper`` or ``recommended``) is applied where it is named: above
+A preset (one of :data:`PRESETS`: ``paper``, ``recommended``, ``hybrid``, ``hybrid-fast``) is applied where it is named: above
 the layers below it, below the other keys of its own layer. Unknown keys, wrong types and out-of-range values stop
 startup with one :class:`ConfigError` line naming the file, the key and what
 was expected. Numbers must be finite (no NaN, no infinity); text must be UTF-8
@@ -40,7 +40,6 @@ from .errors import ConfigError
 DEFAULT_WORKSPACE = "~/.openclaw/workspace"
 ENV_PREFIX = "MEMTIER_"
 
-SIGNALS = ("sem", "bm25", "decay", "cw", "tier")
 TIERS = ("episodic", "semantic", "procedural")
 EPISODIC_ROLES = ("user", "assistant", "tool", "system")
 
@@ -266,8 +265,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "recommended": {"retrieval.top_k": 2, "packing.token_budget": 600},
     # recall-first hybrid: bge-small φsem, soft scoping, cross-encoder re-ranking of a deep head (~2 s a recall on
     # one core; docs/evaluation.md has its numbers; both models: memtier model setup --embedder --reranker)
-    # no time decay and a milder BM25 length norm (b 0.5: a reply's key holds its question's words too): on
-    # LoCoMo dev without re-ranking recall@10 0.766 -> 0.776, LongMemEval-S unchanged (docs/retrieval.md)
+    # no time decay and a milder BM25 length norm (b 0.5: a reply's key holds its question's words too); what it
+    # changed on LoCoMo and LongMemEval is measured in docs/retrieval.md
     "hybrid": {"retrieval.top_k": 4, "packing.token_budget": 300, "retrieval.scoping": "soft",
                "weights.sem": 1.5, "weights.decay": 0.0, "bm25.b": 0.5, "embeddings.backend": "bge-small",
                "rerank.backend": "cross-encoder", "rerank.top_n": 200},

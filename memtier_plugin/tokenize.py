@@ -1,4 +1,4 @@
-"""The one tokeniser shared by BM25, Jaccard overlap and token counts.
+"""The tokeniser BM25, Jaccard overlap and token counts share (the hashing embedder keeps its own stop words).
 
 Runs on every hook call, so it is one precompiled regex and one frozenset
 lookup per token. Tokens are case-folded runs of Unicode letters and digits

@@ -149,3 +149,10 @@ def test_one_percentile_with_q_in_0_to_100_matches_numpy():
     assert percentile([], 50) is None
     with pytest.raises(ValueError, match="q must lie in"):
         percentile([1.0], 0.5 * 1000)
+
+
+def test_bench_hooks_is_bench_sidecar_under_the_name_of_what_it_measures(tmp_path):
+    outs = [run_cli("bench", name, "--hooks", "0", "--calls", "100", "--json") for name in ("sidecar", "hooks")]
+    docs = [json.loads(p.stdout) for p in outs]
+    assert [sorted(d["sidecar"][0]) for d in docs][0] == sorted(docs[1]["sidecar"][0])
+    assert docs[0]["sidecar"][0]["hooks"] == docs[1]["sidecar"][0]["hooks"] == 0

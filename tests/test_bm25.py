@@ -97,7 +97,7 @@ def test_incremental_equals_bulk(corpus, monkeypatch):
         for index in (one_by_one, mixed):
             np.testing.assert_allclose(index.get_scores(q), expected, rtol=1e-6)
     assert len(one_by_one) == len(mixed) == len(corpus)
-    assert [one_by_one.doc_len(i) for i in range(len(corpus))] == [len(d) for d in corpus]
+    assert [doc_len(one_by_one, i) for i in range(len(corpus))] == [len(d) for d in corpus]
     assert one_by_one.avgdl == pytest.approx(sum(map(len, corpus)) / len(corpus))
 
 
@@ -170,6 +170,12 @@ def test_load_errors(tmp_path):
         BM25Index.load(tmp_path)
 
 
+def doc_len(index: BM25Index, doc: int) -> int:
+    """A document's length as the index holds it (a test's view of its internals)."""
+    assert 0 <= doc < len(index)
+    return int(index._dl[doc])
+
+
 def test_empty_index_and_docs():
     index = BM25Index()
     assert len(index) == 0 and index.avgdl == 0.0
@@ -177,8 +183,6 @@ def test_empty_index_and_docs():
     assert index.add([]) == 0
     assert index.add_many([[], ["x"]]) == range(1, 3)
     assert list(index.score(["x"])[0]) == [2]
-    assert index.doc_len(0) == 0
-    with pytest.raises(IndexError):
-        index.doc_len(3)
+    assert doc_len(index, 0) == 0 and index.avgdl == pytest.approx(1 / 3)
     with pytest.raises(SearchIndexError):
         BM25Index(idf="tfidf")

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memtier_plugin.errors import ConfigError, ModelError
+from memtier_plugin.errors import ModelError
 from memtier_plugin.consolidation.facts import facts_schema
 from memtier_plugin.models.chat import (
     ChatResult, CircuitBreaker, CircuitOpen, ModelClient, ModelConfig, UNSCORED_TOKEN_LOGPROB,
@@ -577,16 +577,6 @@ def test_chat_rejects_answers_the_full_facts_schema_forbids(server, make_client,
     with pytest.raises(ModelError, match=problem):
         make_client().chat(MSGS, schema=facts_schema())
     assert len(server.requests) == 1  # a schema violation is not retried
-
-
-def test_config_from_mapping():
-    cfg = ModelConfig.from_mapping({"base_url": "http://127.0.0.1:8080/v1", "model": "q",
-                                    "api_key_env": "K", "timeout_s": 5})
-    assert cfg.chat_url == "http://127.0.0.1:8080/v1/chat/completions" and cfg.max_retries == 2
-    with pytest.raises(ConfigError, match="api_key"):
-        ModelConfig.from_mapping({"base_url": "x", "model": "q", "api_key": "sk-..."})
-    with pytest.raises(ConfigError, match="model"):
-        ModelConfig.from_mapping({"base_url": "x"})
 
 
 def test_daemon_batches_after_an_unanswered_one_do_not_wait_again(server, tmp_path):

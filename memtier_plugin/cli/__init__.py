@@ -94,12 +94,7 @@ class MemtierGroup(click.Group):
             doc = _docstring(module, attr)
             if doc is not None:
                 return click.Command(cmd_name, help=doc)
-        try:
-            mod = importlib.import_module(f"{__name__}.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith(__name__):
-                return None  # command family not present in this build
-            raise
+        mod = importlib.import_module(f"{__name__}.{module}")
         self.add_command(getattr(mod, attr), cmd_name)
         return self.commands[cmd_name]
 

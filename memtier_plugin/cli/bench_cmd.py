@@ -361,3 +361,7 @@ def table(rows: list[dict]) -> str:
         cells.append(line)
     widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells)
+
+
+# MemSidecar's Hooks are what it measures (with the learned policy): `bench hooks` names it so; `bench sidecar` stays.
+bench.add_command(sidecar, "hooks")

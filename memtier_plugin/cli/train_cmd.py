@@ -1,4 +1,5 @@
-"""`memtier train`: learn the retrieval weight vector with group-relative PPO (MemTier §3.5)."""
+"""`memtier train`: learn the retrieval weight vector with PPO (MemTier §3.5); `memtier train policy`: the
+intervention policy with GRPO (Pulse §3.4)."""
 
 from __future__ import annotations
 

@@ -2,10 +2,12 @@
 
 For every LongMemEval question (every LoCoMo conversation) a fresh workspace
 is written through :class:`~memtier_plugin.store.episodic.Ledger` (haystack dates as
-timestamps), consolidated into semantic facts by the same heuristic extractor
-the daemon uses, and queried with :meth:`Retriever.rank` — the ranking
-before_prompt_build packs from — at the question date as "now". Durability
-(fsync) is off for these throwaway workspaces; nothing else differs.
+timestamps), given semantic facts by the heuristic extractor the daemon uses
+(without the daemon's batch dedup, supersession and eligibility rules), and
+queried with :meth:`Retriever.rank` — the ranking before_prompt_build packs
+from — at the question date as "now". Durability (fsync) is off for these
+throwaway workspaces. Standing layers, Hooks and Foresight are not part of
+this ranking.
 """
 
 from __future__ import annotations

@@ -38,9 +38,8 @@ log = logging.getLogger(__name__)
 STANDING_BASE = 10.0  # standing hits sort ahead of fused episode scores (which stay below ~3)
 SEM_FLOOR, SEM_SPAN = 0.30, 0.25  # embedding cosine → [0, 1] applicability (bge-small's scale)
 # routed(): an item is reachable through its topics (their words, or — with an embedder — the topics the
-# embeddings of prompt and item are nearest to), its words, or a near-certain embedding match. Measured on the
-# PrefEval dev explicit pairs (docs/standing.md): these gates reach 0.958 of the questions' own preferences
-# and 0.108 of the preferences of other PrefEval topics; word routes with a 0.7 embedding gate reached 0.929 / 0.130.
+# embeddings of prompt and item are nearest to), its words, or a near-certain embedding match. How these gates
+# were chosen, and what they reach on PrefEval, is in docs/standing.md.
 TOPIC_GATE, LEXICAL_GATE, SEM_GATE = 0.30, 0.10, 0.90
 ROUTE_GATE, ROUTE_DELTA = 0.30, 0.04  # embedding route: the topics within 0.04 of the nearest one
 

@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import httpx
 
-from ..errors import ConfigError, ModelError
+from ..errors import ModelError
 from .output import is_finite_number, parse_json, validate
 
 log = logging.getLogger(__name__)
@@ -58,18 +58,6 @@ class ModelConfig:
     max_tokens: int = 512
     json_mode: bool = True
     circuit_breaker_s: float = 60.0  # how long an unreachable endpoint is not called again; 0 = never skip
-
-    @classmethod
-    def from_mapping(cls, mapping: dict, *, where: str = "model") -> "ModelConfig":
-        """Build from a YAML ``model:`` section; unknown or missing keys raise ConfigError."""
-        fields = set(cls.__dataclass_fields__)
-        unknown = set(mapping) - fields
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(fields)}")
-        missing = {"base_url", "model"} - set(mapping)
-        if missing:
-            raise ConfigError(f"{where}: missing key(s) {sorted(missing)}")
-        return cls(**mapping)
 
     @classmethod
     def from_section(cls, section: object) -> "ModelConfig":

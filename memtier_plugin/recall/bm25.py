@@ -176,11 +176,6 @@ class BM25Index:
     def avgdl(self) -> float:
         return self._total_len / self._n if self._n else 0.0
 
-    def doc_len(self, doc_id: int) -> int:
-        if not 0 <= doc_id < self._n:
-            raise IndexError(f"doc id {doc_id} out of range for {self._n} docs")
-        return int(self._dl[doc_id])
-
     # -- building -----------------------------------------------------------------
 
     def add(self, tokens: Iterable[str]) -> int:

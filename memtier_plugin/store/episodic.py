@@ -71,10 +71,6 @@ class Entry:
     path: str = ""
     line: int = 0
 
-    @property
-    def is_system(self) -> bool:
-        return self.content.startswith(SYSTEM_PREFIX)
-
     def public(self) -> dict[str, Any]:
         """The ledger fields, as `memtier inspect --json` prints them."""
         return {
