@@ -16,11 +16,8 @@ the layers below it, below the other keys of its own layer. Unknown keys, wrong 
 startup with one :class:`ConfigError` line naming the file, the key and what
 was expected. Numbers must be finite (no NaN, no infinity); text must be UTF-8
 without control characters. YAML (files, env values, ``eval --set``) is read by
-:func:`parse_yaml`: a safe loader that refuses nesting deeper than
-``MAX_DEPTH``, aliases that expand beyond ``MAX_NODES`` values (a "billion
-laughs" file would otherwise pass ``validate`` and grow to gigabytes when
-shown) and scalars longer than ``MAX_TEXT`` characters, before any object is
-built. Renamed or removed keys are refused with a hint naming the new key.
+:func:`memtier_plugin.safe_yaml.parse_yaml`, which bounds nesting, alias expansion and
+value length before any object is built. Renamed or removed keys are refused with a hint naming the new key.
 """
 
 from __future__ import annotations
@@ -33,9 +30,9 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, get_type_hints
 
-import yaml
 
 from .errors import ConfigError
+from .safe_yaml import MAX_DEPTH, MAX_NODES, MAX_TEXT, NotYaml, key_at, parse_yaml, show  # noqa: F401
 
 DEFAULT_WORKSPACE = "~/.openclaw/workspace"
 ENV_PREFIX = "MEMTIER_"
@@ -45,9 +42,6 @@ EPISODIC_ROLES = ("user", "assistant", "tool", "system")
 
 # Bounds on what a config may hold, far above any real config (the shipped one has ~80 values).
 MAX_CONFIG_BYTES = 1 << 20  # a memtier config is a few KB
-MAX_DEPTH = 12  # nesting levels (a real config needs 4)
-MAX_NODES = 10_000  # values after alias expansion
-MAX_TEXT = 4096  # characters in one value (PATH_MAX)
 
 # Keys that no longer exist: old dotted name -> the hint shown when a config still uses it.
 RETIRED_KEYS = {
@@ -280,12 +274,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def _show(value: Any, width: int = 60) -> str:
-    """repr() of a bad value, cut so that a 400-digit number or a huge list stays one short line."""
-    text = repr(value)
-    return text if len(text) <= width else f"{text[:width - 1]}… ({len(text)} characters)"
-
-
 _BAD_TEXT = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
@@ -297,8 +285,8 @@ def _text_problem(value: str) -> str | None:
     if bad is None:
         return None
     if "\ud800" <= bad.group() <= "\udfff":
-        return f"UTF-8 text, got {_show(value)}"
-    return f"text without control characters, got {_show(value)}"
+        return f"UTF-8 text, got {show(value)}"
+    return f"text without control characters, got {show(value)}"
 
 
 def _is_number(value: Any) -> bool:
@@ -313,7 +301,7 @@ def _check_range(where: str, key: str, meta, value) -> None:
         lo, hi = meta["range"]
         if (lo is not None and value < lo) or (hi is not None and value > hi):
             span = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
-            raise ConfigError(f"{where}: {key}: expected a value {span}, got {_show(value)}")
+            raise ConfigError(f"{where}: {key}: expected a value {span}, got {show(value)}")
 
 
 def _check_value(where: str, key: str, f, hint, value):
@@ -335,22 +323,22 @@ def _check_value(where: str, key: str, f, hint, value):
     elif hint is dict:
         ok = isinstance(value, dict)
     if not ok:
-        raise ConfigError(f"{where}: {key}: expected {expected}, got {_show(value)}")
+        raise ConfigError(f"{where}: {key}: expected {expected}, got {show(value)}")
     if isinstance(value, str):
         problem = _text_problem(value)
         if problem:
             raise ConfigError(f"{where}: {key}: expected {problem}")
     if "choices" in meta and value not in meta["choices"]:
-        raise ConfigError(f"{where}: {key}: expected one of {', '.join(meta['choices'])}, got {_show(value)}")
+        raise ConfigError(f"{where}: {key}: expected one of {', '.join(meta['choices'])}, got {show(value)}")
     _check_range(where, key, meta, value)
     if isinstance(value, list):
         for i, item in enumerate(value):
             if "item_choices" in meta and not (isinstance(item, str) and item in meta["item_choices"]):
                 raise ConfigError(f"{where}: {key}[{i}]: expected one of {', '.join(meta['item_choices'])}, "
-                                  f"got {_show(item)}")
+                                  f"got {show(item)}")
             if meta.get("items") is str:
                 if not isinstance(item, str):
-                    raise ConfigError(f"{where}: {key}[{i}]: expected a string, got {_show(item)}")
+                    raise ConfigError(f"{where}: {key}[{i}]: expected a string, got {show(item)}")
                 problem = _text_problem(item)
                 if problem:
                     raise ConfigError(f"{where}: {key}[{i}]: expected {problem}")
@@ -358,21 +346,21 @@ def _check_value(where: str, key: str, f, hint, value):
         try:
             return float(value)
         except OverflowError:  # an int too large for a float, where the range is open above
-            raise ConfigError(f"{where}: {key}: expected {expected}, got {_show(value)}") from None
+            raise ConfigError(f"{where}: {key}: expected {expected}, got {show(value)}") from None
     return value
 
 
 def _merge_mapping(where: str, key: str, f, current: dict, value) -> dict:
     """A mapping with fixed names (tier_multipliers): merged over ``current``, each value checked."""
     if not isinstance(value, dict):
-        raise ConfigError(f"{where}: {key}: expected a mapping, got {_show(value)}")
+        raise ConfigError(f"{where}: {key}: expected a mapping, got {show(value)}")
     names = f.metadata["keys"]
     merged = dict(current)
     for name, item in value.items():
         if name not in names:
-            raise ConfigError(f"{where}: unknown key {_show(f'{key}.{name}')}; expected one of: {', '.join(names)}")
+            raise ConfigError(f"{where}: unknown key {show(f'{key}.{name}')}; expected one of: {', '.join(names)}")
         if not _is_number(item):
-            raise ConfigError(f"{where}: {key}.{name}: expected a finite number, got {_show(item)}")
+            raise ConfigError(f"{where}: {key}.{name}: expected a finite number, got {show(item)}")
         _check_range(where, f"{key}.{name}", f.metadata, item)
         merged[name] = float(item)
     return merged
@@ -383,7 +371,7 @@ def _apply(obj, data: dict, where: str, prefix: str = "") -> None:
     if data is None and prefix:
         return  # an empty section (every key commented out)
     if not isinstance(data, dict):
-        raise ConfigError(f"{where}: {prefix.rstrip('.') or 'top level'}: expected a mapping, got {_show(data)}")
+        raise ConfigError(f"{where}: {prefix.rstrip('.') or 'top level'}: expected a mapping, got {show(data)}")
     hints = get_type_hints(type(obj))
     known = {f.name: f for f in fields(obj) if not f.metadata.get("internal")}
     for key, value in data.items():
@@ -393,7 +381,7 @@ def _apply(obj, data: dict, where: str, prefix: str = "") -> None:
         if key not in known:
             close = [k for k in known if _similar(str(key), k)]
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"{where}: unknown key {_show(dotted)}{hint}; expected one of: {', '.join(known)}")
+            raise ConfigError(f"{where}: unknown key {show(dotted)}{hint}; expected one of: {', '.join(known)}")
         f = known[key]
         current = getattr(obj, key)
         if is_dataclass(current):
@@ -418,149 +406,11 @@ def _nest(dotted: dict[str, Any], where: str) -> dict:
         for i, p in enumerate(parts[:-1]):
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"{where}: {_show(key)} conflicts with {'.'.join(parts[:i + 1])!r}, which is a value")
+                raise ConfigError(f"{where}: {show(key)} conflicts with {'.'.join(parts[:i + 1])!r}, which is a value")
         if isinstance(node.get(parts[-1]), dict):
-            raise ConfigError(f"{where}: {_show(key)} conflicts with keys below it")
+            raise ConfigError(f"{where}: {show(key)} conflicts with keys below it")
         node[parts[-1]] = value
     return out
-
-
-class _ConfigLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that bounds nesting while composing and names the key of a value it cannot build."""
-
-    def __init__(self, stream: str, where: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES):
-        super().__init__(stream)
-        self.where = where
-        self.max_depth, self.max_nodes = max_depth, max_nodes
-        self.path: list[str] = []  # key path of the node being composed
-        self.names: dict[int, str] = {}  # id(node) -> its key path, filled by _check_graph
-        self.scalars: list = []  # (scalar node, key path), filled by _check_graph
-
-    def compose_node(self, parent, index):
-        if isinstance(index, yaml.ScalarNode):
-            self.path.append(str(index.value)[:40])
-        elif isinstance(index, int):
-            self.path.append(f"[{index}]")
-        else:
-            self.path.append("")  # the document root, or a mapping key being composed
-        try:
-            if len(self.path) > self.max_depth:
-                mark = self.peek_event().start_mark
-                raise ConfigError(f"{self.where}: {_dotted(self.path)}: nested deeper than {self.max_depth} levels "
-                                  f"(line {mark.line + 1})")
-            return super().compose_node(parent, index)
-        finally:
-            self.path.pop()
-
-    def construct_object(self, node, deep=False):
-        try:
-            return super().construct_object(node, deep)
-        except (ValueError, OverflowError) as exc:  # e.g. a date like 2024-13-45
-            key = self.names.get(id(node)) or f"line {node.start_mark.line + 1}"
-            raise ConfigError(f"{self.where}: {key}: cannot read {_show(getattr(node, 'value', ''), 40)}: "
-                              f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-
-
-def _dotted(path: list[str]) -> str:
-    out = ""
-    for part in path:
-        if part:
-            out += part if part.startswith("[") or not out else "." + part
-    return out or "top level"
-
-
-def _check_graph(loader: _ConfigLoader, root) -> None:
-    """Refuse a composed document whose aliases expand too far, loop, or hide an over-long value.
-
-    Aliased nodes are shared in the graph, so this walk is memoised by node:
-    linear in the file, however far the aliases would expand when built.
-    """
-    where, max_depth, max_nodes = loader.where, loader.max_depth, loader.max_nodes
-    memo: dict[int, tuple[int, int]] = {}  # id(node) -> (values after expansion, height)
-    open_nodes: set[int] = set()
-
-    def walk(node, path: list[str]) -> tuple[int, int]:
-        key = id(node)
-        if key in memo:
-            size, height = memo[key]
-            if len(path) + height > max_depth:
-                raise ConfigError(f"{where}: {_dotted(path)}: aliases nest deeper than {max_depth} levels")
-            return size, height
-        if key in open_nodes:
-            raise ConfigError(f"{where}: {_dotted(path)}: an alias refers to itself")
-        if len(path) >= max_depth:
-            raise ConfigError(f"{where}: {_dotted(path)}: aliases nest deeper than {max_depth} levels")
-        loader.names.setdefault(key, _dotted(path))
-        if isinstance(node, yaml.ScalarNode):
-            if len(node.value) > MAX_TEXT:
-                raise ConfigError(f"{where}: {_dotted(path)}: value too long ({len(node.value)} characters; "
-                                  f"at most {MAX_TEXT})")
-            loader.scalars.append((node, _dotted(path)))
-            memo[key] = (1, 1)
-            return memo[key]
-        open_nodes.add(key)
-        size, height = 1, 1
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[str, int] = {}
-            for k, v in node.value:
-                label = str(k.value)[:40] if isinstance(k, yaml.ScalarNode) else "?"
-                if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
-                    if k.value in seen:
-                        raise ConfigError(f"{where}: {_dotted(path + [label])}: given twice "
-                                          f"(lines {seen[k.value]} and {k.start_mark.line + 1})")
-                    seen[k.value] = k.start_mark.line + 1
-                for child in (k, v):
-                    s, h = walk(child, path + [label])
-                    size, height = size + s, max(height, h + 1)
-                    if size > max_nodes:
-                        break
-                if size > max_nodes:
-                    break
-        else:
-            for i, child in enumerate(node.value):
-                s, h = walk(child, path + [f"[{i}]"])
-                size, height = size + s, max(height, h + 1)
-                if size > max_nodes:
-                    break
-        open_nodes.discard(key)
-        if size > max_nodes:
-            raise ConfigError(f"{where}: {_dotted(path)}: expands to more than {max_nodes} values "
-                              "(aliases: a config needs a few dozen)")
-        memo[key] = (size, height)
-        return memo[key]
-
-    walk(root, [])
-
-
-class _NotYaml(ConfigError):
-    """The text is not YAML at all (an override value then stays plain text)."""
-
-
-def parse_yaml(text: str, where: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> Any:
-    """Safe-load one YAML document within the bounds above; every problem is one ConfigError line.
-
-    ``max_depth`` and ``max_nodes`` default to a config's bounds; other YAML data (hooks files) passes its own.
-    """
-    bad = yaml.reader.Reader.NON_PRINTABLE.search(text)
-    if bad is not None:  # PyYAML refuses these too, without naming a line or key
-        line = text.count("\n", 0, bad.start()) + 1
-        key = _key_at(text, bad.start())
-        raise _NotYaml(f"{where}: {key + ': ' if key else ''}control character {bad.group()!r} is not allowed "
-                       f"(line {line})")
-    loader = _ConfigLoader(text, where, max_depth, max_nodes)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _check_graph(loader, node)
-        return loader.construct_document(node)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" line {mark.line + 1}:" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise _NotYaml(f"{where}:{at} not valid YAML: {problem}") from None
-    finally:
-        loader.dispose()
 
 
 def _hint(dotted: str):
@@ -584,23 +434,8 @@ def parse_value(raw: str, where: str, key: str = "") -> Any:
         return raw
     try:
         return parse_yaml(raw, where)
-    except _NotYaml:
+    except NotYaml:
         return raw  # then checked like any value
-
-
-def _key_at(text: str, index: int) -> str | None:
-    """The key path of the value holding character ``index`` of ``text`` (None when none or not YAML)."""
-    loader = _ConfigLoader(yaml.reader.Reader.NON_PRINTABLE.sub(" ", text), "")  # same length, same indexes
-    try:
-        node = loader.get_single_node()
-        if node is not None:
-            _check_graph(loader, node)
-    except (yaml.YAMLError, ConfigError):
-        return None
-    finally:
-        loader.dispose()
-    return next((key for node, key in loader.scalars
-                 if node.start_mark.index <= index < max(node.end_mark.index, node.start_mark.index + 1)), None)
 
 
 def read_yaml(path: Path) -> dict:
@@ -616,7 +451,7 @@ def read_yaml(path: Path) -> dict:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
-        key = _key_at(data.decode("utf-8", "replace"), len(data[:exc.start].decode("utf-8", "replace")))
+        key = key_at(data.decode("utf-8", "replace"), len(data[:exc.start].decode("utf-8", "replace")))
         raise ConfigError(f"{path}: {key + ': ' if key else ''}not UTF-8 text (byte 0x{data[exc.start]:02x}, "
                           f"line {line})") from None
     parsed = parse_yaml(text, str(path))
@@ -658,7 +493,7 @@ def find_config_file(flag_path: str | Path | None, environ: dict[str, str] | Non
     try:
         return candidate if candidate.is_file() else None
     except OSError as exc:  # e.g. a name too long for the file system
-        raise ConfigError(f"{where}: paths.workspace: {_show(str(ws))}: {exc.strerror or exc}") from None
+        raise ConfigError(f"{where}: paths.workspace: {show(str(ws))}: {exc.strerror or exc}") from None
 
 
 def load_config(path: str | Path | None = None, *, flags: dict[str, Any] | None = None,
@@ -682,7 +517,7 @@ def load_config(path: str | Path | None = None, *, flags: dict[str, Any] | None 
             # A preset is applied where it is named: above lower layers, below its own layer's keys.
             name = data["preset"]
             if not isinstance(name, str) or name not in PRESETS:
-                raise ConfigError(f"{where}: preset: expected one of {', '.join(PRESETS)}, got {_show(name)}")
+                raise ConfigError(f"{where}: preset: expected one of {', '.join(PRESETS)}, got {show(name)}")
             _apply(cfg, _nest(PRESETS[name], f"preset {name}"), f"preset {name}")
         _apply(cfg, copy.deepcopy(data), where)
     cfg.source = str(file_path) if file_path else "<defaults>"

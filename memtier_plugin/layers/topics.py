@@ -95,7 +95,7 @@ def _build(spec: dict[str, list[str]]) -> TopicTree:
 
 @lru_cache(maxsize=1)
 def _builtin_spec() -> dict[str, list[str]]:
-    from ..config import parse_yaml
+    from ..safe_yaml import parse_yaml
 
     return _parse(parse_yaml(BUILTIN.read_text(encoding="utf-8"), str(BUILTIN)), str(BUILTIN))
 
@@ -104,7 +104,7 @@ def _builtin_spec() -> dict[str, list[str]]:
 def _tree(user_file: str, mtime_ns: int) -> TopicTree:
     spec = {t: list(ws) for t, ws in _builtin_spec().items()}
     if user_file:
-        from ..config import parse_yaml
+        from ..safe_yaml import parse_yaml
 
         path = Path(user_file)
         for topic, ws in _parse(parse_yaml(path.read_text(encoding="utf-8"), str(path)), str(path)).items():

@@ -29,7 +29,7 @@ def read_artifact(path: str | Path, marker: str, *, reading: str, kind: str, hin
     ``reading`` names the content in "cannot read <reading>", ``kind`` the file in "not <kind>",
     ``hint`` is appended to the missing-marker message.
     """
-    from ..config import parse_yaml
+    from ..safe_yaml import parse_yaml
 
     path = Path(path)
     try:
@@ -52,7 +52,7 @@ def write_artifact(path: str | Path, marker: str, doc: dict[str, Any], *, header
     """
     import yaml
 
-    from ..config import parse_yaml
+    from ..safe_yaml import parse_yaml
 
     path = Path(path)
     if config_source and config_source != "<defaults>":
