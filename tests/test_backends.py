@@ -91,7 +91,7 @@ def test_learned_file_paths(tmp_path, monkeypatch):
 
 def test_asked_for_but_missing_is_an_error_and_off_is_off(tmp_path):
     from memtier_plugin.models.embedders import EmbeddingUnavailable
-    from memtier_plugin.recall.rerank import RerankerUnavailable
+    from memtier_plugin.models.cross_encoder import RerankerUnavailable
 
     cfg = load_config(flags={"embeddings.backend": "bge-small", "embeddings.model_dir": str(tmp_path),
                              "rerank.backend": "cross-encoder", "rerank.model_dir": str(tmp_path)})
@@ -118,4 +118,4 @@ def test_a_lexical_recall_loads_no_model_module(workspace):
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                                 timeout=60, env=dict(os.environ)).stdout.split())
     assert "memtier_plugin.recall.retriever" in loaded
-    assert not {"memtier_plugin.models.embedders", "memtier_plugin.recall.rerank", "memtier_plugin.learning.ppo"} & loaded
+    assert not {"memtier_plugin.models.embedders", "memtier_plugin.recall.rerank", "memtier_plugin.models.cross_encoder", "memtier_plugin.learning.ppo"} & loaded

@@ -15,7 +15,7 @@ from memtier_plugin.models import paths as model_paths, setup as model_setup
 from memtier_plugin.cli import cli
 from memtier_plugin.config import load_config
 from memtier_plugin.models.embedders import BGE_NAME, OnnxBGE
-from memtier_plugin.recall.rerank import MODEL_NAME, CrossEncoder
+from memtier_plugin.models.cross_encoder import MODEL_NAME, CrossEncoder
 
 FILES = {"model.onnx": b"stand-in cross-encoder", "tokenizer.json": b'{"stand-in": 1}'}
 
@@ -111,6 +111,6 @@ def test_loaders_and_setup_do_not_import_each_other_and_help_needs_no_numpy():
                             "embeddings.OnnxBGE(); rerank.CrossEncoder(); embeddings.bge_folder('')")
     assert "memtier_plugin.models.setup" not in loaders
     setup = modules_after("import memtier_plugin.models.setup as model_setup\nassert model_setup.BGE_SMALL.pinned")
-    assert not {"memtier_plugin.models.embedders", "memtier_plugin.recall.rerank", "numpy"} & setup
+    assert not {"memtier_plugin.models.embedders", "memtier_plugin.recall.rerank", "memtier_plugin.models.cross_encoder", "numpy"} & setup
     cli = modules_after("from memtier_plugin.cli import cli\ncli.main(['--help'], standalone_mode=False)")
     assert "numpy" not in cli and "memtier_plugin.models.embedders" not in cli

@@ -468,7 +468,7 @@ def test_a_pairs_policy_without_the_cross_encoder_is_refused_once_and_the_fixed_
 @pytest.mark.embed
 def test_with_the_real_models_evidence_selection_and_the_cross_encoder_read_the_conflicting_item():
     from memtier_plugin.models import embedders as E
-    from memtier_plugin.recall.rerank import CrossEncoder
+    from memtier_plugin.models.cross_encoder import CrossEncoder
 
     bge, ce = E.OnnxBGE(), CrossEncoder()
     if not bge.available() or not ce.available():

@@ -12,7 +12,8 @@ from memtier_plugin.config import load_config
 from memtier_plugin.errors import ConfigError, ModelError
 from memtier_plugin.store.episodic import Ledger
 from memtier_plugin.models.setup import RERANKER, extract_model
-from memtier_plugin.recall.rerank import MODEL_NAME, CrossEncoder, minmax, model_folder, rerank_order
+from memtier_plugin.models.cross_encoder import MODEL_NAME, CrossEncoder, model_folder
+from memtier_plugin.recall.rerank import minmax, rerank_order
 from memtier_plugin.recall.retriever import Retriever
 
 NOW = 1_790_000_000.0
@@ -212,7 +213,7 @@ def test_extract_model_verifies_every_file(tmp_path):
 
 
 def test_a_tampered_model_file_is_refused(tmp_path):
-    from memtier_plugin.recall.rerank import RerankerUnavailable
+    from memtier_plugin.models.cross_encoder import RerankerUnavailable
 
     folder = tmp_path / MODEL_NAME
     folder.mkdir()

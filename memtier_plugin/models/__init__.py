@@ -8,6 +8,7 @@ Modules by purpose:
 * chat models: :mod:`.chat` (one OpenAI-compatible client over httpx, retries, budgets),
   :mod:`.output` (JSON parsing and a JSON-schema subset validator for what a model writes);
 * embeddings: :mod:`.embedders` (bge-small and MiniLM on ONNX, the hashing fallback);
+* re-ranking: :mod:`.cross_encoder` (the ms-marco MiniLM cross-encoder scoring (query, text) pairs);
 * model files: :mod:`.paths` (the per-user models folder, pinned SHA-256s), :mod:`.setup`
   (``memtier model setup``: fetch, verify, serve a local chat model).
 

@@ -114,7 +114,7 @@ def reranker(config: Config, want: bool | None = None, *, load: bool = False) ->
     if want is False or (want is None and config.rerank.backend == "none"):
         return None, None
     from ..models.paths import legacy_hint
-    from .rerank import MODEL_NAME, SETUP_HINT, CrossEncoder
+    from ..models.cross_encoder import MODEL_NAME, SETUP_HINT, CrossEncoder
 
     ce = CrossEncoder.from_config(config.rerank)
     if not want and not ce.available():

