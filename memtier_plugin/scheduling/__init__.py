@@ -4,7 +4,8 @@ Config sections: ``hooks.*`` (Hooks) and ``foresight.*`` (Foresight).
 
 Modules by purpose:
 
-* Hooks: :mod:`.predicates` (the predicate language: data, never code, with bounded regexes),
+* Hooks: :mod:`.predicates` (the predicate language: data, never code), :mod:`.safe_regex` (its
+  regexes: a safe subset with a bound on backtracking work),
   :mod:`.hooks` (hook files, the scheduler firing each hook at most once per task, the block);
 * Foresight: :mod:`.foresight` (predicted queries, prepared in the background into a cache).
 
