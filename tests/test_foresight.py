@@ -19,7 +19,8 @@ from memtier_plugin.store import traces
 from memtier_plugin.config import ForesightConfig, load_config
 from memtier_plugin.errors import ConfigError
 from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent
-from memtier_plugin.scheduling.foresight import Foresight, predict_rules, predictions_from_model, steps
+from memtier_plugin.scheduling.foresight import Foresight
+from memtier_plugin.scheduling.predict import predict_rules, predictions_from_model, steps
 from memtier_plugin.host import Host, replay_session
 from memtier_plugin.memory import Memory, memory_for
 from memtier_plugin.runs import RunState

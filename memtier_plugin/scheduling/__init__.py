@@ -7,7 +7,8 @@ Modules by purpose:
 * Hooks: :mod:`.predicates` (the predicate language: data, never code), :mod:`.safe_regex` (its
   regexes: a safe subset with a bound on backtracking work),
   :mod:`.hooks` (hook files, the scheduler firing each hook at most once per task, the block);
-* Foresight: :mod:`.foresight` (predicted queries, prepared in the background into a cache).
+* Foresight: :mod:`.predict` (the instruction and the topic directory → predicted queries),
+  :mod:`.foresight` (preparing them in the background into a task's cache, serving a match).
 
 Entry points: :class:`.hooks.HookScheduler`, :class:`.foresight.Foresight`.
 """
