@@ -10,7 +10,8 @@ import pytest
 from conftest import run_cli
 from memtier_plugin.bench import retrieval as bench
 from memtier_plugin.cli.bench_cmd import table
-from memtier_plugin.recall.index import DocIndex, current_generation
+from memtier_plugin.recall.index import DocIndex
+from memtier_plugin.recall.index_files import current_generation
 from memtier_plugin.store.jsonl import loads
 from memtier_plugin.store.episodic import Ledger, parse_iso
 

@@ -144,7 +144,7 @@ def test_concurrent_searches_on_a_missing_index_never_crash(workspace):
                 failures.append(err.decode()[-400:])
     assert failures == []
     # and the index they left is whole: a fresh process loads it and reads nothing new
-    from memtier_plugin.recall.index import current_generation, load_saved
+    from memtier_plugin.recall.index_files import current_generation, load_saved
 
     idx = load_saved(workspace / "memory" / ".index" / "episodic", k1=1.5, b=0.75, idf="lucene")
     assert idx is not None and idx.n == 30_000

@@ -5,7 +5,9 @@ import numpy as np
 
 from memtier_plugin.store import jsonl
 from memtier_plugin.config import load_config
-from memtier_plugin.recall.index import DocIndex, LedgerWatch, open_index
+from memtier_plugin.recall.index import DocIndex
+from memtier_plugin.recall.index_files import open_index
+from memtier_plugin.recall.watch import LedgerWatch
 from memtier_plugin.store.episodic import Ledger, append_lines, utc_iso
 from memtier_plugin.recall.retriever import Retriever
 

@@ -6,7 +6,9 @@ Config sections: ``retrieval.*``, ``weights.*``, ``bm25.*``, ``packing.*``, ``em
 Modules by purpose:
 
 * lexical: :mod:`.bm25` (incremental Okapi BM25 on numpy);
-* the derived index: :mod:`.index` (``memory/.index/``: documents, generations, tailing the ledgers);
+* the derived index: :mod:`.index` (the documents and their columns, tailing a ledger file),
+  :mod:`.index_files` (saved generations behind ``CURRENT``, opening and catching up),
+  :mod:`.watch` (what the ledgers gained, cheaply, on every recall);
 * scoring: :mod:`.signals` (the five signals as pure functions, one explainable fusion, eq. 1),
   :mod:`.scoping` (stage 1: the project's current facts pick the sessions stage 2 scores);
 * dense and re-ranked: :mod:`.vector_cache` (on-disk vectors per embedder), :mod:`.rerank`

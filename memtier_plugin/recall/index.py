@@ -1,4 +1,5 @@
-"""The derived search index over the ledgers, under ``<memory>/.index/``.
+"""The derived search index over the ledgers, under ``<memory>/.index/`` (saving and opening it:
+:mod:`.index_files`; noticing what the ledgers gained: :mod:`.watch`).
 
 The ledgers are the only source of truth: this index holds BM25 postings and
 compact per-document columns (time, cognitive weight, tier, session, agent,
@@ -11,21 +12,18 @@ the ledger line for the few hits that are packed.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
 import os
 import re
-import shutil
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 import numpy as np
 import orjson
 
 from ..store import jsonl, records
-from ..store.files import atomic_write
 from .bm25 import BM25Index
 from ..dates import annotate
 from ..errors import CorruptLineError
@@ -477,61 +475,6 @@ def report_problem(path: str, byte_at: int, problem: str) -> None:
 
 
 # ---- persistence: generations behind CURRENT ---------------------------------
-def current_generation(directory: Path) -> Path | None:
-    """The saved generation ``directory/CURRENT`` names, if any."""
-    try:
-        name = (directory / "CURRENT").read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return directory / name if _GEN_RE.fullmatch(name) else None
-
-
-def save_index(index: DocIndex, directory: Path) -> bool:
-    """Publish ``index`` as ``directory``'s current generation; False when not saved.
-
-    Each save writes a new folder ``g-<random>`` and then atomically replaces the
-    ``CURRENT`` pointer, so a reader never sees a half-written index and two
-    processes never share a temporary name. One process saves at a time (a
-    non-blocking ``flock``: a busy lock means someone else is saving what the
-    ledgers hold, so this process keeps its index in memory). Older generations
-    are removed, so text removed from a ledger by hand does not outlive the
-    next save. A read-only workspace raises OSError (the caller keeps the index in memory).
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        gen = directory / f"g-{os.urandom(8).hex()}"
-        try:
-            index.write(gen)
-            atomic_write(directory / "CURRENT", gen.name.encode("ascii"), fsync=False)
-        except BaseException:
-            shutil.rmtree(gen, ignore_errors=True)
-            raise
-        for child in directory.iterdir():
-            if child != gen and (_GEN_RE.fullmatch(child.name) or child.name in ("bm25", "meta.json", "columns.npz")):
-                shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
-        return True
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def load_saved(directory: Path, *, k1: float, b: float, idf: str) -> DocIndex | None:
-    """The current saved generation of ``directory``, or None (none saved, or removed under us twice)."""
-    for _attempt in range(2):
-        gen = current_generation(directory)
-        if gen is None:
-            return None
-        try:
-            return DocIndex.load(gen, k1=k1, b=b, idf=idf)
-        except FileNotFoundError:
-            continue  # a newer save removed it while we read: follow CURRENT again
-    return None
-
-
 @lru_cache(maxsize=4096)
 def _date_of_day(day: int):
     from datetime import datetime, timezone
@@ -542,173 +485,3 @@ def _date_of_day(day: int):
 def _day(ts: float):
     """The UTC calendar date of ``ts``: all the date annotator uses of its reference."""
     return _date_of_day(int(ts // 86400))
-
-
-class LedgerWatch:
-    """Cheap change detection over the ledger files under one directory, for refresh on every recall.
-
-    Walking and stat-ing every ledger file on every recall costs milliseconds at a
-    year of daily files. Instead each ``poll``:
-
-    * stats every watched directory (the base and its subdirectories, e.g. one per
-      agent); a changed mtime means files were created or removed: that directory
-      is listed again and its new files are read;
-    * reads the tail of the "hot" files of every directory: the ``HOT`` newest by
-      name (ledgers are named by day, live appends go to today's file), or all of a
-      directory's files when it holds at most ``HOT_ALL`` (e.g. semantic/<project>);
-    * sweeps ``SWEEP`` of the other files round-robin, so an append by another
-      process to an old day's file is still picked up, within
-      ceil(files / SWEEP) recalls rather than at once.
-
-    Files are tailed in path order, like a full scan. ``poll(full=True)`` reads
-    every file, as ``open_index`` does.
-    """
-
-    HOT, HOT_ALL, SWEEP = 2, 32, 128
-
-    def __init__(self, base: Path):
-        self.base = base
-        self.dirs: dict[str, int] = {}  # directory -> st_mtime_ns when listed
-        self.files: dict[str, list[str]] = {}  # directory -> its *.jsonl files, sorted
-        self._all: list[str] = []
-        self._hot: list[str] = []
-        self._cursor = 0
-        self.removed: list[str] = []  # files seen before and gone now (checked against the index by poll)
-
-    def _list(self, directory: str) -> list[str]:
-        """(Re)list ``directory`` and, recursively, its new or changed subdirectories; returns new files."""
-        try:
-            mtime = os.stat(directory).st_mtime_ns
-            entries = list(os.scandir(directory))
-        except (FileNotFoundError, NotADirectoryError):
-            self._forget(directory)
-            return []
-        self.dirs[directory] = mtime
-        old = set(self.files.get(directory, ()))
-        files = sorted(e.path for e in entries if e.name.endswith(".jsonl") and e.is_file())
-        self.files[directory] = files
-        self.removed.extend(sorted(old - set(files)))
-        new = [f for f in files if f not in old]
-        subdirs = {e.path for e in entries if e.is_dir()}
-        for gone in [d for d in self.dirs if os.path.dirname(d) == directory and d not in subdirs]:
-            self._forget(gone)
-        for sub in sorted(subdirs):
-            if sub not in self.dirs:
-                new.extend(self._list(sub))
-        return new
-
-    def _forget(self, directory: str) -> None:
-        prefix = directory + os.sep
-        for d in [d for d in self.dirs if d == directory or d.startswith(prefix)]:
-            self.dirs.pop(d, None)
-            self.removed.extend(self.files.pop(d, None) or ())
-
-    def _rebuild(self) -> None:
-        self._all = sorted(f for files in self.files.values() for f in files)
-        hot: list[str] = []
-        for files in self.files.values():
-            hot.extend(files if len(files) <= self.HOT_ALL else files[-self.HOT:])
-        self._hot = hot
-        self._cursor %= max(1, len(self._all))
-
-    def poll(self, index: "DocIndex", full: bool = False) -> int:
-        """Read what the watched ledgers gained since the last poll; returns records read."""
-        base = str(self.base)
-        if not self.dirs:
-            if not os.path.isdir(base):
-                return 0
-            full = True
-        changed = [d for d, m in list(self.dirs.items()) if _mtime_ns(d) != m]
-        touched: set[str] = set()
-        if not self.dirs or changed:
-            for d in (changed or [base]):
-                if d in self.dirs or d == base:
-                    touched.update(self._list(d))
-            self._rebuild()
-        if full:
-            touched.update(self._all)
-        else:
-            touched.update(self._hot)
-            n = len(self._all)
-            if n:
-                k = min(self.SWEEP, n)
-                start = self._cursor
-                touched.update(self._all[start:start + k])
-                if start + k > n:
-                    touched.update(self._all[: start + k - n])
-                self._cursor = (start + k) % n
-        removed, self.removed = self.removed, []
-        for path in removed:
-            if path in index.checkpoint:
-                raise StaleLedger(path, "removed since it was indexed")
-        read = 0
-        for path in sorted(touched):
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
-                if path in index.checkpoint:
-                    raise StaleLedger(path, "removed since it was indexed") from None
-                continue
-            if index.needs_read(path, st):
-                read += index.tail_file(Path(path))
-        return read
-
-
-def _mtime_ns(path: str) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return -1
-
-
-def ledger_files(root: Path, sub: str) -> list[Path]:
-    base = root / sub
-    if not base.is_dir():
-        return []
-    return sorted(base.rglob("*.jsonl"))
-
-
-def open_index(root: Path, kind: str, sub: str, *, k1: float, b: float, idf: str,
-               reply_context: bool = False, fresh: bool = False,
-               progress: Callable[[int, int], None] | None = None) -> tuple[DocIndex, bool]:
-    """Load the saved index of ``kind`` (or build it) and read what the ledgers gained since.
-
-    Returns (index, changed) — changed is True when anything was read from the
-    ledgers (or the saved index was dropped). A saved index that no longer matches
-    the ledgers (a file shrunk, replaced, rewritten or removed by hand) is
-    rebuilt from them; ``fresh=True`` always rebuilds.
-    """
-    directory = root / ".index" / kind
-    index = None
-    if not fresh:
-        try:
-            index = load_saved(directory, k1=k1, b=b, idf=idf)
-            if index is not None and index.reply_context != reply_context:
-                raise ValueError("index was built with another retrieval.reply_context")
-        except Exception as exc:  # derived data: rebuild whatever is wrong with it
-            log.warning("%s: index unusable (%s); rebuilding from the ledgers", directory, exc)
-            index = None
-    files = ledger_files(root, sub)
-    if index is not None:
-        present = {str(p) for p in files}
-        gone = [f for f in index.checkpoint if f not in present]
-        if gone:
-            log.warning("%s: removed since it was indexed; rebuilding the %s index", gone[0], kind)
-            index = None
-    for _attempt in range(2):
-        rebuilt = index is None
-        if index is None:
-            index = DocIndex(kind, k1=k1, b=b, idf=idf, reply_context=reply_context)
-        read = 0
-        index.begin_bulk()
-        try:
-            for i, path in enumerate(files):
-                read += index.tail_file(path)
-                if progress:
-                    progress(i + 1, len(files))
-            index.end_bulk()
-            return index, read > 0 or rebuilt
-        except StaleLedger as exc:
-            log.warning("%s; rebuilding the %s index from the ledgers", exc, kind)
-            index = None
-    raise StaleLedger(str(root / sub), "kept changing while the index was rebuilt")

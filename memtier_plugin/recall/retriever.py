@@ -26,7 +26,9 @@ from ..store import traces
 from .backends import Backends
 from .backends import choose as choose_backends
 from ..config import Config
-from .index import ROLES, DocIndex, LedgerWatch, StaleLedger, open_index, save_index
+from .index import ROLES, DocIndex, StaleLedger
+from .index_files import open_index, save_index
+from .watch import LedgerWatch
 from ..store.episodic import Ledger
 from .packing import Hit, Packed, pack
 from .scoping import Stage1, session_scope, stage1
@@ -282,7 +284,7 @@ class Retriever:
                 self._unsaved += 1
 
     def save(self) -> bool:
-        """Save both indexes (see :func:`index.save_index`); False when they stay in memory only.
+        """Save both indexes (see :func:`.index_files.save_index`); False when they stay in memory only.
 
         The index is a cache: a read-only workspace, a full disk or another process
         saving at the same moment costs only the save, never the recall.
