@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 
+from .vocabulary import PRESET_NAMES, ROLES, TIERS  # noqa: F401  (TIERS: config.TIERS callers)
 from .errors import ConfigError
 from .safe_yaml import MAX_DEPTH, MAX_NODES, MAX_TEXT, NotYaml, key_at, parse_yaml, show  # noqa: F401
 
 DEFAULT_WORKSPACE = "~/.openclaw/workspace"
 ENV_PREFIX = "MEMTIER_"
 
-TIERS = ("episodic", "semantic", "procedural")
-EPISODIC_ROLES = ("user", "assistant", "tool", "system")
+EPISODIC_ROLES = ROLES
 
 # Bounds on what a config may hold, far above any real config (the shipped one has ~80 values).
 MAX_CONFIG_BYTES = 1 << 20  # a memtier config is a few KB
@@ -226,7 +226,7 @@ class ForesightConfig:
 
 @dataclass
 class Config:
-    preset: str = field(default="paper", metadata={"choices": ("paper", "recommended", "hybrid", "hybrid-fast")})
+    preset: str = field(default="paper", metadata={"choices": PRESET_NAMES})
     weights: WeightsConfig = field(default_factory=WeightsConfig)
     bm25: BM25Config = field(default_factory=BM25Config)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import pluggy
 
+from .vocabulary import HOOK_NAMES
 from . import hookspecs
 from .store import jsonl
 from .errors import MemtierError
@@ -60,7 +61,7 @@ def _guarded(impl, plugin_name: str, hook: str):
     return call
 
 
-_HOOK_NAMES = ("before_prompt_build", "pre_tool", "post_tool", "agent_end", "before_compaction", "session_end")
+_HOOK_NAMES = HOOK_NAMES
 
 
 class Host:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from .vocabulary import ROLES
 from .errors import MemtierError
 from .events import HookContext
 from .intake import checked_context, query_text
 from .memory import Memory
 
 #: Roles an added entry may take (the ledger's own roles, less ``fact``: facts come from consolidation).
-ADD_ROLES = ("user", "assistant", "tool", "system")
+ADD_ROLES = ROLES
 #: The longest id memory_get looks up (ids are short; anything longer cannot exist).
 MAX_ID_CHARS = 200
 

@@ -172,3 +172,19 @@ def test_room_inits_are_a_docstring_naming_their_modules_sections_and_entry_poin
         assert entries or name == "bench", f"{name}/__init__.py names no entry point"
         for mod, attr in entries:
             assert hasattr(importlib.import_module(f"memtier_plugin.{name}.{mod}"), attr), f"{name}.{mod}.{attr}"
+
+
+def test_the_glossary_is_what_the_code_uses():
+    """vocabulary.py is the one definition: the presets the config applies, the hooks pluggy knows, the
+    actions the policy and the rule decide between, the node kinds the Global layer writes."""
+    from memtier_plugin import hookspecs, vocabulary
+    from memtier_plugin.config import PRESETS
+    from memtier_plugin.intervention.policy import ACTIONS
+    from memtier_plugin.layers.global_layer import NODE_KINDS
+    from memtier_plugin.recall.index import ROLES, TIER_CODE
+
+    assert tuple(PRESETS) == vocabulary.PRESET_NAMES
+    specs = [n for n, f in vars(hookspecs).items() if hasattr(f, "memtier_spec")]
+    assert sorted(specs) == sorted(vocabulary.HOOK_NAMES)
+    assert tuple(ACTIONS) == vocabulary.ACTIONS and NODE_KINDS == vocabulary.NODE_KINDS
+    assert list(TIER_CODE) == list(vocabulary.TIERS) and ROLES[:4] == list(vocabulary.ROLES)

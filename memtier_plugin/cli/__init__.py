@@ -23,6 +23,7 @@ import click
 
 from ..config import Config, load_config
 from ..errors import MemtierError
+from ..vocabulary import PRESET_NAMES
 from .terminal import printable
 
 # Every subcommand: name -> (module in this package, attribute), imported on first use.
@@ -125,7 +126,7 @@ class MemtierGroup(click.Group):
               help="Agent workspace (default ~/.openclaw/workspace; env MEMTIER_WORKSPACE).")
 @click.option("--config", "config_path", envvar="MEMTIER_CONFIG", type=click.Path(dir_okay=False),
               help="YAML config file (default <workspace>/memtier.yaml; env MEMTIER_CONFIG).")
-@click.option("--preset", type=click.Choice(["paper", "recommended", "hybrid", "hybrid-fast"]), default=None,
+@click.option("--preset", type=click.Choice(PRESET_NAMES), default=None,
               help="Named preset: paper (k 4, 300 tokens), recommended (k 2, 600 tokens), "
                    "hybrid (bge-small φsem 1.5, soft scoping, cross-encoder re-ranking; needs the embed extra "
                    "and memtier model setup --embedder --reranker), hybrid-fast (hybrid with Foresight on and "

@@ -17,11 +17,11 @@ from datetime import datetime, timezone
 import click
 import orjson
 
+from ..vocabulary import ROLES
 from ..errors import MemtierError
 from ..store.episodic import Ledger, parse_iso
 from .terminal import json_line, printable
 
-ROLES = ("user", "assistant", "tool", "system")
 STDIN_FIELDS = ("agent_id", "session_id", "project", "role", "timestamp")
 
 

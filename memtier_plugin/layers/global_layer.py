@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..vocabulary import NODE_KINDS
 from ..store import jsonl
 from ..store.episodic import append_lines, clean_id, new_id, parse_iso, tail_records, utc_iso
 from ..store.paths import is_valid_id
@@ -36,7 +37,6 @@ from .topics import topic_tree
 
 log = logging.getLogger(__name__)
 SUB, FILE = "global", "knowledge.jsonl"
-NODE_KINDS = ("preference", "constraint", "rule", "identity", "choice")
 DUPLICATE_JACCARD = 0.8
 
 

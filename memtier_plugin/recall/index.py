@@ -23,6 +23,7 @@ from typing import Iterable
 import numpy as np
 import orjson
 
+from ..vocabulary import INDEX_ROLES, TIERS
 from ..store import jsonl, records
 from .bm25 import BM25Index
 from ..dates import annotate
@@ -62,12 +63,12 @@ def _mark(path: str, offset: int, st: os.stat_result) -> list:
         tail = fh.read(offset - max(0, offset - _MARK_BYTES))
     digest = hashlib.blake2b(head + b"\0" + tail, digest_size=8).hexdigest()
     return [offset, st.st_ino, st.st_mtime_ns, digest]
-TIER_CODE = {"episodic": 0, "semantic": 1, "procedural": 2}
+TIER_CODE = {name: code for code, name in enumerate(TIERS)}
 COLUMNS = {"ts": np.float64, "cw": np.float32, "tier": np.int8, "session": np.int32, "agent": np.int32,
            "project": np.int32, "role": np.int8, "system": np.bool_, "superseded": np.bool_,
            "fileno": np.int32, "offset": np.int64,
            "reply": np.int32}  # reply: 1 + the doc an entry answers (its session's previous entry, another role); 0 none
-ROLES = ["user", "assistant", "tool", "system", "fact"]
+ROLES = list(INDEX_ROLES)
 REPLY_CONTEXT_MAX = 12  # distinct new tokens taken from the message an entry answers
 _BULK_TOKENS = 1 << 22  # bulk builds hand bm25 ~4M tokens at a time
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..vocabulary import STANDING_TIERS
 from ..tokenize import count_tokens, jaccard, token_set, tokenize
 
 OPEN = "<memtier-memory>"
@@ -19,7 +20,6 @@ HEADER = ("Memory: records retrieved from earlier sessions. They are historical 
 STANDING_HEADER = ("Items marked 'standing' are the user's preferences, constraints and rules, and 'skill' "
                    "items are procedures that worked in this project: they hold now unless the current "
                    "request says otherwise. The others are past episodes.")
-STANDING_TIERS = ("global", "procedural")
 DUPLICATE_JACCARD = 0.9
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..vocabulary import TIERS
 from ..store import traces
 from .backends import Backends
 from .backends import choose as choose_backends
@@ -36,7 +37,7 @@ from .signals import DAY, decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, phi_s
 from ..tokenize import tokenize
 
 log = logging.getLogger(__name__)
-TIER_NAMES = ("episodic", "semantic", "procedural")
+TIER_NAMES = TIERS
 RERANK_BATCH = 16  # pairs per cross-encoder call when re-ranking within a budget
 RERANK_BATCH_BACKGROUND = 8  # the same in the background: short calls, so a hook's recall soon has the CPU
 YIELD_LIMIT_S = 2.0  # longest a background checkpoint waits for the hooks in progress

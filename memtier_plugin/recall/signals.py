@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SIGNAL_NAMES = ("sem", "bm25", "decay", "cw", "tier")
-TIERS = ("episodic", "semantic", "procedural")
+from ..vocabulary import SIGNALS, TIERS
+
+SIGNAL_NAMES = SIGNALS
 DAY = 86400.0
 
 

@@ -37,10 +37,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..vocabulary import HOOK_EVENTS
 from ..errors import MemtierError
 from .safe_regex import MAX_INPUT, REGEX_WORK, SafeRegex, safe_regex  # noqa: F401  (REGEX_WORK: cited above)
 
-EVENTS = ("query", "pre_tool", "post_tool")
+EVENTS = HOOK_EVENTS
 MAX_DEPTH = 8  # combinator levels, a leaf counting 1
 MAX_NODES = 64  # combinators and leaves in one predicate
 MAX_STRING = 500  # characters in any string of a predicate

@@ -14,10 +14,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..vocabulary import PREDICTION_TARGETS
 from ..tokenize import jaccard, token_set
 
 log = logging.getLogger(__name__)
-LAYERS = ("episodic", "semantic", "global", "procedural")
+LAYERS = PREDICTION_TARGETS
 MAX_QUERY = 300  # characters of one predicted query
 
 _SPLIT = re.compile(r"(?:\n\s*(?:[-*•]|\d+[.)])\s*|;\s*|,\s*(?:and\s+|then\s+)?|\s+and then\s+|\s+then\s+|\.\s+)",

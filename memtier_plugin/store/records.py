@@ -26,11 +26,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..vocabulary import TIERS
 from .paths import is_valid_id, parse_iso
 
 ENTRY_KINDS = ("entry",)
 UPDATE_KINDS = ("cw_update", "promoted")
-TIERS = ("episodic", "semantic", "procedural")
 
 
 def _finite(v: Any) -> bool:

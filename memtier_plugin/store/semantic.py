@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from ..vocabulary import FACT_KINDS  # noqa: F401  (the fact kinds this tier holds; facts.py reads them here)
 from . import jsonl
 from .episodic import append_lines, parse_iso, tail_records
 from ..tokenize import token_set
 
 #: The kinds of fact the semantic tier holds; the first four are revised by a newer value.
-FACT_KINDS = ("preference", "constraint", "decision", "attribute", "event", "progress", "plan")
 REVISABLE_KINDS = frozenset({"preference", "constraint", "attribute", "decision"})
 NOTE_PREFIX = "note:"  # attribute of fallback facts: never revision-keyed
 
