@@ -1,4 +1,5 @@
-"""The deprecated module paths (LAYOUT.md §3.7): each warns, is the new module, and goes in 0.3."""
+"""The import surface: the public names of memtier_plugin (lazy), and the deprecated module paths (LAYOUT.md
+§3.7), each of which warns, is the new module, and goes in 0.3."""
 
 import importlib
 import subprocess
@@ -45,3 +46,19 @@ def test_the_new_modules_import_without_the_shims():
         % sorted(SHIMS)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_public_surface_is_lazy_and_complete():
+    """Every name of __all__ resolves, and importing the package (or the plugin) loads none of them."""
+    code = ("import sys, memtier_plugin\n"
+            "alone = sorted(m for m in sys.modules if m.startswith('memtier_plugin.'))\n"
+            "import memtier_plugin.plugin\n"
+            "heavy = {'numpy', 'memtier_plugin.tools', 'memtier_plugin.host'}\n"
+            "print(alone + sorted(heavy & set(sys.modules)))\n"
+            "print(all(getattr(memtier_plugin, n) is not None for n in memtier_plugin.__all__))\n"
+            "print(memtier_plugin.hookimpl.project_name)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         check=True).stdout.split("\n")
+    assert out[0] == "[]" and out[1] == "True" and out[2] == "memtier"
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        memtier_plugin.nothing  # noqa: B018
