@@ -88,3 +88,27 @@ def test_projects_are_separate_and_corrupt_lines_skipped(tmp_path):
     assert len(list(fresh.current("trips"))) == 2
     assert len(list(fresh.current("atlas"))) == 1
     assert fresh.get("sf-torn") is None
+
+
+def test_the_tier_and_the_index_fold_supersession_by_one_rule(tmp_path):
+    """A revision (supersedes) and a late marker (superseded) retire the same facts in the tier's fold and in
+    the search index: one rule, store.semantic.retirement."""
+    from memtier_plugin.recall.index import DocIndex
+    from memtier_plugin.store.semantic import ProjectFacts, retirement
+
+    def fact(fid, content, supersedes=None):
+        return {"v": 1, "kind": "fact", "id": fid, "timestamp": "2026-11-01T00:00:00.000Z", "project": "p",
+                "origin_agent": "a", "fact_kind": "preference", "subject": "user", "attribute": "seat",
+                "value": content, "content": f"User prefers {content}", "source_entry_ids": [], "session_ids": ["s"],
+                "effective_time": None, "supersedes": supersedes}
+
+    recs = [fact("sf-1", "aisle"), fact("sf-2", "window", supersedes="sf-1"), fact("sf-3", "middle"),
+            {"v": 1, "kind": "superseded", "fact_id": "sf-3", "by": "sf-2"}]
+    assert [retirement(r) for r in recs] == [None, ("sf-1", "sf-2"), None, ("sf-3", "sf-2")]
+    pf, idx = ProjectFacts("p"), DocIndex("semantic")
+    for off, r in enumerate(recs):
+        pf.add(r)
+        idx.ingest(r, 0, off)
+    current_tier = sorted(r["id"] for r in pf.current())
+    current_index = sorted(fid for fid, doc in idx.pos.items() if not idx.cols["superseded"][doc])
+    assert current_tier == current_index == ["sf-2"]

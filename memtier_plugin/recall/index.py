@@ -29,6 +29,7 @@ from .bm25 import BM25Index
 from ..dates import annotate
 from ..errors import CorruptLineError
 from ..store.episodic import SYSTEM_PREFIX, parse_iso, tail_records
+from ..store.semantic import retirement
 from ..tokenize import tokenize
 
 log = logging.getLogger(__name__)
@@ -227,8 +228,9 @@ class DocIndex:
         self.session_docs.add(int(c["session"][doc]), doc)
         if kind == "fact":
             self.fact_sessions[doc] = [self.sessions.get(s) for s in rec.get("session_ids") or []]
-            if rec.get("supersedes"):
-                self.ingest({"kind": "superseded", "fact_id": rec["supersedes"]}, file_code, offset)
+            retired = retirement(rec)
+            if retired is not None:
+                self.ingest({"kind": "superseded", "fact_id": retired[0]}, file_code, offset)
         for pending in self.pending.pop(rec["id"], []):
             self._apply(doc, pending)
         if self._deferred is not None and self._deferred_tokens >= _BULK_TOKENS:

@@ -161,6 +161,20 @@ def fact_record(fact: Fact, *, fid: str, project: str, origin_agent: str, entry:
     }
 
 
+def retirement(rec: dict) -> tuple[str, str] | None:
+    """(the fact id ``rec`` makes not current, by what) for a fact whose ``supersedes`` names one, or for a
+    ``superseded`` marker; None for anything else. The one supersession rule: this tier's fold
+    (:class:`ProjectFacts`) and the search index (``recall/index.py``) both apply it."""
+    kind = rec.get("kind")
+    if kind == "superseded":
+        old = rec.get("fact_id")
+        return (old, rec.get("by") or "?") if isinstance(old, str) and old else None
+    if kind == "fact":
+        old = rec.get("supersedes")
+        return (old, rec.get("id") or "?") if isinstance(old, str) and old else None
+    return None
+
+
 @dataclass
 class ProjectFacts:
     """Every fact of one project, with supersession folded in (file order)."""
@@ -174,13 +188,10 @@ class ProjectFacts:
 
     def add(self, rec: dict) -> None:
         """Fold one record in; idempotent (a record seen twice changes nothing)."""
-        kind = rec.get("kind")
-        if kind == "superseded":
-            old, by = rec.get("fact_id"), rec.get("by") or "?"
-            if isinstance(old, str):
-                self.superseded_by.setdefault(old, by)
-            return
-        if kind != "fact":
+        retired = retirement(rec)
+        if rec.get("kind") != "fact":
+            if retired is not None:  # a superseded marker
+                self.superseded_by.setdefault(*retired)
             return
         fid = rec.get("id")
         if not isinstance(fid, str) or fid in self.records or not isinstance(rec.get("content"), str):
@@ -193,9 +204,8 @@ class ProjectFacts:
         key = revision_key(to_fact(rec))
         if key is not None:
             self._by_key.setdefault(key, []).append(fid)
-        old = rec.get("supersedes")
-        if isinstance(old, str) and old:
-            self.superseded_by.setdefault(old, fid)
+        if retired is not None:
+            self.superseded_by.setdefault(*retired)
 
     def is_current(self, fid: str) -> bool:
         return fid in self.records and fid not in self.superseded_by
