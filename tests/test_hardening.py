@@ -370,7 +370,7 @@ def test_lone_surrogate_and_huge_input_are_recorded_not_fatal(workspace):
 
 
 def test_failed_append_leaves_no_partial_line(workspace, monkeypatch):
-    from memtier_plugin.store import episodic as ledger_mod
+    from memtier_plugin.store import files as ledger_mod
 
     run_cli("add", "before the disk filled", "--agent", "a", "--session", "s", "--project", "p")
     real_write = os.write

@@ -175,3 +175,24 @@ def test_tail_records_gives_offsets_and_skips_bad_lines(tmp_path):
     assert [(s, e) for s, e, _ in rows] == [(0, 8), (8, 9), (9, 18), (18, 26)]
     assert [r for _, _, r in rows] == [{"a": 1}, None, None, {"b": 2}]  # the unfinished line waits
     assert [r for _, _, r in tail_records(path, 18)] == [{"b": 2}]
+
+
+def test_the_tail_reader_reads_what_a_file_gains_and_notices_a_replaced_or_shrunk_file(tmp_path):
+    from memtier_plugin.store.files import TailReader, append_lines
+
+    path = tmp_path / "x.jsonl"
+    tail = TailReader(path)
+    assert list(tail.read()) == [] and not tail.restarted
+    append_lines(path, b'{"n":1}\n{"n":2}\n', fsync=False)
+    assert [r["n"] for _, _, r in tail.read()] == [1, 2] and tail.lines == 2 and not tail.restarted
+    with open(path, "ab") as fh:
+        fh.write(b'{"n":3}\n{"n":')  # an unfinished last line waits
+    assert [r["n"] for _, _, r in tail.read()] == [3] and not tail.restarted
+    path.write_bytes(b'{"n":9}\n')  # shrank (rewritten in place)
+    assert [r["n"] for _, _, r in tail.read()] == [9] and tail.restarted and tail.lines == 1
+    other = tmp_path / "y.jsonl"
+    other.write_bytes(b'{"n":7}\n{"n":8}\n{"n":10}\n')
+    other.replace(path)  # replaced (another inode), longer than what was read
+    assert [r["n"] for _, _, r in tail.read()] == [7, 8, 10] and tail.restarted
+    path.unlink()
+    assert list(tail.read()) == [] and tail.restarted and tail.offset == 0

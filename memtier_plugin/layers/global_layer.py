@@ -28,7 +28,8 @@ from pathlib import Path
 
 from ..vocabulary import NODE_KINDS
 from ..store import jsonl
-from ..store.episodic import append_lines, clean_id, new_id, parse_iso, tail_records, utc_iso
+from ..store.episodic import append_lines, clean_id, new_id, parse_iso, utc_iso
+from ..store.files import TailReader
 from ..store.paths import is_valid_id
 from .extract import Candidate
 from ..redact import redact
@@ -113,8 +114,7 @@ class GlobalStore:
         self.path = self.root / SUB / FILE
         self.fsync = fsync
         self.nodes: dict[str, Node] = {}
-        self._offset = 0
-        self._ino = None
+        self._tail = TailReader(self.path)
         self._lock = threading.RLock()
         self.problems: list[str] = []
         self._revised: tuple[int, dict[str, str]] | None = None  # (offset it was computed at, the map)
@@ -123,17 +123,10 @@ class GlobalStore:
     def refresh(self) -> None:
         """Fold what was appended since the last read (a replaced or shrunk file is read again)."""
         with self._lock:
-            try:
-                st = os.stat(self.path)
-            except FileNotFoundError:
-                self.nodes, self._offset, self._ino = {}, 0, None
-                return
-            if st.st_ino != self._ino or st.st_size < self._offset:
-                self.nodes, self._offset, self._ino = {}, 0, st.st_ino
-            if st.st_size == self._offset:
-                return
-            for line_at, end, rec in tail_records(self.path, self._offset):
-                self._offset = end
+            new = list(self._tail.read())
+            if self._tail.restarted:
+                self.nodes = {}
+            for line_at, _end, rec in new:
                 if rec is None:
                     continue
                 problem = node_problem(rec)
@@ -161,14 +154,14 @@ class GlobalStore:
     def revised_sources(self) -> dict[str, str]:
         """Entry id → the node that revised what it said, for every retired node's sources."""
         self.refresh()
-        if self._revised is not None and self._revised[0] == self._offset:
+        if self._revised is not None and self._revised[0] == self._tail.offset:
             return self._revised[1]  # nothing appended since: the map still holds (asked on every prompt)
         out: dict[str, str] = {}
         for n in self.nodes.values():
             if n.retired_by is not None:
                 for eid in (n.rec.get("provenance") or {}).get("entry_ids") or []:
                     out.setdefault(eid, n.retired_by)
-        self._revised = (self._offset, out)
+        self._revised = (self._tail.offset, out)
         return out
 
     def history(self, node_id: str) -> list[Node]:

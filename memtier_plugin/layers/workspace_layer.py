@@ -23,7 +23,8 @@ from pathlib import Path
 import orjson
 
 from ..store import jsonl
-from ..store.episodic import append_lines, clean_id, clip_text, new_id, tail_records, utc_iso
+from ..store.episodic import append_lines, clean_id, clip_text, new_id, utc_iso
+from ..store.files import TailReader
 from ..redact import redact, redact_obj
 from ..store.semantic import project_filename
 from ..tokenize import jaccard, token_set
@@ -69,22 +70,15 @@ class ProjectLedger:
         self.project = project
         self.fsync = fsync
         self.records: list[dict] = []
-        self._offset = 0
+        self._tail = TailReader(self.path)
         self._lock = threading.RLock()
 
     def refresh(self) -> list[dict]:
         with self._lock:
-            try:
-                size = self.path.stat().st_size
-            except FileNotFoundError:
-                self.records, self._offset = [], 0
-                return self.records
-            if size < self._offset:
-                self.records, self._offset = [], 0
-            for _at, end, rec in tail_records(self.path, self._offset) if size > self._offset else ():
-                self._offset = end
-                if rec is not None and skill_problem(rec) is None:
-                    self.records.append(rec)
+            new = list(self._tail.read())
+            if self._tail.restarted:
+                self.records = []
+            self.records.extend(rec for _at, _end, rec in new if rec is not None and skill_problem(rec) is None)
             return self.records
 
     def append(self, rec: dict) -> None:

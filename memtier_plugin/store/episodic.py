@@ -16,20 +16,18 @@ reported, once, by every reader.
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from . import jsonl
 from ..errors import CorruptLineError
 from .paths import (
     ID_RE, MAX_ID_CHARS, agent_day_file, checked_id, clean_id, clip_text, day_of, new_id, parse_iso, utc_iso,
 )
-from .files import fsync_dir
+from .files import TORN_END, append_lines, iter_records, read_lines, tail_records  # noqa: F401  (re-exported)
 from .records import entry_problem, fold_cw, update_problem
 from ..redact import redact, redact_obj
 from ..tokenize import count_tokens
@@ -40,9 +38,7 @@ AGENT_ID_RE = ID_RE
 #: Longest content kept in one entry (characters); a longer text is cut, with a marker, before redaction.
 MAX_CONTENT_CHARS = 32_000
 SYSTEM_PREFIX = "[system]"
-# Closes a torn last line: RS (0x1E) is invalid anywhere in JSON, inside a string too, so a write cut
-# off just before its newline is not turned into a whole record (a ghost, or a duplicate once redone).
-TORN_END = b"\x1e\n"
+
 
 
 def check_agent_id(agent_id: str) -> str:
@@ -111,43 +107,6 @@ def apply_update(entry: Entry, rec: dict) -> None:
 class ReadResult:
     entries: dict[str, Entry]
     problems: list[CorruptLineError]
-
-
-def read_lines(path: Path, start: int = 0, *, final: bool = True) -> Iterator[tuple[int, int, bytes | None, str | None]]:
-    """Yield (lineno, end_offset, raw_line, problem) for each line from byte ``start``.
-
-    ``lineno`` counts from the start of the file only when ``start`` is 0. A
-    last line without a newline is reported as torn when ``final`` (a whole-file
-    read); a tail reader passes ``final=False`` and leaves it for later.
-    """
-    with open(path, "rb") as fh:
-        fh.seek(start)
-        data = fh.read()
-    offset, lineno = start, 0
-    for raw in _split_lf(data):
-        lineno += 1
-        if not raw.endswith(b"\n"):
-            if final:
-                yield lineno, offset + len(raw), None, "torn last line (no newline: a write was cut off)"
-            return
-        offset += len(raw)
-        yield lineno, offset, raw, None
-
-
-def _split_lf(data: bytes) -> Iterator[bytes]:
-    """Lines of ``data`` split on ``\\n`` only, each with its newline (the last may lack it).
-
-    ``bytes.splitlines`` also splits on a lone CR, which would make a line holding
-    one look torn and hide every later line of the file.
-    """
-    start, n = 0, len(data)
-    while start < n:
-        end = data.find(b"\n", start)
-        if end < 0:
-            yield data[start:]
-            return
-        yield data[start:end + 1]
-        start = end + 1
 
 
 class Ledger:
@@ -258,82 +217,8 @@ class Ledger:
         return ReadResult(entries, problems)
 
 
-def tail_records(path: Path, start: int = 0) -> Iterator[tuple[int, int, dict | None]]:
-    """Complete lines appended from byte ``start``: (line start, line end, record).
-
-    The record is None for a blank or unreadable line (logged), so a tail
-    reader still advances past it; an unfinished last line is left for later.
-    """
-    line_at = start
-    for _lineno, end, raw, _problem in read_lines(path, start, final=False):
-        rec = None
-        if raw.strip():
-            try:
-                rec = jsonl.loads(raw)
-            except ValueError:
-                log.warning("%s: skipped an unreadable line at byte %d", path, line_at)
-        yield line_at, end, rec
-        line_at = end
-
-
-def iter_records(path: Path, start: int = 0, *, final: bool = True) -> Iterator[tuple[dict, int, str | None]]:
-    """Parsed records of one ledger file: (record, lineno, problem)."""
-    for lineno, _end, raw, problem in read_lines(path, start, final=final):
-        if problem:
-            yield {}, lineno, problem
-            continue
-        if not raw.strip():
-            continue
-        try:
-            rec = jsonl.loads(raw)
-        except ValueError as exc:
-            yield {}, lineno, f"not a JSON object ({str(exc).splitlines()[0][:80]})"
-            continue
-        yield rec, lineno, None
-
-
 def _record_ts(rec: dict, clock) -> float:
     try:
         return parse_iso(rec["timestamp"])
     except (KeyError, ValueError, TypeError):
         return clock()
-
-
-def append_lines(path: Path, data: bytes, *, fsync: bool = True) -> int:
-    """Append whole lines under an exclusive lock; after a torn tail, close it (``TORN_END``) first.
-
-    Returns the byte offset at which ``data`` starts in the file.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            size = os.fstat(fd).st_size
-            start = size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                log.warning("%s: torn last line found; closing it, the next record starts on a new line", path)
-                data = TORN_END + data
-                start += len(TORN_END)
-            try:
-                view = memoryview(data)
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
-                if fsync:
-                    os.fsync(fd)
-            except OSError:
-                # ENOSPC, EIO, ...: leave no partial line behind (we hold the lock; nobody appended)
-                try:
-                    os.ftruncate(fd, size)
-                except OSError:
-                    log.error("%s: could not truncate a failed append back to %d bytes", path, size)
-                raise
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-    if created and fsync:
-        fsync_dir(path.parent)
-    return start

@@ -10,7 +10,7 @@ only the current version while the chain stays in the file.
 
 Fact ids are deterministic (``fact_id(entry_id, n)``): re-consolidating an
 entry after a crash names the same facts, so the store can tell what is
-already written. Appends go through :func:`ledger.append_lines` (flock,
+already written. Appends go through :func:`memtier_plugin.store.files.append_lines` (flock,
 one write, fsync).
 
 This module owns the record shape: :func:`fact_record` builds a fact record,
@@ -31,7 +31,8 @@ from typing import Iterable, Iterator
 
 from ..vocabulary import FACT_KINDS  # noqa: F401  (the fact kinds this tier holds; facts.py reads them here)
 from . import jsonl
-from .episodic import append_lines, parse_iso, tail_records
+from .episodic import append_lines, parse_iso
+from .files import TailReader
 from ..tokenize import token_set
 
 #: The kinds of fact the semantic tier holds; the first four are revised by a newer value.
@@ -259,8 +260,7 @@ class SemanticStore:
         self.root = Path(memory_root)
         self.dir = self.root / "semantic"
         self.fsync = fsync
-        self._offsets: dict[str, int] = {}
-        self._lines: dict[str, int] = {}      # lines read of each file (for file:line in reports)
+        self._tails: dict[str, TailReader] = {}  # per project file: what was read, lines counted for reports
         self._projects: dict[str, ProjectFacts] = {}
         self.problems: list[str] = []         # "file:line: reason" of each bad record skipped
 
@@ -271,30 +271,20 @@ class SemanticStore:
         return sorted(self.dir.glob("*.jsonl")) if self.dir.is_dir() else []
 
     def refresh(self) -> None:
+        """Fold what every project file gained (a replaced or shrunk file is read again; the fold is
+        idempotent, so what it held stays until the process restarts)."""
         for path in self.files():
-            key = str(path)
-            start = self._offsets.get(key, 0)
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                continue
-            if size < start:
-                log.warning("%s: file shrank (%d < %d bytes); reading it again", path, size, start)
-                start = 0
-            if start == 0:
-                self._lines[key] = 0
-            if size == start:
-                continue
-            for _line_at, end, rec in tail_records(path, start):
-                self._offsets[key] = end
-                self._lines[key] = self._lines.get(key, 0) + 1
+            tail = self._tails.get(str(path))
+            if tail is None:
+                tail = self._tails[str(path)] = TailReader(path)
+            for _line_at, _end, rec in tail.read():
                 if rec is None:
                     continue
                 problem = fact_problem(rec)
                 if problem is None:
                     self._fold(rec)
                 elif rec.get("kind") in ("fact", "superseded"):  # other kinds are not ours to judge
-                    where = f"{path}:{self._lines[key]}"
+                    where = f"{path}:{tail.lines}"
                     self.problems.append(f"{where}: {problem}")
                     log.warning("%s: fact record skipped: %s", where, problem)
 
