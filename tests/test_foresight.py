@@ -546,7 +546,7 @@ def test_a_budgeted_recall_reads_only_the_texts_it_can_score(workspace):
 
 
 def test_rows_grow_without_copying_and_views_stay_valid():
-    from memtier_plugin.recall.retriever import Rows
+    from memtier_plugin.recall.dense import Rows
 
     rows = Rows(np.ones((3, 2), dtype=np.float32))
     v = rows.view()

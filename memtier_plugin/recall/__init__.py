@@ -11,7 +11,8 @@ Modules by purpose:
   :mod:`.watch` (what the ledgers gained, cheaply, on every recall);
 * scoring: :mod:`.signals` (the five signals as pure functions, one explainable fusion, eq. 1),
   :mod:`.scoping` (stage 1: the project's current facts pick the sessions stage 2 scores);
-* dense and re-ranked: :mod:`.vector_cache` (on-disk vectors per embedder), :mod:`.rerank`
+* dense and re-ranked: :mod:`.vector_cache` (on-disk vectors per embedder), :mod:`.dense` (the
+  documents' vectors in memory, appended without copying), :mod:`.rerank`
   (the cross-encoder's order of the head, by reciprocal-rank fusion), :mod:`.backends` (embedder, re-ranker and weights
   from one config, and the learned weights file);
 * the answer: :mod:`.retriever` (open, refresh, rank, recall), :mod:`.packing` (top k within the
