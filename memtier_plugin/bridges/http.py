@@ -494,6 +494,7 @@ class SidecarServer(ThreadingHTTPServer):
         self.request_timeout = request_timeout
         self.unauth_idle_s = unauth_idle_s
         self.stopping = threading.Event()
+        self._closed = threading.Event()
         self.last_request = time.monotonic()
         self._conns: dict[Any, _Conn] = {}
         self._conns_lock = threading.Lock()
@@ -546,8 +547,7 @@ class SidecarServer(ThreadingHTTPServer):
     def _reap(self) -> None:
         """Cut every request that has been arriving for longer than ``request_timeout`` (a trickled body)."""
         step = max(0.05, min(0.5, self.request_timeout / 4))
-        while True:
-            time.sleep(step)
+        while not self._closed.wait(step):
             now = time.monotonic()
             with self._conns_lock:
                 late = [c for c in self._conns.values()
@@ -583,6 +583,10 @@ class SidecarServer(ThreadingHTTPServer):
             self.failed_write(client_address, "a request", exc)
         else:
             log.exception("sidecar: a connection failed")
+
+    def server_close(self) -> None:
+        self._closed.set()
+        super().server_close()
 
     def drain(self, timeout: float = DRAIN_S) -> None:
         """Let requests in flight finish (up to ``timeout``) and close every other connection."""
