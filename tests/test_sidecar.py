@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -491,9 +492,7 @@ def test_lone_surrogate_escapes_are_recorded_as_replacement_characters(sidecar, 
     assert any("half \U0001F600 whole \ufffd low" in c for c in contents), contents
 
 
-def _raw(sc: Sidecar, data: bytes = b"") -> "socket.socket":
-    import socket
-
+def _raw(sc: Sidecar, data: bytes = b"") -> socket.socket:
     s = socket.create_connection(sc.address, timeout=10)
     if data:
         s.sendall(data)
@@ -502,8 +501,6 @@ def _raw(sc: Sidecar, data: bytes = b"") -> "socket.socket":
 
 def _closed(s, within: float = 5.0) -> bool:
     """True when the server closes ``s`` (EOF or reset) within ``within`` seconds, reading what it sends."""
-    import socket
-
     s.settimeout(within)
     try:
         while s.recv(65536):
@@ -584,8 +581,23 @@ def test_idle_exit_ignores_clients_without_the_token(sidecar, tmp_path):
     stalled.close()
 
 
+def test_a_connection_without_the_token_is_closed_sooner_than_one_with_it(sidecar):
+    from memtier_plugin.bridges.http import IDLE_TIMEOUT_S, UNAUTH_IDLE_S
+
+    sc = sidecar()
+    anonymous = _raw(sc)
+    known = http.client.HTTPConnection(*sc.address, timeout=30)
+    known.request("GET", "/health", headers={"Authorization": f"Bearer {sc.token}"})
+    assert known.getresponse().read()
+    t0 = time.monotonic()
+    assert _closed(anonymous, UNAUTH_IDLE_S + 5)
+    assert UNAUTH_IDLE_S - 1 < time.monotonic() - t0 < IDLE_TIMEOUT_S
+    known.request("GET", "/health", headers={"Authorization": f"Bearer {sc.token}"})
+    assert known.getresponse().status == 200, "a connection that sent the token is kept longer"
+    known.close()
+
+
 def test_clients_that_reset_early_cost_one_log_line_each_never_a_traceback(sidecar, tmp_path):
-    import socket
     import struct
 
     sc = sidecar()
