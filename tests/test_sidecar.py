@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -421,3 +422,198 @@ def test_a_sidecar_stopped_while_it_warms_up_exits_cleanly(sidecar, tmp_path):
     when set up): shutdown waits for it instead of exiting under it (which aborted the process)."""
     for i in range(3):
         assert sidecar(tmp_path / f"ws{i}").stop() == 0
+
+
+# ---- issue 30: trust, lone surrogates, many clients -------------------------------------
+def test_a_planted_symlink_never_redirects_the_token(tmp_path, monkeypatch):
+    """Private files are created with O_EXCL | O_NOFOLLOW: a symlink planted under the temp name the
+    writer draws (here made predictable) is skipped, and the file it points to is never written."""
+    from memtier_plugin.bridges.http import ensure_token
+    from memtier_plugin.store import files
+
+    d = tmp_path / "memory" / ".sidecar"
+    d.mkdir(parents=True, mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    draws = iter([b"\x01" * 8, b"\x02" * 8, b"\x03" * 8])
+    monkeypatch.setattr(files.os, "urandom", lambda n: next(draws)[:n])
+    for n in (4, 8):  # the names a 4-byte and an 8-byte draw give: both planted
+        (d / f".token.{os.getpid()}.{'01' * n}.tmp").symlink_to(victim)
+    token = ensure_token(d / "token")
+    assert victim.read_text() == "keep me", "the token went through the planted symlink"
+    assert (d / "token").read_text().strip() == token and not (d / "token").is_symlink()
+    assert stat.S_IMODE((d / "token").stat().st_mode) == 0o600
+
+
+def test_the_token_is_rotated_after_an_unclean_exit(sidecar, tmp_path):
+    sc = sidecar()
+    killed = sc.token
+    sc.stop(signal.SIGKILL)
+    endpoint = tmp_path / "ws" / "memory" / ".sidecar" / "endpoint.json"
+    assert endpoint.exists(), "a killed sidecar leaves its endpoint.json"
+    again = sidecar()
+    assert again.token != killed, "whatever listened on the dead sidecar's port may hold its token"
+    assert again.request("GET", "/health", token=killed)[0] == 401
+    assert json.loads(endpoint.read_text())["pid"] == again.proc.pid
+    assert again.stop() == 0
+    assert sidecar().token == again.token, "a clean exit keeps the token"
+
+
+def test_the_challenge_proves_the_server_holds_the_token_without_receiving_it(sidecar):
+    from memtier_plugin.bridges.http import challenge_proof
+
+    sc = sidecar()
+    nonce = os.urandom(32).hex()
+    status, answer = sc.request("GET", f"/v1/challenge?nonce={nonce}", token=None)
+    assert status == 200
+    assert (answer["service"], answer["pid"], answer["workspace"], answer["port"]) == \
+        ("memtier", sc.proc.pid, str(sc.workspace), sc.address[1])
+    assert answer["proof"] == challenge_proof(sc.token, nonce, sc.proc.pid, str(sc.workspace), sc.address[1])
+    assert answer["proof"] != challenge_proof(sc.token, os.urandom(32).hex(), sc.proc.pid, str(sc.workspace),
+                                              sc.address[1])
+    for bad in ("", "abc", "Z" * 64, "a" * 200):
+        assert sc.request("GET", f"/v1/challenge?nonce={bad}", token=None)[0] == 400
+
+
+def test_lone_surrogate_escapes_are_recorded_as_replacement_characters(sidecar, tmp_path):
+    """A JavaScript host's cut emoji arrives as a lone surrogate escape: recorded with U+FFFD, not refused."""
+    sc = sidecar()
+    ctx = {"agent_id": "main", "session_id": "s1", "run_id": "r1"}
+    body = ('{"ctx": %s, "event": {"prompt": "the deploy broke \\ud83d", "messages": []}}' % json.dumps(ctx)).encode()
+    status, answer = sc.request("POST", "/v1/before_prompt_build", body)
+    assert status == 200, answer
+    tool = ('{"ctx": %s, "event": {"tool_name": "exec", "params": {"cmd": "cat \\udc00"}, '
+            '"result": "half \\ud83d\\ude00 whole \\ude00 low"}}' % json.dumps(ctx)).encode()
+    assert sc.request("POST", "/v1/post_tool", tool)[0] == 200
+    # still refused: what is not JSON at all
+    assert sc.request("POST", "/v1/before_prompt_build", b'{"ctx": {}, "event": {"prompt": NaN}}')[0] == 400
+    contents = sorted(v[-1] for v in ledger_view(tmp_path / "ws"))
+    assert "the deploy broke \ufffd" in contents
+    assert any("half \U0001F600 whole \ufffd low" in c for c in contents), contents
+
+
+def _raw(sc: Sidecar, data: bytes = b"") -> socket.socket:
+    s = socket.create_connection(sc.address, timeout=10)
+    if data:
+        s.sendall(data)
+    return s
+
+
+def _closed(s, within: float = 5.0) -> bool:
+    """True when the server closes ``s`` (EOF or reset) within ``within`` seconds, reading what it sends."""
+    s.settimeout(within)
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_connections_past_the_cap_are_refused_before_anything_is_read(sidecar):
+    sc = sidecar(None, "--max-connections", "8")
+    idle = [_raw(sc) for _ in range(8)]  # eight connections that never send the token
+    time.sleep(0.3)
+    # a client with the token still gets in: the oldest connection without one makes room
+    assert sc.request("GET", "/health")[0] == 200
+    assert _closed(idle[0], 2), "the oldest idle connection without the token was closed"
+    held = []
+    for _ in range(8):  # eight authenticated keep-alive connections fill the cap
+        conn = http.client.HTTPConnection(*sc.address, timeout=10)
+        conn.request("GET", "/health", headers={"Authorization": f"Bearer {sc.token}"})
+        assert conn.getresponse().read()
+        held.append(conn)
+    assert all(_closed(s, 2) for s in idle[1:]), "each made room for one"
+    extra = _raw(sc, b"GET /health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + sc.token.encode() + b"\r\n\r\n")
+    assert _closed(extra, 5), "the connection past the cap is closed unanswered"
+    for conn in held:  # the ones within the cap go on
+        conn.request("GET", "/health", headers={"Authorization": f"Bearer {sc.token}"})
+        assert conn.getresponse().status == 200
+        conn.close()
+    time.sleep(0.3)
+    assert sc.request("GET", "/health")[0] == 200
+
+
+def test_a_trickled_request_is_cut_at_the_request_deadline(sidecar):
+    sc = sidecar(None, "--request-timeout", "1.5")
+    head = (f"POST /v1/before_prompt_build HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {sc.token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: 200\r\n\r\n").encode()
+    s = _raw(sc, head)
+    t0 = time.monotonic()
+    answer = b""
+    s.settimeout(0.3)
+    while time.monotonic() - t0 < 20:
+        try:
+            s.sendall(b" ")  # a byte every 0.3 s: each read succeeds, the request never completes
+        except OSError:
+            break
+        try:
+            chunk = s.recv(4096)
+            answer += chunk
+            if not chunk:
+                break
+        except (TimeoutError, OSError):
+            continue
+    took = time.monotonic() - t0
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert took < 6, f"the trickle was held for {took:.1f} s"
+    # the same for a request line that never ends
+    s = _raw(sc, b"GET /hea")
+    t0 = time.monotonic()
+    assert _closed(s, 8) and time.monotonic() - t0 < 6
+    assert sc.request("GET", "/health")[0] == 200
+
+
+def test_idle_exit_ignores_clients_without_the_token(sidecar, tmp_path):
+    sc = sidecar(None, "--idle-exit", "2", "--request-timeout", "30")
+    stalled = _raw(sc, b"POST /v1/post_tool HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+    t0 = time.monotonic()
+    while sc.proc.poll() is None and time.monotonic() - t0 < 20:
+        try:  # unauthenticated requests keep coming; they are not activity
+            sc.request("GET", "/health", token="wrong")
+        except OSError:
+            pass
+        time.sleep(0.2)
+    assert sc.proc.poll() == 0, "the sidecar went on serving no one"
+    assert time.monotonic() - t0 < 15
+    stalled.close()
+
+
+def test_a_connection_without_the_token_is_closed_sooner_than_one_with_it(sidecar):
+    from memtier_plugin.bridges.http import IDLE_TIMEOUT_S, UNAUTH_IDLE_S
+
+    sc = sidecar()
+    anonymous = _raw(sc)
+    known = http.client.HTTPConnection(*sc.address, timeout=30)
+    known.request("GET", "/health", headers={"Authorization": f"Bearer {sc.token}"})
+    assert known.getresponse().read()
+    t0 = time.monotonic()
+    assert _closed(anonymous, UNAUTH_IDLE_S + 5)
+    assert UNAUTH_IDLE_S - 1 < time.monotonic() - t0 < IDLE_TIMEOUT_S
+    known.request("GET", "/health", headers={"Authorization": f"Bearer {sc.token}"})
+    assert known.getresponse().status == 200, "a connection that sent the token is kept longer"
+    known.close()
+
+
+def test_clients_that_reset_early_cost_one_log_line_each_never_a_traceback(sidecar, tmp_path):
+    import struct
+
+    sc = sidecar()
+    body = json.dumps({"ctx": {"agent_id": "main", "session_id": "s"},
+                       "event": {"prompt": "what broke the deploy " * 50, "messages": []}}).encode()
+    for _ in range(30):
+        s = socket.create_connection(sc.address)
+        s.sendall(f"POST /v1/before_prompt_build HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {sc.token}\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()  # RST: the answer has nowhere to go
+    time.sleep(1.0)
+    assert sc.request("GET", "/health")[0] == 200
+    sc.proc.send_signal(signal.SIGTERM)
+    _, err = sc.proc.communicate(timeout=30)
+    assert sc.proc.returncode == 0
+    assert "Traceback" not in err, err[:2000]
+    lines = [line for line in err.splitlines() if "not delivered" in line]
+    assert len(lines) <= 20, f"{len(lines)} lines: failed writes are rate-limited"

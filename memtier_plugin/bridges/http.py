@@ -13,12 +13,30 @@ Protocol (JSON in, JSON out, UTF-8)::
                                                               before_compaction | session_end
     POST /v1/<tool>   {"ctx": {...}, "params": {...}}  tool = memory_search | memory_get | memory_add
     GET  /health
+    GET  /v1/challenge?nonce=<hex>                     (no token: the server proves it holds it)
 
 ``ctx`` and ``event`` carry the field names of :mod:`memtier_plugin.events`
 (snake_case); unknown fields are ignored, so clients may send newer ones.
 Every request needs ``Authorization: Bearer <token>``; the token lives in
 ``<memory root>/.sidecar/token`` (mode 0600, its folder 0700, never inside a
 ledger) and is compared in constant time. The server listens on loopback only.
+
+Before a client sends the token or any content on a connection it asks
+``GET /v1/challenge?nonce=<16-64 random bytes, hex>`` (no token) and checks the
+answer ``{"service", "pid", "workspace", "port", "proof"}``: ``proof`` is the hex
+HMAC-SHA256, keyed with the token, of ``memtier-sidecar-challenge-v1\n<nonce>\n
+<pid>\n<workspace>\n<port>`` (:func:`challenge_proof`). Only a server holding the
+token can answer, and naming its own port stops a squatter from relaying the
+challenge to the real sidecar. A token file left by a sidecar that did not exit
+cleanly is replaced at the next start (:func:`serve`).
+
+Under many clients: at most ``max_connections`` connections (past it, the
+oldest connection that has not yet sent the token is closed to make room, or
+the new one is closed unread); a connection that never sent the token is closed
+after ``UNAUTH_IDLE_S`` idle; a request (request line, headers, body) must
+arrive whole within ``request_timeout`` seconds of its first byte (408, closed);
+``--idle-exit`` counts only authenticated requests; a failed write (a client
+that went away) is one log line, and those lines are rate-limited.
 
 Answers: before_prompt_build ``{"prepend_context", "prepend_system_context"}``;
 pre_tool ``{"block", "block_reason", "supplement", "params"}``; the other hooks
@@ -38,7 +56,9 @@ from __future__ import annotations
 import dataclasses
 import errno
 import fcntl
+import hashlib
 import hmac
+import json
 import logging
 import os
 import secrets
@@ -59,6 +79,7 @@ from ..events import (
 )
 from ..host import Host, review_decision
 from ..store.files import atomic_write
+from ..store.jsonl import clean_obj
 from ..store.paths import checked_id
 
 log = logging.getLogger(__name__)
@@ -71,6 +92,16 @@ MAX_DRAIN = 64 << 20
 IDLE_TIMEOUT_S = 60.0
 #: Seconds a clean shutdown waits for requests in flight.
 DRAIN_S = 10.0
+#: Open connections at most (a thread each); past it the oldest unauthenticated one makes room, or the new one is closed.
+MAX_CONNECTIONS = 128
+#: Seconds a connection that has not sent the token may sit idle (60 s is for clients that did).
+UNAUTH_IDLE_S = 10.0
+#: Seconds from a request's first byte to its last (request line, headers, body); past it: 408 and closed.
+REQUEST_TIMEOUT_S = 10.0
+#: Failed writes logged per minute at most (then one line counting the rest).
+FAILED_WRITES_PER_MIN = 20
+#: What the challenge proof is computed over (versioned: a new layout is a new prefix).
+CHALLENGE_PREFIX = "memtier-sidecar-challenge-v1"
 HOOK_EVENTS = {"before_prompt_build": PromptEvent, "pre_tool": ToolCallEvent, "post_tool": ToolResultEvent,
                "agent_end": AgentEndEvent, "before_compaction": CompactionEvent, "session_end": SessionEndEvent}
 TOOLS = ("memory_search", "memory_get", "memory_add")
@@ -103,12 +134,17 @@ def _write_private(path: Path, data: bytes) -> None:
     atomic_write(path, data, mode=0o600)
 
 
-def ensure_token(path: Path | str) -> str:
+def ensure_token(path: Path | str, *, rotate: bool = False) -> str:
     """The sidecar token in ``path``: reused when it is a private (0600) file of ours, else a new one.
 
-    A token file others could read is replaced, not trusted: it may have leaked.
+    A token file others could read is replaced, not trusted: it may have leaked. ``rotate``: always a
+    new one (the last sidecar did not exit cleanly, so whatever listened on its port since may hold it).
     """
     path = Path(path)
+    if rotate:
+        token = secrets.token_urlsafe(32)
+        _write_private(path, (token + "\n").encode())
+        return token
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # an existing folder keeps its mode
     try:
         st = path.lstat()
@@ -122,6 +158,36 @@ def ensure_token(path: Path | str) -> str:
     token = secrets.token_urlsafe(32)
     _write_private(path, (token + "\n").encode())
     return token
+
+
+def challenge_proof(token: str | bytes, nonce: str, pid: int, workspace: str, port: int) -> str:
+    """The hex HMAC-SHA256 (keyed with the token) a sidecar answers ``GET /v1/challenge?nonce=`` with."""
+    key = token.encode() if isinstance(token, str) else token
+    msg = f"{CHALLENGE_PREFIX}\n{nonce}\n{pid}\n{workspace}\n{port}".encode()
+    return hmac.new(key, msg, hashlib.sha256).hexdigest()
+
+
+def _surrogate_free(value: Any) -> Any:
+    """``value`` with every lone surrogate (a JavaScript host's cut emoji) as U+FFFD; pairs joined."""
+    return clean_obj(value)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_body(body: bytes) -> Any:
+    """A request body as JSON; lone surrogate escapes (``"\\ud83d"``) decode to U+FFFD, as on every other
+    input path, instead of failing the request. Raises ``ValueError`` (one line) for anything not JSON."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        strict = str(exc).splitlines()[0][:120]
+    try:  # orjson refuses lone surrogates; the standard parser keeps them, clean_obj replaces them
+        obj = json.loads(body.decode("utf-8", "replace"), parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise ValueError(strict) from None
+    return _surrogate_free(obj)
 
 
 def read_token(path: Path | str) -> str:
@@ -249,6 +315,23 @@ class Sidecar:
 
 
 # ---- HTTP -----------------------------------------------------------------------
+_UNAUTHORIZED = ("missing or wrong token: send 'Authorization: Bearer <token>' "
+                 "with the token from the sidecar's token file")
+
+
+@dataclasses.dataclass
+class _Conn:
+    """One open connection, as the server's accept loop and reaper see it."""
+
+    sock: Any
+    accepted: float
+    authed: bool = False  #: it sent the right token at least once
+    phase: str = "new"  #: new | idle (waiting for a request) | reading | busy (answering)
+    started: float = 0.0  #: when the request being read sent its first byte
+    expired: bool = False  #: the reaper cut its reading (request over the deadline)
+    evicted: bool = False  #: closed to make room for a new connection
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = f"memtier/{__version__}"
@@ -262,54 +345,96 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         # small answers on a kept-alive connection: without this, Nagle + delayed ACK add ~40 ms each
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.conn = self.server.conn_state(self.request)
 
     def handle_one_request(self):
-        self.server.track(self, busy=False)
+        conn = self.conn
         try:
+            # wait for the request's first byte: 60 s for a client that sent the token, less for one that did not
+            self.connection.settimeout(IDLE_TIMEOUT_S if conn.authed else self.server.unauth_idle_s)
+            try:
+                if not self.rfile.peek(1):
+                    self.close_connection = True
+                    return
+            except (TimeoutError, OSError, ValueError):
+                self.close_connection = True
+                return
+            conn.started, conn.phase = time.monotonic(), "reading"
+            self.connection.settimeout(self.server.request_timeout)  # the reaper bounds the whole request
             super().handle_one_request()
         finally:
-            if self.server.stopping.is_set():
+            conn.phase = "idle"
+            if self.server.stopping.is_set() or conn.expired or conn.evicted:
                 self.close_connection = True
-
-    def parse_request(self) -> bool:
-        ok = super().parse_request()
-        if ok:
-            self.server.track(self, busy=True)
-            self.server.last_request = time.monotonic()
-        return ok
 
     def _send(self, status: int, obj: dict, *, close: bool = False) -> None:
         data = orjson.dumps(obj)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        if close or self.server.stopping.is_set():
-            self.send_header("Connection", "close")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if close or self.server.stopping.is_set():
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError as exc:  # the client went away: one line, no traceback
             self.close_connection = True
-        self.end_headers()
-        self.wfile.write(data)
+            self.server.failed_write(self.client_address, f"{self.command} {self.path[:60]}", exc)
 
     def _authorized(self) -> bool:
         got = self.headers.get("Authorization", "")
         scheme, _, token = got.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self.server.token)
+        ok = scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self.server.token)
+        if ok:
+            self.conn.authed = True
+            self.server.last_request = time.monotonic()
+        return ok
 
     def _refuse(self, exc: RequestError, *, close: bool = False) -> None:
         self._send(exc.status, {"error": str(exc)}, close=close)
 
+    def _challenge(self) -> None:
+        """Prove to a client, before it sends the token, that this server holds it (no token needed)."""
+        from urllib.parse import parse_qs, urlsplit
+
+        nonce = (parse_qs(urlsplit(self.path).query).get("nonce") or [""])[0]
+        if not (32 <= len(nonce) <= 128 and all(c in "0123456789abcdef" for c in nonce)):
+            return self._refuse(RequestError(400, "challenge: send nonce=<32 to 128 lowercase hex digits>"))
+        server = self.server
+        port = server.server_address[1]
+        workspace = str(server.sidecar.workspace)
+        self._send(200, {"service": "memtier", "pid": os.getpid(), "workspace": workspace, "port": port,
+                         "proof": challenge_proof(server.token, nonce, os.getpid(), workspace, port)})
+
     def do_GET(self):
+        if self.path.split("?", 1)[0] == "/v1/challenge":
+            return self._challenge()
         if not self._authorized():
-            return self._refuse(RequestError(401, "missing or wrong token: send 'Authorization: Bearer <token>' "
-                                                  "with the token from the sidecar's token file"), close=True)
+            return self._refuse(RequestError(401, _UNAUTHORIZED), close=True)
+        self.conn.phase = "busy"
         if self.path.split("?", 1)[0] != "/health":
             return self._refuse(RequestError(404 if not self.path.startswith("/v1/") else 405,
                                              f"{self.command} {self.path[:60]}: only GET /health and POST /v1/<name>"))
         self._send(200, self.server.sidecar.health())
 
+    def _read_body(self, length: int) -> bytes | None:
+        """The body, or None after answering 408 (over the request deadline) or 400 (cut short)."""
+        body = self.rfile.read(length)
+        if len(body) == length:
+            return body
+        if self.conn.expired:
+            self._refuse(RequestError(408, f"request not complete within {self.server.request_timeout:g} s"),
+                         close=True)
+        else:
+            self._refuse(RequestError(400, f"body: {len(body)} of {length} bytes before the connection closed"),
+                         close=True)
+        return None
+
     def do_POST(self):
         if not self._authorized():
-            return self._refuse(RequestError(401, "missing or wrong token: send 'Authorization: Bearer <token>' "
-                                                  "with the token from the sidecar's token file"), close=True)
+            return self._refuse(RequestError(401, _UNAUTHORIZED), close=True)
         path = self.path.split("?", 1)[0]
         if not path.startswith("/v1/"):
             return self._refuse(RequestError(404 if path != "/health" else 405,
@@ -336,11 +461,14 @@ class _Handler(BaseHTTPRequestHandler):
                     left -= len(chunk)
             return self._refuse(RequestError(413, f"body of {length} bytes is over the limit of "
                                                   f"{self.server.max_body} bytes"), close=True)
-        body = self.rfile.read(length)
+        body = self._read_body(length)
+        if body is None:
+            return None
+        self.conn.phase = "busy"
         try:
-            obj = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            return self._refuse(RequestError(400, f"body: not valid JSON ({str(exc).splitlines()[0][:120]})"))
+            obj = parse_body(body)
+        except ValueError as exc:
+            return self._refuse(RequestError(400, f"body: not valid JSON ({exc})"))
         try:
             answer = self.server.sidecar.call(path[len("/v1/"):], obj)
         except RequestError as exc:
@@ -349,59 +477,137 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class SidecarServer(ThreadingHTTPServer):
-    """A threading HTTP server that knows its connections, so a shutdown drains them instead of hanging."""
+    """A threading HTTP server that knows its connections: it caps them, cuts slow requests,
+    and drains them on shutdown instead of hanging."""
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128
 
-    def __init__(self, address, sidecar: Sidecar, token: str, *, max_body: int = MAX_BODY):
+    def __init__(self, address, sidecar: Sidecar, token: str, *, max_body: int = MAX_BODY,
+                 max_connections: int = MAX_CONNECTIONS, request_timeout: float = REQUEST_TIMEOUT_S,
+                 unauth_idle_s: float = UNAUTH_IDLE_S):
         self.sidecar = sidecar
         self.token = token.encode()
         self.max_body = max_body
+        self.max_connections = max_connections
+        self.request_timeout = request_timeout
+        self.unauth_idle_s = unauth_idle_s
         self.stopping = threading.Event()
+        self._closed = threading.Event()
         self.last_request = time.monotonic()
-        self._conns: dict[int, tuple[Any, bool]] = {}
+        self._conns: dict[Any, _Conn] = {}
         self._conns_lock = threading.Lock()
+        self._log_window = (0.0, 0, 0)  # (window start, lines logged, lines suppressed)
+        self._log_lock = threading.Lock()
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.address_family = family
         super().__init__(address, _Handler)
+        threading.Thread(target=self._reap, name="memtier-sidecar-reaper", daemon=True).start()
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
 
-    def track(self, handler: _Handler, *, busy: bool) -> None:
+    # -- connections --------------------------------------------------------------
+    def verify_request(self, request, client_address) -> bool:
+        """Admit a new connection within the cap (in the accept loop, before anything is read from it)."""
         with self._conns_lock:
-            self._conns[id(handler)] = (handler, busy)
+            live = [c for c in self._conns.values() if not c.evicted]
+            if len(live) >= self.max_connections:
+                spare = [c for c in live if not c.authed and c.phase in ("new", "idle", "reading")]
+                if not spare:
+                    log.debug("sidecar: %d connections open; refusing %s", len(live), client_address)
+                    return False
+                victim = min(spare, key=lambda c: c.accepted)
+                victim.evicted = True
+                _cut(victim.sock, socket.SHUT_RDWR)
+            self._conns[request] = _Conn(request, time.monotonic())
+        return True
+
+    def conn_state(self, request) -> _Conn:
+        with self._conns_lock:
+            return self._conns.setdefault(request, _Conn(request, time.monotonic()))
 
     def shutdown_request(self, request):
         with self._conns_lock:
-            for key, (h, _) in list(self._conns.items()):
-                if h.request is request:
-                    del self._conns[key]
+            self._conns.pop(request, None)
         super().shutdown_request(request)
 
-    def busy(self) -> int:
+    def connections(self) -> int:
         with self._conns_lock:
-            return sum(1 for _, b in self._conns.values() if b)
+            return len(self._conns)
+
+    def busy(self) -> int:
+        """Authenticated requests being answered (what ``--idle-exit`` and a shutdown wait for)."""
+        with self._conns_lock:
+            return sum(1 for c in self._conns.values() if c.phase == "busy")
+
+    def _reap(self) -> None:
+        """Cut every request that has been arriving for longer than ``request_timeout`` (a trickled body)."""
+        step = max(0.05, min(0.5, self.request_timeout / 4))
+        while not self._closed.wait(step):
+            now = time.monotonic()
+            with self._conns_lock:
+                late = [c for c in self._conns.values()
+                        if c.phase == "reading" and not c.expired and now - c.started > self.request_timeout]
+                for c in late:
+                    c.expired = True
+                    _cut(c.sock, socket.SHUT_RD)  # reads end now; the 408 can still be written
+
+    # -- errors ---------------------------------------------------------------------
+    def failed_write(self, client_address, what: str, exc: BaseException) -> None:
+        """One line per failed write (a client that reset early), at most FAILED_WRITES_PER_MIN a minute."""
+        with self._log_lock:
+            start, logged, suppressed = self._log_window
+            now = time.monotonic()
+            if now - start >= 60:
+                if suppressed:
+                    log.warning("sidecar: %d more failed writes in the last minute not logged", suppressed)
+                start, logged, suppressed = now, 0, 0
+            if logged < FAILED_WRITES_PER_MIN:
+                logged += 1
+                log.warning("sidecar: answer to %s not delivered (%s: %s)", what, type(exc).__name__,
+                            str(exc)[:120])
+            else:
+                suppressed += 1
+            self._log_window = (start, logged, suppressed)
+
+    def handle_error(self, request, client_address):
+        """An error outside an answer (a reset while reading): one line, never a traceback."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            self.failed_write(client_address, "a request", exc)
+        else:
+            log.exception("sidecar: a connection failed")
+
+    def server_close(self) -> None:
+        self._closed.set()
+        super().server_close()
 
     def drain(self, timeout: float = DRAIN_S) -> None:
-        """Let requests in flight finish (up to ``timeout``) and close idle keep-alive connections."""
+        """Let requests in flight finish (up to ``timeout``) and close every other connection."""
         self.stopping.set()
         deadline = time.monotonic() + timeout
         while True:
             with self._conns_lock:
                 conns = list(self._conns.values())
-            for h, busy in conns:
-                if not busy:
-                    try:
-                        h.request.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+            for c in conns:
+                if c.phase != "busy":
+                    _cut(c.sock, socket.SHUT_RDWR)
             if not conns or time.monotonic() > deadline:
                 return
             time.sleep(0.02)
+
+
+def _cut(sock, how: int) -> None:
+    try:
+        sock.shutdown(how)
+    except OSError:
+        pass
 
 
 # ---- running -------------------------------------------------------------------
@@ -423,7 +629,8 @@ def endpoint_path(memory_root: Path | str) -> Path:
 def lock_workspace(memory_root: Path | str) -> int:
     """Hold ``.sidecar/lock`` for this process's life: one sidecar per workspace (released even on SIGKILL)."""
     d = _private_dir(sidecar_dir(memory_root))
-    fd = os.open(d / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(d / "lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+                 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -462,12 +669,17 @@ def build_host(plugin_dir: str | Path | None = None) -> Host:
 def serve(workspace: Path | str, memory_root: Path | str, *, host: str = "127.0.0.1", port: int = 0,
           token_file: Path | str | None = None, max_body: int = MAX_BODY, plugin_dir: str | Path | None = None,
           idle_exit_s: float = 0, on_ready: Callable[[Endpoint], None] | None = None,
-          stop: threading.Event | None = None) -> int:
+          stop: threading.Event | None = None, max_connections: int = MAX_CONNECTIONS,
+          request_timeout: float = REQUEST_TIMEOUT_S) -> int:
     """Run the sidecar until SIGTERM/SIGINT, ``stop``, or ``idle_exit_s`` without requests (0: never).
 
     Returns the exit status (0 after a clean shutdown). A runtime that starts
     the sidecar for short-lived processes (``openclaw agent --local``) leaves it
     running for the next one and relies on the idle exit.
+
+    An ``endpoint.json`` found once the lock is held was left by a sidecar that did not exit
+    cleanly (SIGKILL, OOM): its token is rotated, since whatever listened on that port since
+    may have been sent it.
 
     Startup order: lock the workspace, token, warm the memory (index opened once,
     not by the first request), listen, publish ``endpoint.json``, then ``on_ready``.
@@ -478,11 +690,19 @@ def serve(workspace: Path | str, memory_root: Path | str, *, host: str = "127.0.
         raise MemtierError(f"--host {host}: the sidecar listens on loopback only (127.0.0.1 or ::1)")
     if max_body < 1024:
         raise MemtierError(f"--max-body {max_body}: expected at least 1024 bytes")
+    if max_connections < 2:
+        raise MemtierError(f"--max-connections {max_connections}: expected at least 2")
+    if not request_timeout > 0:
+        raise MemtierError(f"--request-timeout {request_timeout}: expected a positive number of seconds")
     workspace, memory_root = Path(workspace), Path(memory_root)
     lock_fd = lock_workspace(memory_root)
     try:
         token_path = Path(token_file) if token_file else sidecar_dir(memory_root) / "token"
-        token = ensure_token(token_path)
+        unclean = endpoint_path(memory_root).exists() or endpoint_path(memory_root).is_symlink()
+        if unclean:
+            log.warning("sidecar: the last sidecar of %s did not exit cleanly; rotating its token", workspace)
+            endpoint_path(memory_root).unlink(missing_ok=True)
+        token = ensure_token(token_path, rotate=unclean)
         hooks = build_host(plugin_dir)
         from ..memory import memory_for
 
@@ -490,7 +710,8 @@ def serve(workspace: Path | str, memory_root: Path | str, *, host: str = "127.0.
         mem.retriever  # noqa: B018 - open the index now, not inside the first request's timeout
         mem.warm_up_in_background()  # vectors and models beside the server (the first request need not wait)
         server = SidecarServer(("::1" if host == "::1" else "127.0.0.1", port), Sidecar(hooks, workspace),
-                               token, max_body=max_body)
+                               token, max_body=max_body, max_connections=max_connections,
+                               request_timeout=request_timeout)
         stop = stop or threading.Event()
         previous = {}
         if threading.current_thread() is threading.main_thread():

@@ -34,15 +34,20 @@ def export_config(state):
               help="Also load the hook plugins of this directory (memtier itself is always loaded).")
 @click.option("--idle-exit", type=click.FloatRange(min=0), default=0, show_default=True,
               help="Exit after this many seconds without requests (0: never).")
+@click.option("--max-connections", type=click.IntRange(min=2), default=None,
+              help="Open connections at most (default 128); past it the oldest one without the token is closed.")
+@click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds a request may take to arrive whole, from its first byte (default 10).")
 @click.option("--json", "as_json", is_flag=True, help="Print the ready line as one JSON object.")
 @click.pass_obj
-def serve(state, host, port, token_file, max_body, plugin_dir, idle_exit, as_json):
+def serve(state, host, port, token_file, max_body, plugin_dir, idle_exit, max_connections, request_timeout,
+          as_json):
     """Serve this workspace's memory to a runtime over loopback HTTP until SIGTERM or Ctrl-C.
 
     Every request needs the token from the token file. Once listening, one line
     on stdout says where (with --json: url, token_file, pid, workspace).
     """
-    from ..bridges.http import MAX_BODY, serve as run
+    from ..bridges.http import MAX_BODY, MAX_CONNECTIONS, REQUEST_TIMEOUT_S, serve as run
 
     cfg = export_config(state)
 
@@ -56,5 +61,7 @@ def serve(state, host, port, token_file, max_body, plugin_dir, idle_exit, as_jso
 
     code = run(cfg.workspace, cfg.memory_root, host=host, port=port, token_file=token_file,
                max_body=MAX_BODY if max_body is None else max_body, plugin_dir=plugin_dir,
-               idle_exit_s=idle_exit, on_ready=ready)
+               idle_exit_s=idle_exit, on_ready=ready,
+               max_connections=MAX_CONNECTIONS if max_connections is None else max_connections,
+               request_timeout=REQUEST_TIMEOUT_S if request_timeout is None else request_timeout)
     sys.exit(code)

@@ -4,12 +4,13 @@ Every JSONL file memtier keeps is appended to by :func:`append_lines` (under an
 exclusive lock, fsynced, a failed append truncated back, a torn last line
 closed first) and read back by :func:`read_lines` / :func:`iter_records` (whole
 files) or a :class:`TailReader` (what a file gained since the last read, with
-replaced and shrunk files noticed). Lines are split on ``\n`` only.
+replaced and shrunk files noticed). Lines are split on ``\\n`` only.
 
 Whole files go through :func:`atomic_write`: a reader sees the old file or the
 new one, never a half-written one: the data goes to a temp file in the same
 folder (created with its final mode, so a private file is never readable by
-others, not even for a moment), is fsynced, and replaces the target; the folder
+others, not even for a moment, and with O_EXCL | O_NOFOLLOW, so a name planted
+in the folder, a symlink above all, never redirects the data), is fsynced, and replaces the target; the folder
 is then fsynced so the rename survives a power cut.
 """
 
@@ -38,17 +39,38 @@ def fsync_dir(directory: Path | str) -> None:
         os.close(fd)
 
 
+#: How often a temp name is drawn again when the drawn one exists (planted, or left by a crash).
+_TEMP_TRIES = 16
+
+
+def _create_temp(path: Path, mode: int) -> tuple[int, Path]:
+    """A new temp file beside ``path``: created here (O_EXCL), never through a symlink (O_NOFOLLOW).
+
+    A name someone planted (a symlink to another file, a file of theirs) is
+    skipped, not opened: the data never goes anywhere but a file this call made.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for attempt in range(_TEMP_TRIES):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(8).hex()}.tmp")
+        try:
+            return os.open(tmp, flags, mode), tmp
+        except FileExistsError:
+            if attempt == _TEMP_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def atomic_write(path: Path | str, data: bytes | Callable[[BinaryIO], None], *, mode: int = 0o644,
                  fsync: bool = True) -> None:
     """Replace ``path`` with ``data`` (bytes, or a function writing to a binary file) atomically.
 
     ``mode`` is the new file's permission from its creation; ``fsync=False`` skips both fsyncs
-    (derived files that are rebuilt when lost).
+    (derived files that are rebuilt when lost). The temp file is created with O_EXCL | O_NOFOLLOW:
+    a symlink or file planted under its name is never written through.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    fd, tmp = _create_temp(path, mode)
     try:
         with os.fdopen(fd, "wb", closefd=False) as f:
             if callable(data):

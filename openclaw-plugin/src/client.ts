@@ -11,11 +11,24 @@
  *
  * Every call has a deadline that includes finding or starting the sidecar, so
  * a hook never waits longer than its own timeout, whatever state memory is in.
+ *
+ * Trust: the client sends the token or any content only on a connection whose
+ * server has first proved it is this workspace's sidecar. Every new connection
+ * starts with `GET /v1/challenge?nonce=<random>` (no token); the answer's proof
+ * must equal HMAC-SHA256(token, nonce, pid, workspace, port) for the port this
+ * connection reached (constant-time compare), and its pid and workspace must be
+ * the ones endpoint.json (or the ready line) named. endpoint.json of a dead pid,
+ * or of a server that fails the challenge, is a stale file: no sidecar (one is
+ * started when autoStart is on). A fixed `url` gets the same challenge.
  */
 
 import { spawn, type ChildProcess } from "node:child_process";
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import fs from "node:fs";
 import http from "node:http";
+import net from "node:net";
+import path from "node:path";
+import type { Duplex } from "node:stream";
 import type { MemtierConfig } from "./config.js";
 import type { PluginLogger } from "./types.js";
 
@@ -29,12 +42,20 @@ export class SidecarError extends Error {
 interface Endpoint {
   url: URL;
   token: string;
+  /** The pid and workspace the sidecar must prove (from endpoint.json or the ready line); unset: any. */
+  pid?: number;
+  workspace?: string;
 }
 
 /** Minimum pause between two attempts to start the sidecar. */
 const RESTART_BACKOFF_MS = 5_000;
 /** The longest /health check when finding a running sidecar. */
 const HEALTH_TIMEOUT_MS = 1_000;
+/** The longest challenge on a new connection (connect, ask, check) when the request names no deadline. */
+const CHALLENGE_TIMEOUT_MS = 10_000;
+/** sidecar.log beyond this size is moved to sidecar.log.1 when a sidecar is started. */
+const LOG_MAX_BYTES = 1 << 20;
+const CHALLENGE_PREFIX = "memtier-sidecar-challenge-v1";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, ms)).unref());
 
@@ -47,6 +68,17 @@ function readToken(file: string): string {
   }
   if (!token) throw new SidecarError(`the sidecar token file ${file} is empty`);
   return token;
+}
+
+/** Keep sidecar.log bounded: past LOG_MAX_BYTES it becomes sidecar.log.1 (the one before is dropped). */
+function rotateLog(file: string): void {
+  try {
+    const st = fs.lstatSync(file);
+    if (st.isSymbolicLink()) fs.unlinkSync(file);
+    else if (st.size > LOG_MAX_BYTES) fs.renameSync(file, `${file}.1`);
+  } catch {
+    // no log yet
+  }
 }
 
 function loopbackUrl(raw: string): URL {
@@ -64,7 +96,130 @@ function loopbackUrl(raw: string): URL {
 
 function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: unknown })?.code;
-  return code === "ECONNREFUSED" || code === "ECONNRESET" || code === "EPIPE" || code === "ENOTFOUND";
+  return code === "ECONNREFUSED" || code === "ECONNRESET" || code === "EPIPE" || code === "ENOTFOUND"
+    || code === "EMEMTIERPROOF";
+}
+
+/** A process with this pid exists and is ours to signal (a sidecar we may use runs as us). */
+function pidAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false; // ESRCH: gone; EPERM: another user's process, not our sidecar
+  }
+}
+
+function samePath(a: string, b: string): boolean {
+  const real = (p: string) => {
+    try {
+      return fs.realpathSync(p);
+    } catch {
+      return path.resolve(p);
+    }
+  };
+  return real(a) === real(b);
+}
+
+class ProofError extends SidecarError {
+  readonly code = "EMEMTIERPROOF";
+}
+
+/**
+ * Ask the server on `socket` (connected, nothing sent yet) to prove it is the sidecar `ep` names:
+ * resolves when it did, rejects otherwise. Nothing but a random nonce is sent.
+ */
+function challenge(socket: net.Socket, ep: Endpoint, port: number, timeoutMs: number): Promise<void> {
+  const nonce = randomBytes(32).toString("hex");
+  return new Promise((resolve, reject) => {
+    let buf = Buffer.alloc(0);
+    const fail = (why: string) => {
+      cleanup();
+      reject(new ProofError(`the server on port ${port} is not this workspace's sidecar (${why})`));
+    };
+    const timer = setTimeout(() => fail(`no proof within ${timeoutMs} ms`), timeoutMs);
+    timer.unref();
+    const onData = (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      if (buf.length > 16384) return fail("answer too long");
+      const end = buf.indexOf("\r\n\r\n");
+      if (end < 0) return;
+      const head = buf.subarray(0, end).toString("latin1");
+      const status = /^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1];
+      const len = Number(/\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1] ?? NaN);
+      if (status !== "200" || !Number.isFinite(len)) return fail(`status ${status ?? "?"}`);
+      if (buf.length < end + 4 + len) return;
+      if (buf.length > end + 4 + len) return fail("more than one answer");
+      let a: { service?: unknown; pid?: unknown; workspace?: unknown; port?: unknown; proof?: unknown };
+      try {
+        a = JSON.parse(buf.subarray(end + 4).toString("utf8"));
+      } catch {
+        return fail("answer is not JSON");
+      }
+      if (a.service !== "memtier" || typeof a.pid !== "number" || typeof a.workspace !== "string"
+          || typeof a.proof !== "string" || a.port !== port) return fail("not a memtier answer for this port");
+      if (ep.pid !== undefined && a.pid !== ep.pid) return fail(`pid ${a.pid}, expected ${ep.pid}`);
+      if (ep.workspace !== undefined && !samePath(a.workspace, ep.workspace)) return fail(`workspace ${a.workspace}`);
+      const want = createHmac("sha256", ep.token)
+        .update(`${CHALLENGE_PREFIX}\n${nonce}\n${a.pid}\n${a.workspace}\n${port}`).digest();
+      const got = Buffer.from(a.proof, "hex");
+      if (got.length !== want.length || !timingSafeEqual(got, want)) return fail("wrong proof");
+      cleanup();
+      resolve();
+    };
+    const onEnd = () => fail("closed");
+    const onError = (err: Error) => fail(err.message);
+    function cleanup() {
+      clearTimeout(timer);
+      socket.off("data", onData);
+      socket.off("end", onEnd);
+      socket.off("error", onError);
+    }
+    socket.on("data", onData);
+    socket.on("end", onEnd);
+    socket.on("error", onError);
+    socket.write(`GET /v1/challenge?nonce=${nonce} HTTP/1.1\r\nHost: ${ep.url.host}\r\nConnection: keep-alive\r\n\r\n`);
+  });
+}
+
+/**
+ * An HTTP agent whose every new connection first passes the challenge: a request (token, content)
+ * is only ever written to a socket whose server proved it is the sidecar `expect` names for its port.
+ */
+class ProvenAgent extends http.Agent {
+  constructor(private readonly expect: (port: number) => Endpoint | undefined) {
+    super({ keepAlive: true, maxSockets: 32 });
+  }
+
+  override createConnection(
+    options: http.ClientRequestArgs,
+    callback?: (err: Error | null, stream: Duplex) => void,
+  ): undefined {
+    const done = (err: Error | null, socket?: net.Socket) => callback?.(err, socket as unknown as Duplex);
+    const port = Number(options.port);
+    const ep = this.expect(port);
+    if (!ep) {
+      done(new ProofError(`no sidecar expected on port ${port}`));
+      return undefined;
+    }
+    const socket = net.connect({ host: options.host ?? "127.0.0.1", port });
+    socket.setNoDelay(true);
+    const onError = (err: Error) => {
+      socket.destroy();
+      done(err);
+    };
+    socket.once("error", onError);
+    socket.once("connect", () => {
+      socket.off("error", onError);
+      const timeoutMs = Number((options as { challengeTimeoutMs?: unknown }).challengeTimeoutMs) || CHALLENGE_TIMEOUT_MS;
+      challenge(socket, ep, port, timeoutMs).then(() => done(null, socket), (err: Error) => {
+        socket.destroy();
+        done(err);
+      });
+    });
+    return undefined;
+  }
 }
 
 export class SidecarClient {
@@ -75,7 +230,9 @@ export class SidecarClient {
   private up?: boolean;
   /** The token file of the sidecar in use (endpoint.json or the ready line may name another than the default). */
   private tokenPath: string;
-  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
+  /** What the server on each port must prove (token, pid, workspace); set before any request to it. */
+  private readonly expected = new Map<number, Endpoint>();
+  private readonly agent = new ProvenAgent((port) => this.expected.get(port));
 
   constructor(
     readonly cfg: MemtierConfig,
@@ -95,7 +252,7 @@ export class SidecarClient {
     } catch (err) {
       if (err instanceof SidecarError && err.status === 401 && Date.now() < deadline) {
         // the sidecar wrote a new token (its file was replaced): read it once more
-        const again = { url: ep.url, token: readToken(this.tokenPath) };
+        const again = { ...ep, token: readToken(this.tokenPath) };
         this.endpoint = again;
         return this.request(again, "POST", `/v1/${name}`, body, deadline - Date.now());
       }
@@ -132,6 +289,7 @@ export class SidecarClient {
   private async resolve(deadline: number): Promise<Endpoint> {
     if (this.endpoint) return this.endpoint;
     if (this.cfg.url) {
+      // a fixed url gets the same challenge on every connection (the proof needs the token file's token)
       this.endpoint = { url: loopbackUrl(this.cfg.url), token: readToken(this.cfg.tokenFile) };
       return this.endpoint;
     }
@@ -146,18 +304,25 @@ export class SidecarClient {
     return ep;
   }
 
-  /** A running sidecar from endpoint.json that answers /health, else undefined. */
+  /**
+   * The running sidecar endpoint.json names, once it proved itself and answered /health; else undefined.
+   * A file of a dead pid, of another workspace, or of a server that fails the challenge is stale.
+   */
   private async discover(deadline: number): Promise<Endpoint | undefined> {
-    let info: { url?: unknown; token_file?: unknown };
+    let info: { url?: unknown; token_file?: unknown; pid?: unknown; workspace?: unknown };
     try {
       info = JSON.parse(fs.readFileSync(this.cfg.endpointFile, "utf8"));
     } catch {
       return undefined;
     }
-    if (typeof info.url !== "string") return undefined;
+    if (typeof info.url !== "string" || typeof info.pid !== "number" || typeof info.workspace !== "string") {
+      return undefined;
+    }
+    if (!pidAlive(info.pid) || !samePath(info.workspace, this.cfg.workspace)) return undefined;
     try {
       const tokenPath = typeof info.token_file === "string" ? info.token_file : this.cfg.tokenFile;
-      const ep = { url: loopbackUrl(info.url), token: readToken(tokenPath) };
+      const ep: Endpoint = { url: loopbackUrl(info.url), token: readToken(tokenPath), pid: info.pid,
+        workspace: info.workspace };
       await this.request(ep, "GET", "/health", undefined, Math.min(HEALTH_TIMEOUT_MS, deadline - Date.now()));
       this.tokenPath = tokenPath;
       return ep;
@@ -183,7 +348,9 @@ export class SidecarClient {
     let log: number | "ignore" = "ignore";
     try {
       fs.mkdirSync(this.cfg.endpointFile.replace(/[/\\][^/\\]*$/, ""), { recursive: true, mode: 0o700 });
-      log = fs.openSync(this.cfg.logFile, "a", 0o600);
+      rotateLog(this.cfg.logFile);
+      const { O_WRONLY, O_APPEND, O_CREAT, O_NOFOLLOW } = fs.constants;
+      log = fs.openSync(this.cfg.logFile, O_WRONLY | O_APPEND | O_CREAT | (O_NOFOLLOW ?? 0), 0o600);
     } catch {
       // no log file: the sidecar's stderr goes nowhere, memory still works
     }
@@ -212,9 +379,11 @@ export class SidecarClient {
         const nl = out.indexOf("\n");
         if (nl < 0) return;
         try {
-          const ready = JSON.parse(out.slice(0, nl)) as { url: string; token_file: string };
+          const ready = JSON.parse(out.slice(0, nl)) as { url: string; token_file: string; pid: number; workspace: string };
           this.tokenPath = ready.token_file;
-          finish({ url: loopbackUrl(ready.url), token: readToken(ready.token_file) });
+          const ep: Endpoint = { url: loopbackUrl(ready.url), token: readToken(ready.token_file), pid: ready.pid,
+            workspace: ready.workspace };
+          finish(ep);
         } catch (err) {
           finish(undefined, `the sidecar said ${JSON.stringify(out.slice(0, 200))}: ${(err as Error).message}`);
         }
@@ -230,6 +399,13 @@ export class SidecarClient {
     });
   }
 
+  /** Close the kept-alive connections to `port` (they were proven for another endpoint). */
+  private dropSockets(port: number): void {
+    for (const list of Object.values(this.agent.freeSockets)) {
+      for (const s of list ?? []) if (s.remotePort === port) s.destroy();
+    }
+  }
+
   private noteDown(why: string): void {
     if (this.up !== false) this.logger.warn(`memtier: memory unavailable (${why}); turns go on without it`);
     this.up = false;
@@ -243,15 +419,25 @@ export class SidecarClient {
   // ---- HTTP ----------------------------------------------------------------------
   private request(ep: Endpoint, method: string, path: string, body: unknown, timeoutMs: number): Promise<any> {
     if (timeoutMs <= 0) return Promise.reject(new SidecarError(`no time left for ${path}`));
+    const port = Number(ep.url.port || 80);
+    const known = this.expected.get(port);
+    if (!known || known.token !== ep.token || known.pid !== ep.pid || known.workspace !== ep.workspace) {
+      // what this port must prove changed: connections proven for the old one are not reused
+      if (known) this.dropSockets(port);
+      this.expected.set(port, ep);
+    }
     const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     return new Promise((resolve, reject) => {
-      const req = http.request({
+      const options: http.RequestOptions & { challengeTimeoutMs: number } = {
         host: ep.url.hostname.replace(/^\[|\]$/g, ""), port: ep.url.port, path, method, agent: this.agent,
+        // handed to ProvenAgent.createConnection: a new connection's challenge ends with this request's deadline
+        challengeTimeoutMs: timeoutMs,
         headers: {
           Authorization: `Bearer ${ep.token}`,
           ...(data ? { "Content-Type": "application/json", "Content-Length": data.length } : {}),
         },
-      }, (res) => {
+      };
+      const req = http.request(options, (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
         res.on("end", () => {

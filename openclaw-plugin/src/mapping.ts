@@ -53,11 +53,22 @@ export function memtierCtx(
   };
 }
 
-/** ``text`` within ``limit`` characters: its head and tail, so both ends stay what memtier reads. */
+const isHigh = (code: number) => code >= 0xd800 && code <= 0xdbff;
+const isLow = (code: number) => code >= 0xdc00 && code <= 0xdfff;
+
+/**
+ * ``text`` within ``limit`` UTF-16 units: its head and tail, so both ends stay what memtier reads.
+ * The cuts fall between code points: an emoji (a surrogate pair) is kept whole or left out, never
+ * split into a lone surrogate (which JSON carries as an escape no UTF-8 text can hold).
+ */
 export function clip(text: string, limit: number = MAX_TEXT): string {
   if (text.length <= limit) return text;
   const half = Math.floor(limit / 2);
-  return text.slice(0, half) + text.slice(text.length - half);
+  let head = half;
+  if (head > 0 && isHigh(text.charCodeAt(head - 1)) && isLow(text.charCodeAt(head))) head -= 1;
+  let tail = text.length - half;
+  if (tail < text.length && isLow(text.charCodeAt(tail)) && isHigh(text.charCodeAt(tail - 1))) tail += 1;
+  return text.slice(0, head) + text.slice(tail);
 }
 
 /** The text of a message content: a string, or the text parts of a content array (tool calls, images left out). */
