@@ -8,6 +8,10 @@ session, from the first one after start until 100 events after the hooks are all
 run (first event, max and p95 of the others, when the hooks were loaded, the last 100 events).
 
     PYTHONPATH=. python benchmarks/hooks_folder.py [N=13700] [EVENTS=300]
+    PYTHONPATH=. python benchmarks/hooks_folder.py --walk [N=194000]
+
+``--walk``: one pre_tool event's walk over N tool-agnostic hooks whose predicate never holds (scheduler
+level, 20 events, each in a new task): the candidate bound, not only the step budget, stops it.
 """
 
 import json
@@ -58,7 +62,30 @@ def run(n: int, events: int) -> dict:
             "last_100_p95_ms": round(last[94], 2)}
 
 
+def walk(n: int) -> dict:
+    from memtier_plugin.scheduling.hooks import HookScheduler, parse_hooks
+
+    data = [{"id": f"n{i}", "entry": f"e{i}", "events": ["pre_tool"], "when": {"arg": {"path": "never", "exists": True}}}
+            for i in range(n)]
+    hooks = []
+    for start in range(0, n, 1000):
+        hooks += parse_hooks({"hooks": data[start:start + 1000]}, "f", key_prefix=f"f{start}:")
+    sched = HookScheduler()
+    sched.set_hooks("walk", hooks)
+    times = []
+    for i in range(20):
+        t0 = time.perf_counter()
+        out = sched.deliver("pre_tool", {}, tool_name="deploy", task_key=f"t{i}")
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"hooks": n, "p50_ms": round(times[10], 1), "max_ms": round(times[-1], 1), "evaluated": out.evaluated,
+            "skipped": len(out.skipped), "unwalked": getattr(out, "unwalked", None)}
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--walk"]:
+        print(json.dumps(walk(int(sys.argv[2]) if len(sys.argv) > 2 else 194_000)))
+        sys.exit(0)
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 13700
     events = int(sys.argv[2]) if len(sys.argv) > 2 else 300
     for size in (0, n):
