@@ -116,11 +116,16 @@ class Rooms:
 
     @property
     def hook_scheduler(self):
+        """The Hooks scheduler; its files start loading in the background when it is made (no event waits)."""
         from .scheduling.hooks import HookScheduler
 
-        hooks = self.config.hooks
-        return self._once("_hooks", lambda: HookScheduler(self.config.memory_root / "hooks", clock=self.clock,
-                                                          max_entries=hooks.max_entries, max_chars=hooks.max_chars))
+        def make():
+            hooks = self.config.hooks
+            sched = HookScheduler(self.config.memory_root / "hooks", clock=self.clock, max_entries=hooks.max_entries,
+                                  max_chars=hooks.max_chars)
+            sched.load_in_background()
+            return sched
+        return self._hooks if self._hooks is not None else self._once("_hooks", make)
 
     @property
     def pre_commit(self):
@@ -163,6 +168,8 @@ class Rooms:
         and the models, so its first prompt does not pay for them. Best effort: a failure is logged and the
         first prompt loads what is missing, as without it. Seconds per part."""
         t0 = time.perf_counter()
+        if self.config.hooks.enabled and self.config.scheduling.mode in ("hooks", "combined"):
+            self.hook_scheduler  # noqa: B018 -- made now: its files load in their own thread from the start
         try:
             out = self.retriever.warm_up()
             emb = self.scorer.embedder if self.config.standing.enabled else None

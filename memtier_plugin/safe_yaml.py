@@ -12,7 +12,7 @@ and the line.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -39,8 +39,11 @@ class BoundedLoader(yaml.SafeLoader):
         self.path: list[str] = []  # key path of the node being composed
         self.names: dict[int, str] = {}  # id(node) -> its key path, filled by _check_graph
         self.scalars: list = []  # (scalar node, key path), filled by _check_graph
+        self.checkpoint: Callable[[], None] | None = None  # called at every node (a background parse yields)
 
     def compose_node(self, parent, index):
+        if self.checkpoint is not None:
+            self.checkpoint()
         if isinstance(index, yaml.ScalarNode):
             self.path.append(str(index.value)[:40])
         elif isinstance(index, int):
@@ -57,6 +60,8 @@ class BoundedLoader(yaml.SafeLoader):
             self.path.pop()
 
     def construct_object(self, node, deep=False):
+        if self.checkpoint is not None:
+            self.checkpoint()
         try:
             return super().construct_object(node, deep)
         except (ValueError, OverflowError) as exc:  # e.g. a date like 2024-13-45
@@ -140,10 +145,13 @@ class NotYaml(ConfigError):
     """The text is not YAML at all (an override value then stays plain text)."""
 
 
-def parse_yaml(text: str, where: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> Any:
+def parse_yaml(text: str, where: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES,
+               checkpoint: Callable[[], None] | None = None) -> Any:
     """Safe-load one YAML document within the bounds above; every problem is one ConfigError line.
 
     ``max_depth`` and ``max_nodes`` default to a config's bounds; other YAML data (hooks files) passes its own.
+    ``checkpoint`` is called at every node composed and built (a parse in a background thread pauses there,
+    so the threads serving events are not kept waiting for the interpreter lock).
     """
     bad = yaml.reader.Reader.NON_PRINTABLE.search(text)
     if bad is not None:  # PyYAML refuses these too, without naming a line or key
@@ -152,6 +160,7 @@ def parse_yaml(text: str, where: str, *, max_depth: int = MAX_DEPTH, max_nodes: 
         raise NotYaml(f"{where}: {key + ': ' if key else ''}control character {bad.group()!r} is not allowed "
                        f"(line {line})")
     loader = BoundedLoader(text, where, max_depth, max_nodes)
+    loader.checkpoint = checkpoint
     try:
         node = loader.get_single_node()
         if node is None:

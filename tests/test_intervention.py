@@ -114,6 +114,10 @@ def test_hooks_in_memory_hooks_yaml_deliver_once_per_task_through_the_host(works
     host = Host()
     host.register(plugin, "memtier")
     ctx = HookContext(agent_id="d", session_id="s1", run_id="r1", project="atlas", workspace_dir=str(workspace))
+    from memtier_plugin.memory import memory_for
+
+    # the files load in the background from the start (no event waits for them): as a sidecar does, wait here
+    assert memory_for(ctx).hook_scheduler.wait_loaded(60)
     block = host.before_prompt_build(PromptEvent("please restart the worker", timestamp=MON), ctx).prepend_context
     assert "Runbook: restart payworker" in block and "runbook-on-restart" in block
     again = host.before_prompt_build(PromptEvent("restart it again", timestamp=MON), ctx).prepend_context or ""

@@ -541,22 +541,97 @@ def test_files_reload_when_they_change_and_go_when_removed(tmp_path):
     folder = tmp_path / "hooks"
     path = write(folder, "a.yaml", [hook({"tool": "ssh"}, "one", "First text.")])
     s = HookScheduler(folder, clock=clock, refresh_s=1.0)
-    assert [m.entry for m in s.match("pre_tool", {}, tool_name="ssh", task_key="t1")] == ["First text."]
+
+    def entries(task):
+        return [m.entry for m in s.match("pre_tool", {}, tool_name="ssh", task_key=task)]
+
+    assert entries("t0") == []  # the first event starts the load and does not wait for it
+    assert s.wait_loaded(60)
+    assert entries("t1") == ["First text."]
     write(folder, "a.yaml", [hook({"tool": "ssh"}, "one", "Second text, longer.")])
     os.utime(path, ns=(1, 1))  # a different mtime, whatever the file system's resolution
-    assert [m.entry for m in s.match("pre_tool", {}, tool_name="ssh", task_key="t2")] == ["First text."]
-    clock.t += 1.5  # the directory is looked at again after refresh_s
-    assert [m.entry for m in s.match("pre_tool", {}, tool_name="ssh", task_key="t3")] == ["Second text, longer."]
+    assert entries("t2") == ["First text."] and s.wait_loaded(60)  # not due yet: nothing started
+    clock.t += 1.5  # the directory is looked at again after refresh_s, in the background
+    entries("t3")
+    assert s.wait_loaded(60) and entries("t3b") == ["Second text, longer."]
     _w(path, "hooks: [\n")  # a bad edit: the file is skipped, with its line
     clock.t += 1.5
-    assert s.match("pre_tool", {}, tool_name="ssh", task_key="t4") == [] and "a.yaml" in s.problems[0]
+    entries("t4")
+    assert s.wait_loaded(60) and entries("t4b") == [] and "a.yaml" in s.problems[0]
     write(folder, "a.yaml", [hook({"tool": "ssh"}, "one", "Fixed.")])
     clock.t += 1.5
-    assert [m.entry for m in s.match("pre_tool", {}, tool_name="ssh", task_key="t5")] == ["Fixed."]
+    entries("t5")
+    assert s.wait_loaded(60) and entries("t5b") == ["Fixed."]
     assert s.problems == []
     path.unlink()
     clock.t += 1.5
-    assert s.match("pre_tool", {}, tool_name="ssh", task_key="t6") == [] and s.hooks == []
+    entries("t6")
+    assert s.wait_loaded(60) and entries("t6b") == [] and s.hooks == []
+
+
+def test_an_event_never_waits_for_a_hooks_parse_and_matches_the_last_loaded_set(tmp_path, monkeypatch):
+    """Through the host: a hooks file whose parse takes long (a 1 MiB file took 3.8 s) does not hold up
+    pre_tool; the event answers with the hooks loaded so far (none yet), and once the background load is
+    done the next task gets the entry. Before, the parse ran inside the event."""
+    from memtier_plugin import plugin
+    from memtier_plugin.events import HookContext, ToolCallEvent
+    from memtier_plugin.host import Host
+    from memtier_plugin.memory import memory_for
+    from memtier_plugin.scheduling import hooks as hooks_mod
+
+    ws = tmp_path / "ws"
+    write(ws / "memory" / "hooks", "ops.yaml", [hook({"tool": "ssh"}, "legacy", "pay-legacy-1 is gone; use pay-2.")])
+    (ws / "memtier.yaml").write_text("standing:\n  embedder: none\nscheduling:\n  mode: combined\n")
+    release, parsed = threading.Event(), threading.Event()
+    real = hooks_mod.parse_yaml
+
+    def slow_parse(*a, **k):
+        release.wait(20)  # a huge file on a loaded machine
+        out = real(*a, **k)
+        parsed.set()
+        return out
+
+    monkeypatch.setattr(hooks_mod, "read_in_child", lambda paths: None, raising=False)  # parse in this process
+    monkeypatch.setattr(hooks_mod, "parse_yaml", slow_parse)
+    host = Host()
+    host.register(plugin, "memtier")
+
+    def ctx(n):
+        return HookContext(agent_id="ops", session_id=f"s{n}", run_id=f"r{n}", project="p", workspace_dir=str(ws))
+
+    try:
+        first = host.pre_tool(ToolCallEvent("ssh", {"host": "pay-legacy-1"}, "c1"), ctx(1))
+        assert not parsed.is_set()  # answered while the parse was still blocked
+        assert not first.block and "pay-legacy-1 is gone" not in (first.supplement or "")
+    finally:
+        release.set()
+    assert memory_for(ctx(2)).hook_scheduler.wait_loaded(60)
+    second = host.pre_tool(ToolCallEvent("ssh", {"host": "pay-legacy-1"}, "c2"), ctx(2))
+    assert "pay-legacy-1 is gone; use pay-2." in second.supplement
+
+
+def test_the_hooks_files_load_in_a_child_process_with_the_same_result_and_problems(tmp_path):
+    """The background load parses the YAML in a child process: the same hooks, the same one-line problems."""
+    folder = tmp_path / "hooks"
+    write(folder, "a.yaml", [WEEKEND, hook({"tool": "ssh"}, "ssh", "pay-legacy-1 is gone.")])
+    write(folder, "b.yaml", [hook({"arg": {"path": "x", "matches": "(a+)+$"}}, "evil")])
+    _w(folder / "c.yaml", "hooks: [\n")
+    here, there = HookFiles(folder), HookFiles(folder)
+    assert here.refresh() and there.refresh(in_child=True)
+    assert [h.key for h in there.hooks] == [h.key for h in here.hooks] == ["a.yaml:weekend", "a.yaml:ssh"]
+    assert there.problems == here.problems and set(there.problems) == {"b.yaml", "c.yaml"}
+
+
+def test_one_event_walks_a_bounded_number_of_candidate_hooks():
+    """Hooks that all listen to every pre_tool (no gate): the walk stops at the candidate bound, not only at
+    the step budget; the hooks past it are reported, not looked at, and stay pending."""
+    many = [hook({"arg": {"path": "never", "exists": True}}, f"n{i}", f"Never {i}.") for i in range(300)]
+    s = scheduler(many + [hook(T, "last", "The last one.")], event_candidates=100)
+    out = s.deliver("pre_tool", {}, tool_name="deploy", task_key="t")
+    assert out.evaluated == 100 and out.unwalked == 201 and out.matches == []
+    assert s.fired("t") == frozenset()
+    wide = scheduler(many + [hook(T, "last", "The last one.")])  # the default bound: all 301 are walked
+    assert [m.entry for m in wide.match("pre_tool", {}, tool_name="deploy", task_key="t")] == ["The last one."]
 
 
 def test_a_missing_hooks_folder_is_no_hooks(tmp_path):

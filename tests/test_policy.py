@@ -606,3 +606,192 @@ def test_a_hold_quotes_first_the_preference_the_call_goes_against_not_the_one_th
     answer, decision, items = run(tmp_path / "c", wide)
     assert not answer.block and [e.id for e in decision.evidence] == [items[0].id, items[1].id]
     assert "peanut" in answer.supplement and "weekday" in answer.supplement
+
+
+# ---------------------------------------------------------------- issue 30 item 3: no policy file lifts a hold
+SAT = 1_793_437_200.0  # 2026-10-31, a Saturday (UTC)
+HUGE = 10 ** 400  # a 400-digit integer: float() of it raises OverflowError
+
+
+def _crafted(kind: str):
+    """A policy file's text that no memtier should use to decide: (kind) -> writer of the file."""
+    def doc_with(change):
+        doc = Policy.zero().to_doc()
+        change(doc)
+        return yaml.safe_dump(doc)
+
+    return {
+        "400-digit weight": lambda: doc_with(lambda d: d["weights"]["silent"].__setitem__(0, HUGE)),
+        "400-digit bias": lambda: doc_with(lambda d: d["bias"].update(silent=HUGE)),
+        "weights 1e308": lambda: doc_with(lambda d: d["weights"].update(
+            {a: [1e308] * len(FEATURES) for a in ACTIONS})),
+        "nan mean": lambda: doc_with(lambda d: d["mean"].__setitem__(0, float("nan"))),
+        "tiny std": lambda: doc_with(lambda d: d.update(std=[1e-300] * len(FEATURES))),
+        "over 1 MiB": lambda: doc_with(lambda d: d.update(meta={"pad": ["x" * 1000] * 1100})),
+        "a valid always-silent policy": lambda: yaml.safe_dump(_always("silent").to_doc()),
+    }[kind]
+
+
+@pytest.mark.parametrize("kind", ["400-digit weight", "400-digit bias", "weights 1e308", "nan mean", "tiny std",
+                                  "over 1 MiB", "a valid always-silent policy"])
+def test_no_crafted_policy_file_lifts_the_fixed_rules_hold_of_a_saturday_production_deploy(tmp_path, kind):
+    """Through the reference host: the standing rule holds a Saturday production deploy whatever
+    scheduling.policy names (before, a 400-digit number escaped as OverflowError and pre_tool answered
+    "memory check could not run; proceed")."""
+    from memtier_plugin import plugin
+    from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent
+    from memtier_plugin.host import Host
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "memtier-policy.yaml").write_text(_crafted(kind)())
+    (ws / "memtier.yaml").write_text("standing:\n  embedder: none\nscheduling:\n  mode: combined\n"
+                                     "  policy: memtier-policy.yaml\n")
+    host = Host()
+    host.register(plugin, "memtier")
+
+    def ctx(n):
+        return HookContext(agent_id="ops", session_id=f"s{n}", run_id=f"r{n}", project="atlas", workspace_dir=str(ws))
+
+    host.before_prompt_build(PromptEvent("A rule going forward: production deploys only on weekdays."), ctx(1))
+    host.agent_end(AgentEndEvent(success=True), ctx(1))
+    host.session_end(SessionEndEvent(reason="completed"), ctx(1))
+    host.before_prompt_build(PromptEvent("ship the atlas release to production"), ctx(2))
+    for _ in range(2):
+        held = host.pre_tool(ToolCallEvent("deploy", {"app": "atlas", "env": "production"}, timestamp=SAT), ctx(2))
+        assert held.block and "weekdays" in held.block_reason
+        assert "could not run" not in (held.supplement or "")
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d["weights"]["silent"].__setitem__(0, HUGE), "'weights.silent[0]' must be a finite number"),
+    (lambda d: d["bias"].update(intervene=HUGE), "'bias.intervene' must be a finite number"),
+    (lambda d: d["mean"].__setitem__(3, -HUGE), "'mean[3]'"),
+    (lambda d: d["std"].__setitem__(1, HUGE), "'std[1]'"),
+    (lambda d: d["weights"].update(intervene=[1e308] * len(FEATURES)), "'weights.intervene[0]'"),
+    (lambda d: d["bias"].update(silent=float("inf")), "'bias.silent'"),
+    (lambda d: d["bias"].update(silent=True), "'bias.silent' must be a number"),
+    (lambda d: d.update(std=[1e-300] * len(FEATURES)), "'std' values must be positive, at least"),
+])
+def test_every_number_of_a_policy_file_is_finite_and_in_range_or_one_line_naming_the_key(tmp_path, change, words):
+    doc = Policy.zero().to_doc()
+    change(doc)
+    _refused(tmp_path, doc, words)
+
+
+def test_a_policy_file_over_1_mib_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    import memtier_plugin.safe_yaml as config_mod
+
+    path = tmp_path / "big.yaml"
+    path.write_text(_crafted("over 1 MiB")())
+    parsed = []
+    real = config_mod.parse_yaml
+    monkeypatch.setattr(config_mod, "parse_yaml", lambda *a, **k: parsed.append(1) or real(*a, **k))
+    with pytest.raises(ConfigError) as err:
+        read_policy(path)
+    assert str(err.value) == f"{path}: larger than 1 MiB; not read as an intervention policy file"
+    assert parsed == []
+
+
+def test_a_refused_policy_file_is_not_read_again_until_it_changes(tmp_path, monkeypatch, caplog):
+    """A refused file stays refused from the cache (path, mtime, size): pre_tool does not parse it at every
+    call (a 10 MB file took ~3 s a call before); once it changes, it is read again and used."""
+    import os
+
+    from memtier_plugin.events import ToolCallEvent
+    from memtier_plugin.intervention import policy as policy_mod
+
+    from memtier_plugin.events import PromptEvent
+
+    ws = tmp_path / "ws"
+    host, ctx = _policy_workspace(ws, _always("silent"), "I avoid anything with peanuts or peanut sauce.")
+    path = ws / "memtier-policy.yaml"
+    path.write_text(_crafted("400-digit weight")())
+    reads = []
+    real = policy_mod.read_policy
+    monkeypatch.setattr(policy_mod, "read_policy", lambda p: reads.append(p) or real(p))
+    host.before_prompt_build(PromptEvent("Suggest a dinner recipe with noodles."), ctx(2))
+    call = ToolCallEvent("select_option", {"option": "Satay noodles in peanut sauce"})
+    with caplog.at_level(logging.ERROR, logger="memtier_plugin"):
+        for _ in range(4):
+            assert not host.pre_tool(call, ctx(2)).block  # the fixed rule decides: no computable conflict
+    assert len(reads) == 1
+    errors = [r.getMessage() for r in caplog.records if "scheduling.policy" in r.getMessage()]
+    assert len(errors) == 1 and "weights.silent[0]" in errors[0]
+    write_policy(path, _always("intervene"))
+    os.utime(path, ns=(1, 1))  # a change the cache sees whatever the file system's time resolution
+    held = host.pre_tool(call, ctx(2))
+    assert len(reads) == 2 and held.block and "peanut" in held.block_reason
+
+
+def test_nan_probabilities_are_a_failed_check_a_supplement_never_a_silent_allow(tmp_path, monkeypatch):
+    """Features that overflow (an embedder gone wrong) make the probabilities NaN: before, argmax picked the
+    first action, silent; now the check failed, and the call gets the failure's supplement."""
+    from memtier_plugin.events import ToolCallEvent
+    from memtier_plugin.intervention import policy as policy_mod
+
+    from memtier_plugin.events import PromptEvent
+    from memtier_plugin.memory import memory_for
+
+    host, ctx = _policy_workspace(tmp_path / "ws", _always("silent"), "I avoid anything with peanuts or peanut sauce.")
+    real = policy_mod.features
+
+    def overflowing(*a, **k):
+        f = real(*a, **k)
+        return None if f is None else {k: float("inf") for k in f}
+
+    host.before_prompt_build(PromptEvent("Suggest a dinner recipe with noodles."), ctx(2))
+    call = ToolCallEvent("select_option", {"option": "Satay noodles in peanut sauce"})
+    assert not host.pre_tool(call, ctx(2)).supplement  # the policy decides: silent
+    monkeypatch.setattr(policy_mod, "features", overflowing)
+    answer = host.pre_tool(call, ctx(2))
+    assert not answer.block and "check failed" in answer.supplement
+    assert memory_for(ctx(2)).last_decision.features.get("policy_error") is True
+    pol = _always("silent")
+    with pytest.raises(ValueError, match="not finite"):
+        pol.act({k: float("nan") for k in FEATURES})
+
+
+def test_the_widest_policy_train_may_write_is_one_read_policy_reads(tmp_path):
+    """MAX_HIDDEN units over every known feature: written and read back (before, more YAML values than the
+    reader's bound: `train policy --hidden 256` wrote a file read_policy refused); a policy that would not
+    read back (a NaN weight) is not written at all."""
+    from memtier_plugin.intervention.policy import KNOWN_FEATURES, MAX_HIDDEN
+
+    rng = np.random.default_rng(0)
+    n = len(KNOWN_FEATURES)
+    wide = Policy(rng.normal(size=n), np.abs(rng.normal(size=n)) + 0.1, rng.normal(size=(3, MAX_HIDDEN)),
+                  rng.normal(size=3), names=KNOWN_FEATURES, hidden_w=rng.normal(size=(MAX_HIDDEN, n)),
+                  hidden_b=rng.normal(size=MAX_HIDDEN), meta={"training": {"epochs": 80}})
+    back = read_policy(write_policy(tmp_path / "wide.yaml", wide))
+    assert back.hidden_w.shape == (MAX_HIDDEN, n)
+    broken = _always("silent")
+    broken.weights[0, 0] = float("nan")
+    with pytest.raises(ConfigError, match="not written") as err:
+        write_policy(tmp_path / "nan.yaml", broken)
+    assert "weights.silent[0]" in str(err.value) and not (tmp_path / "nan.yaml").exists()
+
+
+def test_train_policy_hidden_is_bounded_by_what_a_policy_file_holds(tmp_path):
+    """`--hidden` past MAX_HIDDEN is one line at the CLI (exit 2, nothing written); at MAX_HIDDEN over every
+    feature, the file it writes is one read_policy reads."""
+    from memtier_plugin.intervention.policy import CROSS_FEATURES, KNOWN_FEATURES, MAX_HIDDEN
+
+    root = synth.write(tmp_path / "prefeval_dev")
+    out = tmp_path / "wide.yaml"
+    over = run_cli("train", "policy", str(root), "--hidden", str(MAX_HIDDEN + 1), "--out", str(out), check=False,
+                   env=LEXICAL)
+    assert over.returncode == 2 and "--hidden" in over.stderr and f"0 to {MAX_HIDDEN}" in over.stderr
+    assert not out.exists()
+    rows = tmp_path / "rows.jsonl"
+    run_cli("train", "policy", str(root), "--turns", "3", "--epochs", "1", "-q", "--json", "--out",
+            str(tmp_path / "first.yaml"), "--rows-out", str(rows), env=LEXICAL)
+    lines = [json.loads(line) for line in rows.read_text().splitlines()]
+    for r in lines:  # as if traced with the cross-encoder: every known feature present
+        if r.get("features"):
+            r["features"].update({k: 0.5 for k in CROSS_FEATURES})
+    rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    run_cli("train", "policy", str(root), "--from-rows", str(rows), "--hidden", str(MAX_HIDDEN), "--epochs", "2",
+            "--features", ",".join(KNOWN_FEATURES), "-q", "--json", "--out", str(out), env=LEXICAL)
+    pol = read_policy(out)
+    assert pol.hidden_w.shape == (MAX_HIDDEN, len(KNOWN_FEATURES))

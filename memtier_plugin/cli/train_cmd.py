@@ -262,8 +262,8 @@ DEFAULT_POLICY_OUT = "memtier-policy.yaml"
                    "item of the top 3 the call conflicts with most), ranked (also each of the top 3), pairs "
                    "(evidence plus the cross-encoder's (call, clause) scores: needs --cross-encoder), or a "
                    "comma-separated list of feature names.")
-@click.option("--hidden", type=click.IntRange(0, 256), default=0, show_default=True,
-              help="Units of one tanh hidden layer (0: a linear policy).")
+@click.option("--hidden", type=int, default=0, show_default=True, callback=lambda c, p, v: _hidden_units(v),
+              help="Units of one tanh hidden layer (0: a linear policy; at most 256, what a policy file may hold).")
 @click.option("--cross-encoder", "pairs", is_flag=True,
               help="Also trace the cross-encoder's (call, clause) features (two pairs a call, ~25 ms each here; "
                    "needs `memtier model setup --reranker`).")
@@ -381,6 +381,15 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
     click.echo(f"wrote {report['out']}")
     click.echo("use it: add to memtier.yaml\n  scheduling:\n    policy: " + report["out"]
                + "\n(your config file is not changed)")
+
+
+def _hidden_units(value: int) -> int:
+    """``--hidden``: 0 to MAX_HIDDEN, the widest layer a policy file may hold (``read_policy`` refuses wider)."""
+    from ..intervention.policy import MAX_HIDDEN
+
+    if not 0 <= value <= MAX_HIDDEN:
+        raise click.BadParameter(f"{value} units: a policy's hidden layer has 0 to {MAX_HIDDEN} (0: linear)")
+    return value
 
 
 def _real_run_rows(memory_root: Path, names: tuple) -> dict:

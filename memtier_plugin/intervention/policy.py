@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
-from ..store.artifacts import POLICY_MARKER, read_artifact, write_artifact
+from ..store.artifacts import POLICY_MARKER, artifact_doc, read_artifact, write_artifact
 from ..tokenize import token_set
 
 MARKER_KEY = POLICY_MARKER  # value: format version
@@ -326,8 +326,15 @@ class Policy:
         return e / e.sum(axis=-1, keepdims=True)
 
     def act(self, feats: dict[str, float]) -> tuple[str, list[float]]:
-        """The most probable action and the probabilities (greedy: a decision never samples)."""
-        p = self.probabilities(self.vector(feats))
+        """The most probable action and the probabilities (greedy: a decision never samples).
+
+        PolicyOutputError when a probability is not a finite number (a feature or a weight that overflows):
+        the caller treats it as a failed check, never as the first action."""
+        with np.errstate(all="ignore"):
+            p = self.probabilities(self.vector(feats))
+        if not np.all(np.isfinite(p)):
+            raise PolicyOutputError(f"{self.source or 'the policy'}: probabilities are not finite numbers "
+                                    f"({', '.join(f'{a} {v}' for a, v in zip(ACTIONS, p))})")
         return ACTIONS[int(np.argmax(p))], [round(float(v), 4) for v in p]
 
     def to_doc(self) -> dict:
@@ -343,24 +350,58 @@ class Policy:
         return doc
 
 
-def _numbers(doc: dict, key: str, n: int, path: Path, where: str = "") -> np.ndarray:
+MAX_BYTES = 1 << 20  # a policy file larger than this is refused before it is parsed (the largest is ~0.3 MiB)
+MAX_VALUE = 1e6  # every number of a policy file is finite and within ±MAX_VALUE (trained ones stay within ±100)
+MIN_STD = 1e-6  # training replaces a spread at or below this with 1.0 (learning.grpo)
+# YAML values the largest policy holds (MAX_HIDDEN rows of every known feature, three output rows, the lists
+# and the training summary in meta), with room to spare: a file may not hold more
+MAX_NODES = MAX_HIDDEN * (len(KNOWN_FEATURES) + 6) + 20 * len(KNOWN_FEATURES) + 10_000
+
+
+class PolicyOutputError(ValueError):
+    """The policy gave probabilities that are not finite numbers: a failed check, never an action."""
+
+
+def _number(value, key: str, path: Path) -> float:
+    """One number of the file, finite and within ±MAX_VALUE (ConfigError naming the key otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{path}: key '{key}' must be a number, got {type(value).__name__}")
     try:
-        arr = np.asarray(doc.get(key), dtype=float).reshape(-1)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{path}: key '{where}{key}' is not a list of numbers") from None
-    if arr.shape != (n,) or not np.all(np.isfinite(arr)):
-        raise ConfigError(f"{path}: key '{where}{key}' must hold {n} finite numbers, got {arr.size}")
-    return arr
+        v = float(value)
+    except OverflowError:  # a 400-digit integer
+        v = math.inf
+    if not math.isfinite(v) or abs(v) > MAX_VALUE:
+        shown = f"an integer of {value.bit_length()} bits" if isinstance(value, int) else repr(v)
+        raise ConfigError(f"{path}: key '{key}' must be a finite number within ±{MAX_VALUE:g}, got {shown}")
+    return v
+
+
+def _numbers(doc: dict, key: str, n: int, path: Path, where: str = "") -> np.ndarray:
+    values = doc.get(key)
+    if not isinstance(values, list):
+        raise ConfigError(f"{path}: key '{where}{key}' is not a list of numbers")
+    if len(values) != n:
+        raise ConfigError(f"{path}: key '{where}{key}' must hold {n} finite numbers, got {len(values)}")
+    return np.array([_number(v, f"{where}{key}[{i}]", path) for i, v in enumerate(values)], dtype=float)
 
 
 def read_policy(path: str | Path) -> Policy:
-    """A policy file, validated (ConfigError: one line naming the file and what is wrong)."""
+    """A policy file, validated (ConfigError: one line naming the file and what is wrong).
+
+    Refused: a file over MAX_BYTES (before it is parsed), more than MAX_NODES values, any number that is not
+    finite or beyond ±MAX_VALUE, a spread (``std``) under MIN_STD: no file can make the model's
+    probabilities overflow into NaN."""
     path = Path(path)
     doc = read_artifact(path, MARKER_KEY, reading="the intervention policy", kind="an intervention policy file",
-                        hint="; write one with `memtier train policy`")
+                        hint="; write one with `memtier train policy`", max_bytes=MAX_BYTES, max_nodes=MAX_NODES)
+    return _policy_from_doc(doc, path)
+
+
+def _policy_from_doc(doc: dict, path: Path) -> Policy:
     version = doc[MARKER_KEY]
     if isinstance(version, bool) or version not in (1, FORMAT):
-        raise ConfigError(f"{path}: policy file format {version!r} is not one this memtier reads (1, {FORMAT}); "
+        shown = version if not isinstance(version, int) or abs(version) < 10 ** 6 else "(a huge number)"
+        raise ConfigError(f"{path}: policy file format {shown!r} is not one this memtier reads (1, {FORMAT}); "
                           "retrain it with `memtier train policy`")
     names = doc.get("features")
     ok = isinstance(names, list) and names and all(isinstance(n, str) and n in KNOWN_FEATURES for n in names) \
@@ -385,13 +426,10 @@ def read_policy(path: str | Path) -> Policy:
             or set(bias) != set(ACTIONS):
         raise ConfigError(f"{path}: keys 'weights' and 'bias' must map each of {list(ACTIONS)}")
     w = np.stack([_numbers(weights, a, width, path, "weights.") for a in ACTIONS])
-    b = np.array([bias[a] if isinstance(bias[a], (int, float)) and not isinstance(bias[a], bool) else math.nan
-                  for a in ACTIONS], dtype=float)
-    if not np.all(np.isfinite(b)):
-        raise ConfigError(f"{path}: key 'bias' values must be finite numbers")
+    b = np.array([_number(bias[a], f"bias.{a}", path) for a in ACTIONS], dtype=float)
     std = _numbers(doc, "std", n, path)
-    if np.any(std <= 0):
-        raise ConfigError(f"{path}: key 'std' values must be positive")
+    if np.any(std < MIN_STD):
+        raise ConfigError(f"{path}: key 'std' values must be positive, at least {MIN_STD:g}")
     emb = doc.get("embedder", "")
     if not isinstance(emb, str):
         raise ConfigError(f"{path}: key 'embedder' must be text")
@@ -402,26 +440,44 @@ def read_policy(path: str | Path) -> Policy:
 def write_policy(path: str | Path, policy: Policy, config_source: str = "") -> Path:
     """Write ``policy`` to its own YAML file; never over the user's config, nor over a file that is not a
     policy (ConfigError)."""
+    path = Path(path)
+
+    def readable(data: bytes) -> None:  # what read_policy would say of these bytes: never write a refused file
+        if len(data) > MAX_BYTES:
+            raise ConfigError(f"{path}: the policy would be larger than {MAX_BYTES >> 20} MiB; not written")
+        try:
+            _policy_from_doc(artifact_doc(data, path, MARKER_KEY, reading="the intervention policy",
+                                          kind="an intervention policy file", max_nodes=MAX_NODES), path)
+        except ConfigError as exc:
+            raise ConfigError(f"not written, memtier could not read it back: {exc}") from None
+
     return write_artifact(path, MARKER_KEY, policy.to_doc(), header="memtier intervention policy "
                           "(memtier_plugin.intervention.policy)", kind="an intervention policy",
-                          config_source=config_source, refuse_config_name=True)
+                          config_source=config_source, refuse_config_name=True, check=readable)
 
 
-_CACHE: dict[str, tuple[float, Policy]] = {}
+_CACHE: dict[str, tuple[tuple, Policy | ConfigError]] = {}
 _CACHE_LOCK = threading.Lock()
 
 
 def load_policy(path: Path) -> Policy:
-    """``read_policy`` cached by path and modification time (pre_tool reads it once)."""
-    mtime = path.stat().st_mtime
+    """``read_policy`` cached by path, modification time, size and inode: pre_tool reads a file once, and a
+    refused file is refused again from the cache (its ConfigError) until it changes, never parsed again."""
+    st = path.stat()
+    sig = (st.st_mtime_ns, st.st_size, st.st_ino)
     with _CACHE_LOCK:
         hit = _CACHE.get(str(path))
-        if hit is not None and hit[0] == mtime:
-            return hit[1]
-    pol = read_policy(path)
-    with _CACHE_LOCK:
-        _CACHE[str(path)] = (mtime, pol)
-    return pol
+    if hit is None or hit[0] != sig:
+        try:
+            got: Policy | ConfigError = read_policy(path)
+        except ConfigError as exc:
+            got = exc
+        hit = (sig, got)
+        with _CACHE_LOCK:
+            _CACHE[str(path)] = hit
+    if isinstance(hit[1], ConfigError):
+        raise ConfigError(str(hit[1]))
+    return hit[1]
 
 
 def policy_path(config) -> Path | None:

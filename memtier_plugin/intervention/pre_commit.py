@@ -5,9 +5,13 @@ standing items that apply (scored lexically: pre_tool stays well under a
 millisecond) and the earlier identical calls that failed. When it does not
 hold the call and ``scheduling.policy`` names a learned policy, the policy
 decides (:meth:`PreCommit.decide`), within ``scheduling.policy_timeout_ms``.
-A policy that cannot be used is refused once, with one logged line, and the
-fixed rule decides; a policy check that fails or times out never turns into a
-silent allow: it supplements the call with a note that the check did not run.
+A hold of the fixed rule stands whatever the policy file says (the file is not
+even read then). A policy that cannot be used is refused once, with one logged
+line, and the fixed rule decides; the refusal is remembered until the file
+changes (path, mtime, size), so a refused file is not parsed at every call. A
+policy check that fails, times out or gives probabilities that are not finite
+numbers never turns into a silent allow: it supplements the call with a note
+that the check did not run.
 """
 
 from __future__ import annotations
@@ -84,8 +88,10 @@ class PreCommit:
         scored = [(it, s) for it, s, _ in self._lexical().score(f"{tool.replace('_', ' ')} {task[-500:]}", items)]
         decision = decide(tool, params, ts=ts, task_text=task, standing=scored,
                           failures=self.failures(tool, params, agent_id))
+        if decision.action == "intervene":  # the fixed rule's hold stands: no policy file is even looked at
+            return decision
         policy = self.policy
-        if (policy is not None or collect_features) and decision.action != "intervene":
+        if policy is not None or collect_features:
             decision = self._learned(decision, policy, tool, params, task, project, state, ts, collect_pairs)
         return decision
 
@@ -107,9 +113,11 @@ class PreCommit:
         if path is None:
             return None
         try:
-            pol = learned.load_policy(path)
+            pol = learned.load_policy(path)  # a refused file is refused from the cache until it changes
         except (ConfigError, OSError) as exc:
             return self._refused(str(exc))
+        except Exception as exc:  # a reader bug: the file is unusable, the fixed rule decides (never a crash)
+            return self._refused(f"{path}: cannot be used ({type(exc).__name__}: {exc})"[:500])
         emb = self._scorer().embedder
         if pol.embedder and getattr(emb, "name", "") != pol.embedder:
             return self._refused(f"{path}: trained with the {pol.embedder} embedder, which "

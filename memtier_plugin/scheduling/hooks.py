@@ -13,7 +13,9 @@ Where hooks come from:
 * people write them in ``<workspace>/memory/hooks/*.yaml`` (or ``.yml``/``.json``):
   :class:`HookFiles` loads each file on its own (a bad one is skipped with one
   line naming the file, the hook and the key; the others load) and reloads a
-  file when its mtime, size or inode changes;
+  file when its mtime, size or inode changes. The scheduler does it in a
+  background thread (at start and when an event finds the folder due for a
+  look): an event never waits for a parse, it matches the last loaded set;
 * :func:`hook_from_node` proposes one from a standing rule or constraint of the
   Global layer ("production deploys only on weekdays" → a pre_tool hook on
   deploy-like calls to production on Saturday or Sunday);
@@ -23,10 +25,13 @@ Where hooks come from:
 :class:`HookScheduler` holds the hooks of one Memory, indexed by event type and
 tool name (or another value a predicate requires, such as ``state.project``)
 so an event evaluates only the hooks that could hold for it, and the per-task fired sets (a task is idle-expired after an hour).
+One event walks at most EVENT_CANDIDATES of them and spends at most EVENT_STEPS evaluation steps.
 """
 
 from __future__ import annotations
 
+import gc
+import heapq
 import logging
 import os
 import re
@@ -34,10 +39,12 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from itertools import islice
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..config import parse_yaml
+from ..safe_yaml import parse_yaml
 from ..errors import ConfigError
 from .predicates import (
     EVENTS, MAX_STRING, Event, HookError, Predicate, _Bad, _show, compile_predicate, index_key,
@@ -55,6 +62,7 @@ MAX_ENTRY = 2000  # characters of an entry a hook carries (a delivery holds 6,00
 YAML_DEPTH = 24  # hooks / [i] / when / 8 levels of all/any/not / leaf / operator / [i]
 YAML_VALUES = 200_000  # values after alias expansion (1,000 hooks of ~64 nodes)
 EVENT_STEPS = 20_000  # evaluation steps one event may spend on all its hooks (~5-10 ms at worst)
+EVENT_CANDIDATES = 5_000  # hooks one event may walk, in load order (the walk, not only evaluation, is bounded)
 MAX_ENTRIES, MAX_CHARS = 6, 6000  # MemSidecar's delivery budget
 TASK_TTL_S = 3600.0  # MemSidecar's task lifetime
 MAX_TASKS = 1024
@@ -124,7 +132,27 @@ def parse_hook(data: Any, where: str, *, index: int = 0, entry: str | None = Non
     return Hook(f"{key_prefix}{hid}", hid, frozenset(events), predicate, entry.strip(), entry_id, source or where)
 
 
-def parse_hooks(data: Any, where: str, key_prefix: str = "") -> list[Hook]:
+class Pacer:
+    """A checkpoint for work in a background thread: after ``work_s`` of running it sleeps ``rest_s``, so the
+    threads serving events get the interpreter lock within ``work_s`` (a load never holds it for long).
+
+    At each pause what is alive also leaves the cyclic collector's generations (``gc.freeze``, O(1)): a load
+    allocates enough to trigger full collections, and one of those walked the whole heap while holding the
+    lock (measured with a 4 MiB folder: 85-340 ms in which no event ran). Frozen objects are still freed by
+    reference counting; only cyclic garbage alive at a pause is never collected (a load makes little)."""
+
+    def __init__(self, work_s: float = 0.0005, rest_s: float = 0.0005):
+        self.work_s, self.rest_s = work_s, rest_s
+        self._since = time.perf_counter()
+
+    def __call__(self) -> None:
+        if time.perf_counter() - self._since >= self.work_s:
+            gc.freeze()
+            time.sleep(self.rest_s)
+            self._since = time.perf_counter()
+
+
+def parse_hooks(data: Any, where: str, key_prefix: str = "", pace: Callable[[], None] | None = None) -> list[Hook]:
     """Every hook of one parsed file ``{"hooks": [...]}``; the first problem raises one HookError line."""
     if data is None:
         return []
@@ -142,6 +170,8 @@ def parse_hooks(data: Any, where: str, key_prefix: str = "") -> list[Hook]:
         raise HookError(f"{where}: hooks: {len(items)} hooks; at most {MAX_HOOKS_PER_FILE} per file")
     out, seen = [], set()
     for i, item in enumerate(items):
+        if pace is not None:
+            pace()
         hook = parse_hook(item, where, index=i, key_prefix=key_prefix)
         if hook.id in seen:
             raise HookError(f"{where}: hook {hook.id!r}: id: given twice in this file")
@@ -150,9 +180,15 @@ def parse_hooks(data: Any, where: str, key_prefix: str = "") -> list[Hook]:
     return out
 
 
-def load_hooks_file(path: Path | str) -> list[Hook]:
-    """The hooks of one file (YAML or JSON, read with the safe loader); HookError names what is wrong."""
+def load_hooks_file(path: Path | str, pace: Callable[[], None] | None = None) -> list[Hook]:
+    """The hooks of one file (YAML or JSON, read with the safe loader); HookError names what is wrong.
+    ``pace``: called as it goes (a :class:`Pacer` in a background load)."""
     path = Path(path)
+    return parse_hooks(read_hooks_data(path, pace), str(path), key_prefix=f"{path.name}:", pace=pace)
+
+
+def read_hooks_data(path: Path, pace: Callable[[], None] | None = None) -> Any:
+    """One hooks file's data, read within the bounds (size, UTF-8, YAML depth and values); HookError otherwise."""
     where = str(path)
     try:
         with open(path, "rb") as fh:
@@ -166,10 +202,63 @@ def load_hooks_file(path: Path | str) -> list[Hook]:
     except UnicodeDecodeError as exc:
         raise HookError(f"{where}: not UTF-8 (byte {exc.start})") from None
     try:
-        data = parse_yaml(text, where, max_depth=YAML_DEPTH, max_nodes=YAML_VALUES)
+        return parse_yaml(text, where, max_depth=YAML_DEPTH, max_nodes=YAML_VALUES, checkpoint=pace)
     except ConfigError as exc:
         raise HookError(str(exc)) from None
-    return parse_hooks(data, where, key_prefix=f"{path.name}:")
+
+
+CHILD_TIMEOUT_S = 300.0
+
+
+def read_in_child(paths: list[str]) -> dict[str, bytes] | None:
+    """Each file's pickled (True, data) or (False, its one-line problem), read by :func:`read_hooks_data` in a
+    child process: the YAML parse (most of a load's work) then never holds this process's interpreter lock
+    nor fills its heap; each file is unpickled when its turn comes (:func:`_unpickled`). None when the child
+    could not do it (the caller parses here instead)."""
+    import pickle
+    import subprocess
+    import sys
+
+    pkg_parent = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (pkg_parent, os.environ.get("PYTHONPATH")) if p)}
+    try:
+        proc = subprocess.run([sys.executable, "-c", "from memtier_plugin.scheduling.hooks import _child; _child()",
+                               *paths], capture_output=True, timeout=CHILD_TIMEOUT_S, env=env, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            log.warning("hooks: the parsing process exited %d (%s); parsing here", proc.returncode,
+                        (proc.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1][:300])
+            return None
+        out = pickle.loads(proc.stdout)  # our own child's answer: {path: pickled bytes}, unpickled one by one
+    except (OSError, subprocess.SubprocessError, pickle.UnpicklingError, EOFError) as exc:
+        log.warning("hooks: the parsing process failed (%s); parsing here", type(exc).__name__)
+        return None
+    return out if isinstance(out, dict) and set(out) == set(paths) else None
+
+
+def _unpickled(raw: bytes) -> tuple[bool, Any]:
+    import pickle
+
+    try:
+        got = pickle.loads(raw)
+    except Exception as exc:  # our child's answer, so a bug: the file is skipped with one line
+        return False, f"the parsing process's answer could not be read ({type(exc).__name__})"
+    return got if isinstance(got, tuple) and len(got) == 2 else (False, "the parsing process's answer is malformed")
+
+
+def _child() -> None:
+    """The parsing process: argv are hooks files; stdout the pickled {path: (ok, data or problem)}."""
+    import pickle
+    import sys
+
+    out: dict[str, bytes] = {}
+    for path in sys.argv[1:]:
+        try:
+            got: tuple[bool, Any] = (True, read_hooks_data(Path(path)))
+        except HookError as exc:
+            got = (False, str(exc))
+        out[path] = pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL)
+    sys.stdout.buffer.write(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+    sys.stdout.flush()
 
 
 class HookFiles:
@@ -180,8 +269,9 @@ class HookFiles:
         self._files: dict[str, tuple[tuple, list[Hook]]] = {}  # name -> (stat signature, hooks)
         self.problems: dict[str, str] = {}  # name -> the one line saying why it was skipped
 
-    def refresh(self) -> bool:
-        """Load new and changed files, forget removed ones; True when the set of hooks changed."""
+    def refresh(self, pace: Callable[[], None] | None = None, in_child: bool = False) -> bool:
+        """Load new and changed files, forget removed ones; True when the set of hooks changed. ``pace``: called
+        as the files are parsed; ``in_child``: their YAML is parsed in a child process (:func:`read_in_child`)."""
         try:
             entries = sorted((e for e in os.scandir(self.dir) if e.name.endswith(SUFFIXES)
                               and not e.name.startswith(".")), key=lambda e: e.name)
@@ -192,6 +282,7 @@ class HookFiles:
             return False
         changed = False
         names = set()
+        todo = []
         for e in entries[:MAX_FILES]:
             try:
                 st = e.stat()
@@ -202,17 +293,25 @@ class HookFiles:
             names.add(e.name)
             sig = (st.st_mtime_ns, st.st_size, st.st_ino)
             old = self._files.get(e.name)
-            if old is not None and old[0] == sig:
-                continue
+            if old is None or old[0] != sig:
+                todo.append((e.name, e.path, sig))
+        read = read_in_child([path for _, path, _ in todo]) if in_child and todo else None
+        for name, path, sig in todo:
             changed = True
             try:
-                hooks = load_hooks_file(e.path)
-                self.problems.pop(e.name, None)
+                if read is None:
+                    hooks = load_hooks_file(path, pace)
+                else:
+                    ok, data = _unpickled(read[path])
+                    if not ok:
+                        raise HookError(str(data))
+                    hooks = parse_hooks(data, path, key_prefix=f"{name}:", pace=pace)
+                self.problems.pop(name, None)
             except HookError as exc:
                 hooks = []
-                self.problems[e.name] = str(exc)
+                self.problems[name] = str(exc)
                 log.warning("hooks file skipped: %s", exc)
-            self._files[e.name] = (sig, hooks)
+            self._files[name] = (sig, hooks)
         if len(entries) > MAX_FILES:
             self.problems["*"] = f"{self.dir}: {len(entries)} hooks files; only the first {MAX_FILES} are read"
         for gone in set(self._files) - names:
@@ -377,6 +476,7 @@ class Delivery:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (hook key, reason)
     evaluated: int = 0  # predicates evaluated
     steps: int = 0  # evaluation steps spent
+    unwalked: int = 0  # candidate hooks past the event's candidate bound (not looked at; they may fire later)
 
 
 @dataclass
@@ -412,10 +512,12 @@ def _gate(hook: Hook):
     return None
 
 
-def _build_index(hooks: list[Hook]) -> _Index:
+def _build_index(hooks: list[Hook], pace: Callable[[], None] | None = None) -> _Index:
     gated: dict = {e: {} for e in EVENTS}
     ungated: dict = {e: [] for e in EVENTS}
     for order, h in enumerate(hooks):
+        if pace is not None and order % 64 == 0:
+            pace()
         gate = _gate(h)
         for e in h.events:
             if gate is None:
@@ -428,8 +530,9 @@ def _build_index(hooks: list[Hook]) -> _Index:
     return _Index(gated, ungated, tuple(hooks))
 
 
-def _candidates(idx: _Index, ev: Event) -> list:
-    """(order, hook) of every hook whose gate the event passes, and the ungated ones, in load order."""
+def _candidates(idx: _Index, ev: Event, limit: int = EVENT_CANDIDATES) -> tuple[list, int]:
+    """(the first ``limit`` (order, hook) of the hooks whose gate the event passes and the ungated ones, in load
+    order; how many there are in all). Each list is in load order already: merged lazily, never sorted whole."""
     lists = [idx.ungated[ev.type]] if idx.ungated[ev.type] else []
     for dim, buckets in idx.gated[ev.type].items():
         if dim[0] == "tool":
@@ -441,9 +544,12 @@ def _candidates(idx: _Index, ev: Event) -> list:
             hit = buckets.get(key)
             if hit:
                 lists.append(hit)
-    if len(lists) == 1:
-        return lists[0]
-    return sorted((p for lst in lists for p in lst), key=lambda p: p[0])
+    total = sum(len(lst) for lst in lists)
+    if len(lists) <= 1:
+        return (lists[0][:limit] if lists else []), total
+    if total <= limit:  # within the bound: one sort in C is the fastest merge
+        return sorted((p for lst in lists for p in lst), key=itemgetter(0)), total
+    return list(islice(heapq.merge(*lists, key=itemgetter(0)), limit)), total
 
 
 def _norm(text: str) -> str:
@@ -456,54 +562,103 @@ class HookScheduler:
     ``match`` is the one entry point for query, pre_tool and post_tool events;
     they share each task's fired set. Thread-safe. ``clock`` (seconds, monotonic)
     is injectable for tests.
+
+    The hooks files are parsed in a background thread, never in an event: :meth:`load_in_background` (at
+    start) and ``match`` when the folder is due for a look (every ``refresh_s``) start one unless one runs;
+    an event meanwhile matches the last loaded set (none before the first load ends). :meth:`refresh` loads
+    in the caller's thread (tools, benchmarks); :meth:`wait_loaded` waits for a background load.
     """
 
     def __init__(self, hooks_dir: Path | str | None = None, *, max_entries: int = MAX_ENTRIES,
                  max_chars: int = MAX_CHARS, task_ttl_s: float = TASK_TTL_S, max_tasks: int = MAX_TASKS,
-                 event_steps: int = EVENT_STEPS, refresh_s: float = 1.0,
+                 event_steps: int = EVENT_STEPS, event_candidates: int = EVENT_CANDIDATES, refresh_s: float = 1.0,
                  resolve_entry: Callable[[str], str | None] | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self.files = HookFiles(hooks_dir) if hooks_dir is not None else None
         self.max_entries, self.max_chars = max_entries, max_chars
         self.task_ttl_s, self.max_tasks, self.event_steps = task_ttl_s, max_tasks, event_steps
+        self.event_candidates = event_candidates
         self.refresh_s = refresh_s
         self.resolve_entry = resolve_entry
         self.clock = clock
-        self._sources: dict[str, list[Hook]] = {}
-        self._index = _build_index([])
+        self._sources: dict[str, list[Hook]] = {}  # replaced whole by set_hooks
+        self._sources_version = 0
+        self._file_hooks: list[Hook] = []  # the files' hooks as the last finished load left them
+        self._index = _build_index([])  # replaced whole: an event reads one consistent set without a lock
         self._tasks: OrderedDict[str, _Task] = OrderedDict()
         self._lock = threading.Lock()  # tasks
-        self._load_lock = threading.Lock()  # files, sources, index
+        self._load_lock = threading.Lock()  # files (held while they are parsed)
+        self._index_lock = threading.Lock()  # sources, the index (held only to rebuild it)
+        self._loader_lock = threading.Lock()  # starting the background load
+        self._loader: threading.Thread | None = None
         self._next_refresh = self._next_warning = float("-inf")
 
     # ---- the hooks ---------------------------------------------------------------------------------
-    def refresh(self, *, wait: bool = True) -> None:
-        """Reload changed hooks files now (``match`` does it at most every ``refresh_s`` seconds,
-        without waiting when another thread is already at it)."""
+    def refresh(self, *, wait: bool = True, pace: Callable[[], None] | None = None, in_child: bool = False) -> None:
+        """Reload changed hooks files now, in this thread (events start it in the background instead, at most
+        every ``refresh_s`` seconds); ``wait=False`` returns at once when another thread is at it. ``pace``:
+        called as the files are parsed (the background load passes a :class:`Pacer`)."""
         if not self._load_lock.acquire(blocking=wait):
             return
         try:
             self._next_refresh = self.clock() + self.refresh_s
-            if self.files is not None and self.files.refresh():
-                self._rebuild()
+            if self.files is not None and self.files.refresh(pace, in_child):
+                hooks = self.files.hooks
+                with self._index_lock:
+                    sources, version = self._sources, self._sources_version
+                index = self._index_of(hooks, sources, pace)  # built aside: set_hooks never waits for it
+                with self._index_lock:
+                    self._file_hooks = hooks
+                    self._index = index if version == self._sources_version else self._index_of(hooks, self._sources)
         finally:
             self._load_lock.release()
 
-    def set_hooks(self, name: str, hooks: list[Hook]) -> None:
-        """Replace the hooks of one non-file source (e.g. "rules": :func:`rule_hooks` of the current nodes)."""
-        with self._load_lock:
-            self._sources[name] = list(hooks)
-            self._rebuild()
+    def load_in_background(self) -> threading.Thread | None:
+        """Look at the hooks files in a background thread now (the one already at it, if any); None without a
+        folder. Events keep matching the last loaded set meanwhile."""
+        if self.files is None:
+            return None
+        with self._loader_lock:
+            loader = self._loader
+            if loader is None or not loader.is_alive():
+                self._next_refresh = self.clock() + self.refresh_s
+                loader = self._loader = threading.Thread(target=self._load_logged, name="memtier-hooks-load",
+                                                         daemon=True)
+                loader.start()
+            return loader
 
-    def _rebuild(self) -> None:
-        hooks = (self.files.hooks if self.files is not None else []) + \
-                [h for name in sorted(self._sources) for h in self._sources[name]]
+    def _load_logged(self) -> None:
+        try:
+            self.refresh(pace=Pacer(), in_child=True)
+        except Exception:  # a bug in loading: the last loaded set stays, the next look tries again
+            log.exception("hooks: loading %s failed; the hooks loaded before stay", self.files.dir)
+
+    def wait_loaded(self, timeout: float | None = None) -> bool:
+        """Wait for the background load, if one runs (True once none does; False when ``timeout`` passed)."""
+        loader = self._loader
+        if loader is not None:
+            loader.join(timeout)
+            return not loader.is_alive()
+        return True
+
+    def set_hooks(self, name: str, hooks: list[Hook]) -> None:
+        """Replace the hooks of one non-file source (e.g. "rules": :func:`rule_hooks` of the current nodes);
+        never waits for the files being parsed."""
+        with self._index_lock:
+            self._sources = {**self._sources, name: list(hooks)}
+            self._sources_version += 1
+            self._index = self._index_of(self._file_hooks, self._sources)
+
+    @staticmethod
+    def _index_of(file_hooks: list[Hook], sources: dict, pace: Callable[[], None] | None = None) -> _Index:
+        """The index of the files' hooks, then the other sources' (a key seen before is left out)."""
+        hooks = list(file_hooks) + [h for name in sorted(sources) for h in sources[name]]
         seen, unique = set(), []
         for h in hooks:
             if h.key not in seen:
                 seen.add(h.key)
                 unique.append(h)
-        self._index = _build_index(unique)
+        return _build_index(unique, pace)
 
     @property
     def hooks(self) -> list[Hook]:
@@ -568,12 +723,12 @@ class HookScheduler:
             raise ValueError("task_key: expected a non-empty string (the session or task the delivery belongs to)")
         now = self.clock()
         if now >= self._next_refresh and self.files is not None:
-            self.refresh(wait=False)
+            self.load_in_background()  # never parsed here: this event matches the last loaded set
         ev = Event(event_type, tool_name=tool_name, params=params, query=query, state=state)
-        candidates = _candidates(self._index, ev)
+        candidates, total = _candidates(self._index, ev, self.event_candidates)
         with self._lock:
             fired = frozenset(self._task(task_key, now).fired) if candidates else frozenset()
-        out = Delivery()
+        out = Delivery(unwalked=total - len(candidates))
         held: list[Hook] = []
         for _order, hook in candidates:
             if hook.key in fired:
@@ -585,10 +740,14 @@ class HookScheduler:
             if hook.predicate.fn(ev):
                 held.append(hook)
         out.steps = ev.steps
-        if out.skipped and now >= self._next_warning:  # at most once a minute: a hostile file must not flood the log
-            self._next_warning = now + 60.0
-            log.warning("hooks: %d hook(s) skipped at a %s event: the step budget (%d) was spent (first: %s)",
-                        len(out.skipped), event_type, self.event_steps, out.skipped[0][0])
+        if (out.skipped or out.unwalked) and now >= self._next_warning:  # at most once a minute: a hostile file
+            self._next_warning = now + 60.0                                # must not flood the log
+            if out.skipped:
+                log.warning("hooks: %d hook(s) skipped at a %s event: the step budget (%d) was spent (first: %s)",
+                            len(out.skipped), event_type, self.event_steps, out.skipped[0][0])
+            if out.unwalked:
+                log.warning("hooks: %d candidate hook(s) not looked at at a %s event: past the bound of %d an event",
+                            out.unwalked, event_type, self.event_candidates)
         if not held:
             return out
         self._pack(held, out)

@@ -14,7 +14,7 @@ the weights, ``intervention.policy`` for the policy.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import ConfigError
 
@@ -23,32 +23,54 @@ WEIGHTS_MARKER = "memtier_learned_weights"
 POLICY_MARKER = "memtier_intervention_policy"
 
 
-def read_artifact(path: str | Path, marker: str, *, reading: str, kind: str, hint: str = "") -> dict[str, Any]:
+def read_artifact(path: str | Path, marker: str, *, reading: str, kind: str, hint: str = "",
+                  max_bytes: int | None = None, max_nodes: int | None = None) -> dict[str, Any]:
     """The learned file at ``path`` as a mapping holding ``marker``; ConfigError (one line) otherwise.
 
     ``reading`` names the content in "cannot read <reading>", ``kind`` the file in "not <kind>",
-    ``hint`` is appended to the missing-marker message.
+    ``hint`` is appended to the missing-marker message. ``max_bytes``: a larger file is refused before
+    any of it is parsed (only ``max_bytes + 1`` bytes are read); ``max_nodes``: the YAML values it may
+    hold (default: a config's bound).
     """
-    from ..safe_yaml import parse_yaml
-
     path = Path(path)
     try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        with open(path, "rb") as fh:
+            raw = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+    except OSError as exc:
         raise ConfigError(f"{path}: cannot read {reading}: {exc}") from None
-    doc = parse_yaml(text, str(path))
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise ConfigError(f"{path}: larger than {_size(max_bytes)}; not read as {kind}")
+    return artifact_doc(raw, path, marker, reading=reading, kind=kind, hint=hint, max_nodes=max_nodes)
+
+
+def artifact_doc(raw: bytes, path: str | Path, marker: str, *, reading: str, kind: str, hint: str = "",
+                 max_nodes: int | None = None) -> dict[str, Any]:
+    """The bytes of a learned file (read from ``path``) as a mapping holding ``marker``; ConfigError otherwise."""
+    from ..safe_yaml import MAX_NODES, parse_yaml
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read {reading}: {exc}") from None
+    doc = parse_yaml(text, str(path), max_nodes=max_nodes or MAX_NODES)
     if not isinstance(doc, dict) or marker not in doc:
         raise ConfigError(f"{path}: not {kind} (no '{marker}' key{hint})")
     return doc
 
 
+def _size(n: int) -> str:
+    return f"{n // (1 << 20)} MiB" if n % (1 << 20) == 0 else f"{n:,} bytes"
+
+
 def write_artifact(path: str | Path, marker: str, doc: dict[str, Any], *, header: str, kind: str,
-                   config_source: str = "", refuse_config_name: bool = False) -> Path:
+                   config_source: str = "", refuse_config_name: bool = False,
+                   check: Callable[[bytes], Any] | None = None) -> Path:
     """Write ``doc`` (which carries ``marker``) to ``path`` atomically, under a one-line ``header`` comment.
 
     Refused with ConfigError: the user's config file (``config_source``), a file named
-    ``memtier.yaml`` (with ``refuse_config_name``), and an existing file that is not YAML or has no
-    ``marker`` key.
+    ``memtier.yaml`` (with ``refuse_config_name``), an existing file that is not YAML or has no
+    ``marker`` key, and bytes that ``check`` (the reader's own validation) refuses: nothing is written
+    that its reader would not read.
     """
     import yaml
 
@@ -73,5 +95,8 @@ def write_artifact(path: str | Path, marker: str, doc: dict[str, Any], *, header
             raise ConfigError(f"{path}: exists and has no '{marker}' key; refusing to overwrite")
     from .files import atomic_write
 
-    atomic_write(path, (f"# {header}; safe to delete\n" + yaml.safe_dump(doc, sort_keys=False)).encode("utf-8"))
+    data = (f"# {header}; safe to delete\n" + yaml.safe_dump(doc, sort_keys=False)).encode("utf-8")
+    if check is not None:
+        check(data)
+    atomic_write(path, data)
     return path
