@@ -805,3 +805,20 @@ def test_every_hooks_example_in_the_docs_loads(tmp_path):
     legacy = next(h for i in range(len(blocks)) for h in load_hooks_file(tmp_path / f"doc{i}.yaml")
                   if h.id == "legacy-host")
     assert legacy.predicate.fn(Event("pre_tool", tool_name="bash", params={"command": "ssh ops@pay-legacy-1 uptime"}))
+
+
+def test_a_background_load_hands_frozen_objects_back_to_the_collector(tmp_path):
+    """The load's pacer freezes the heap at its pauses (no full collection while an event waits); once the load
+    is over nothing is left frozen, so a long-lived process never keeps cyclic garbage for good."""
+    import gc
+
+    hooks_dir = tmp_path / "hooks"
+    hooks_dir.mkdir()
+    (hooks_dir / "h.yaml").write_text("hooks:\n" + "".join(
+        f"  - id: h{i}\n    entry: note {i}\n    events: [pre_tool]\n    when: {{tool: deploy{i}}}\n" for i in range(400)))
+    gc.unfreeze()
+    sched = HookScheduler(hooks_dir)
+    loader = sched.load_in_background()
+    assert loader is not None and sched.wait_loaded(60)
+    assert gc.get_freeze_count() == 0
+    assert [m.entry for m in sched.match("pre_tool", {}, task_key="t", tool_name="deploy7", params={})] == ["note 7"]
