@@ -129,3 +129,31 @@ def test_hooks_in_memory_hooks_yaml_deliver_once_per_task_through_the_host(works
     other_task = HookContext(agent_id="d", session_id="s2", run_id="r2", project="atlas", workspace_dir=str(workspace))
     third = host.pre_tool(ToolCallEvent("deploy", {"app": "atlas"}, timestamp=MON), other_task)
     assert "Run the unit tests" in third.supplement  # a new task: the hook fires again
+
+
+FRI = SAT - 86400
+
+
+@pytest.mark.parametrize("content,call,day,other_day", [
+    ("Never deploy to production on Fridays.", ("deploy", {"env": "production"}), FRI, MON),
+    ("No production deploys during weekends.", ("deploy", {"env": "production"}), SAT, FRI),
+    ("Deploys to prod only on weekdays.", ("deploy", {"env": "prod"}), SAT, MON),
+    ("Never deploy the billing api on a Saturday.", ("deploy", {"service": "billing api"}), SAT, MON),
+])
+def test_hooks_and_pre_commit_read_a_rule_to_the_same_days(content, call, day, other_day):
+    """One grammar (layers/rules.py): the days a rule's Hook fires on are the days pre-commit holds the call
+    (before it, pre-commit knew only weekend rules, and neither read "on a Saturday" the same way)."""
+    from memtier_plugin.scheduling.rule_hooks import hook_from_node
+    from memtier_plugin.scheduling.predicates import Event
+
+    hook = hook_from_node({"id": "gk-1", "node_kind": "rule", "content": content})
+    assert hook is not None
+
+    def fires(ts):
+        from datetime import datetime, timezone
+
+        weekday = datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%a")
+        return hook.predicate(Event("pre_tool", tool_name=call[0], params=call[1], state={"weekday": weekday}))
+
+    held = [conflicts(item(content), *call, ts) is not None for ts in (day, other_day)]
+    assert [fires(day), fires(other_day)] == held == [True, False]

@@ -17,9 +17,9 @@ from memtier_plugin.scheduling.predicates import (
     HOOK_STEPS, MAX_INPUT, Event, HookError, compile_predicate, index_key, safe_regex,
 )
 from memtier_plugin.scheduling.hooks import (
-    MAX_FILE_BYTES, HookFiles, HookScheduler, format_matches, hook_from_node, hooks_from_model,
-    load_hooks_file, parse_hook, parse_hooks, propose_with_model, rule_hooks,
+    MAX_FILE_BYTES, HookFiles, HookScheduler, format_matches, load_hooks_file, parse_hook, parse_hooks,
 )
+from memtier_plugin.scheduling.rule_hooks import hook_from_node, hooks_from_model, propose_with_model, rule_hooks
 
 
 def holds(when, event="pre_tool", **kw) -> bool:

@@ -31,17 +31,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from ..layers.extract import requirement_attributes
+from ..layers.rules import PRICE_KEY, bounds, minutes
 from ..tokenize import token_set
+from ..vocabulary import WEEKDAYS
 
-_DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-_WEEKDAY_RULE = re.compile(r"\bonly on weekdays\b|\bnever on (?:a )?(?:weekends?|saturdays?|sundays?)\b|"
-                           r"\bnot on (?:weekends?|saturdays?|sundays?)\b|\bno \w+ on weekends?\b", re.IGNORECASE)
-_BEFORE_RULE = re.compile(r"\b(?:never|no|not|don't|do not)\b[^.]{0,60}?\bbefore\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?",
-                          re.IGNORECASE)
-_AMOUNT = re.compile(r"(?:under|below|at most|no more than|up to|less than|max(?:imum)?|within)\s+[$€£]\s?(\d[\d,]*(?:\.\d+)?)",
-                     re.IGNORECASE)
 _TIME = re.compile(r"(?:T|\b)(\d{1,2}):(\d{2})")
-_PRICE_KEY = re.compile(r"price|cost|amount|rate|total|fare|usd|eur|budget", re.IGNORECASE)
 _TIME_KEY = re.compile(r"depart|departure|start|time|when|at$|leave|pickup|earliest", re.IGNORECASE)
 _WHEN_KEY = re.compile(r"^(?:at|when|date|start|scheduled?_?(?:at|for)?|run_at|time)$", re.IGNORECASE)
 CHECKED_KINDS = ("rule", "constraint", "preference", "identity")  # skills and choices are not checked for conflicts
@@ -88,10 +82,10 @@ def _call_day(params: dict, ts: float) -> str:
         if isinstance(value, str) and _WHEN_KEY.match(key.split(".")[-1]):
             try:
                 dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-                return _DAYS[dt.weekday()]
+                return WEEKDAYS[dt.weekday()]
             except ValueError:
                 continue
-    return _DAYS[datetime.fromtimestamp(ts, tz=timezone.utc).weekday()]
+    return WEEKDAYS[datetime.fromtimestamp(ts, tz=timezone.utc).weekday()]
 
 
 def _related(rule_text: str, tool: str, params: dict) -> bool:
@@ -100,34 +94,30 @@ def _related(rule_text: str, tool: str, params: dict) -> bool:
     return len(token_set(rule_text) & call) >= 2
 
 
-def _minutes(h: str, m: str | None, ampm: str | None) -> int:
-    hour = int(h) % 12 + (12 if ampm and ampm.lower() == "pm" else 0) if ampm else int(h)
-    return hour * 60 + int(m or 0)
-
-
 def conflicts(item, tool: str, params: dict, ts: float) -> str | None:
-    """Why standing ``item`` (its content and kind) conflicts with this call's arguments, or None."""
+    """Why standing ``item`` (its content and kind) conflicts with this call's arguments, or None. What the rule
+    bounds is read by :func:`memtier_plugin.layers.rules.bounds`, the grammar Hooks read too."""
     text = item.content
-    if _WEEKDAY_RULE.search(text) and _related(text, tool, params):
+    b = bounds(text)
+    if not (b.days or b.before is not None or b.amount is not None) or not _related(text, tool, params):
+        return None
+    if b.days:
         day = _call_day(params, ts)
-        forbidden = {"sat", "sun"}
-        if day in forbidden:
-            return f"the call would run on a {day.capitalize()}"
-    m = _BEFORE_RULE.search(text)
-    if m and _related(text, tool, params):
-        limit = _minutes(m.group(1), m.group(2), m.group(3) or "am")
+        if day in b.days:
+            return f"the call would run on a {day}"
+    if b.before is not None:
         for key, value in _flat(params):
             if isinstance(value, str) and _TIME_KEY.search(key.split(".")[-1]):
                 t = _TIME.search(value)
-                if t and _minutes(t.group(1), t.group(2), None) < limit:
-                    return f"{key} {value} is before {m.group(0).split('before')[-1].strip()}"
-    a = _AMOUNT.search(text)
-    if a and _related(text, tool, params):
-        cap = float(a.group(1).replace(",", ""))
+                if t and minutes(t.group(1), t.group(2), None) < b.before:
+                    return f"{key} {value} is before {b.before_text}"
+    if b.amount is not None:
         for key, value in _flat(params):
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and _PRICE_KEY.search(key) \
-                    and value > cap:
-                return f"{key} {value} is above the {a.group(0)}"
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and PRICE_KEY.search(key):
+                if not b.amount_is_minimum and value > b.amount:
+                    return f"{key} {value} is above the {b.amount_text}"
+                if b.amount_is_minimum and value < b.amount:
+                    return f"{key} {value} is below the {b.amount_text}"
     return None
 
 

@@ -9,6 +9,8 @@ Modules by purpose:
 * holding: :mod:`.topics` (the topic tree routing knowledge), :mod:`.global_layer`
   (``global/knowledge.jsonl``: nodes, retirement by attribute), :mod:`.workspace_layer`
   (``procedural/<project>.jsonl`` skills, ``state/<project>.jsonl`` working state);
+* reading a rule: :mod:`.rules` (what a standing rule bounds: action, days, time, amount,
+  production; the one grammar Hooks and the pre-commit check share);
 * delivering: :mod:`.standing` (the items in scope, what applies to this prompt, with no time decay);
 * maintaining: :mod:`.maintain` (the one path the hooks and the daemon share: extraction at task
   boundaries, skills, working state, revised labels).

@@ -5,7 +5,8 @@ Config sections: ``hooks.*`` (Hooks) and ``foresight.*`` (Foresight).
 Modules by purpose:
 
 * Hooks: :mod:`.predicates` (the predicate language: data, never code), :mod:`.safe_regex` (its
-  regexes: a safe subset with a bound on backtracking work),
+  regexes: a safe subset with a bound on backtracking work), :mod:`.rule_hooks` (hooks proposed from a
+  standing rule or by the model, checked as data; not wired in yet: issue 27),
   :mod:`.hooks` (hook files, the scheduler firing each hook at most once per task, the block);
 * Foresight: :mod:`.predict` (the instruction and the topic directory → predicted queries),
   :mod:`.foresight` (preparing them in the background into a task's cache, serving a match).

@@ -3,7 +3,7 @@
 MemSidecar §3.3 and Algorithm A1. A hook is h_j = (m_j, E_j, χ_j): a bound
 entry, the event types it listens to (``query``, ``pre_tool``, ``post_tool``)
 and a predicate over the visible state and the proposed action
-(:mod:`hook_language`). At an event, every valid hook not yet delivered in this
+(:mod:`.predicates`). At an event, every valid hook not yet delivered in this
 task whose event type matches and whose predicate holds returns its entry; the
 entries are merged, deduplicated and packed (at most 6 entries and 6,000
 characters), and the hooks behind them join the task's fired set (eq. 10).
@@ -16,11 +16,9 @@ Where hooks come from:
   file when its mtime, size or inode changes. The scheduler does it in a
   background thread (at start and when an event finds the folder due for a
   look): an event never waits for a parse, it matches the last loaded set;
-* :func:`hook_from_node` proposes one from a standing rule or constraint of the
-  Global layer ("production deploys only on weekdays" → a pre_tool hook on
-  deploy-like calls to production on Saturday or Sunday);
-* :func:`hooks_from_model` checks a model's JSON proposal through the same
-  schema: nothing model-written is executed.
+* other sources are set with :meth:`HookScheduler.set_hooks`; the proposals from
+  memory itself (:mod:`.rule_hooks`: a standing rule's own hook, a model's
+  proposal checked as data) are not wired in yet (issue 27).
 
 :class:`HookScheduler` holds the hooks of one Memory, indexed by event type and
 tool name (or another value a predicate requires, such as ``state.project``)
@@ -47,7 +45,7 @@ from typing import Any, Callable, Iterable
 from ..safe_yaml import parse_yaml
 from ..errors import ConfigError
 from .predicates import (
-    EVENTS, MAX_STRING, Event, HookError, Predicate, _Bad, _show, compile_predicate, index_key,
+    EVENTS, Event, HookError, Predicate, _Bad, _show, compile_predicate, index_key,
 )
 from ..store.paths import is_valid_id
 
@@ -332,138 +330,6 @@ class HookFiles:
     @property
     def hooks(self) -> list[Hook]:
         return [h for name in sorted(self._files) for h in self._files[name][1]]
-
-
-# ---- proposals ------------------------------------------------------------------------------------
-#: Action families a rule can be about: words in the rule -> a regex over tool names and commands.
-ACTIONS = {
-    "deploy": (r"\b(?:deploy\w*|releas\w*|roll ?outs?|ship\w*)\b", r"deploy|release|rollout|ship|publish|promote"),
-    "push": (r"\b(?:push\w*|merg\w*)\b", r"push|merge"),
-    "delete": (r"\b(?:delet\w*|remov\w*|drop\w*|destroy\w*|truncat\w*|wip\w*)\b",
-               r"delete|remove|drop|destroy|truncate|wipe|\brm\b"),
-    "ssh": (r"\b(?:ssh\w*|log ?in to|connect\w* to)\b", r"ssh|connect|remote"),
-    "book": (r"\b(?:hotels?|book\w*|reserv\w*|flights?|rooms?)\b", r"book|reserv|hotel|flight|room"),
-    "send": (r"\b(?:e-?mails?|send\w*|messag\w*|post\w*)\b", r"mail|send|message|post"),
-}
-_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_DAY_WORD = {d.lower(): d for d in _DAYS} | {"monday": "Mon", "tuesday": "Tue", "wednesday": "Wed", "thursday": "Thu",
-                                            "friday": "Fri", "saturday": "Sat", "sunday": "Sun"}
-_DAY_RE = r"(mondays?|tuesdays?|wednesdays?|thursdays?|fridays?|saturdays?|sundays?|weekdays|weekends?)"
-_ONLY_ON = re.compile(rf"\bonly (?:on|during) {_DAY_RE}\b", re.IGNORECASE)
-_NOT_ON = re.compile(rf"\b(?:never|not|no|don't|do not)\b[\w ]{{0,30}}? (?:on|during) {_DAY_RE}\b", re.IGNORECASE)
-_PROD = re.compile(r"\b(?:production|prod)\b", re.IGNORECASE)
-_MONEY_LIMIT = re.compile(r"\b(under|below|less than|at most|no more than|up to|max(?:imum)?|within|over|above|"
-                          r"more than|at least)\s+[$€£]\s?(\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
-_PRICE_ARGS = ("price", "price_per_night", "nightly_rate", "rate", "amount", "cost", "total", "fare")
-_ENV_ARGS = ("env", "environment", "target", "stage")
-
-
-def _days(word: str) -> set[str]:
-    w = word.lower().rstrip("s")
-    if w == "weekday":
-        return set(_DAYS[:5])
-    if w == "weekend":
-        return {"Sat", "Sun"}
-    return {_DAY_WORD.get(w, _DAY_WORD.get(w[:3], ""))} - {""}
-
-
-def _rule_predicate(content: str) -> dict | None:
-    """The predicate a standing rule or constraint implies for pre_tool, as language data (None: none)."""
-    families = [fam for fam, (words, _) in ACTIONS.items() if re.search(words, content, re.IGNORECASE)]
-    if not families:
-        return None
-    pattern = "|".join(ACTIONS[f][1] for f in families)
-    action = {"any": [{"tool": {"matches": pattern}}, {"arg": {"path": "command", "matches": pattern}}]}
-    conds: list[dict] = [action]
-    bad_days: set[str] = set()
-    for m in _ONLY_ON.finditer(content):
-        bad_days |= set(_DAYS) - _days(m.group(1))
-    for m in _NOT_ON.finditer(content):
-        bad_days |= _days(m.group(1))
-    if bad_days:
-        conds.append({"state": {"key": "weekday", "in": [d for d in _DAYS if d in bad_days]}})
-    if _PROD.search(content):
-        conds.append({"any": [{"arg": {"path": a, "matches": "prod"}} for a in _ENV_ARGS]
-                      + [{"arg": {"path": "command", "matches": r"\bprod"}}]})
-    m = _MONEY_LIMIT.search(content)
-    if m and "book" in families:
-        amount = float(m.group(2).replace(",", ""))
-        op = "lt" if m.group(1).lower() in ("over", "above", "more than", "at least") else "gt"
-        conds.append({"any": [{"arg": {"path": a, op: amount}} for a in _PRICE_ARGS]})
-    if len(conds) == 1 and not re.search(r"\b(?:never|don't|do not|always|only|before|after|must)\b", content,
-                                         re.IGNORECASE):
-        return None  # names an action but sets no condition on it: retrieval covers it
-    return {"all": conds}
-
-
-def hook_from_node(rec: dict) -> Hook | None:
-    """A pre_tool hook proposed from a Global-layer rule or constraint record (None when none applies).
-
-    The predicate is built as language data and goes through the same checks as
-    a person's file. A node scoped to projects adds ``state.project in [...]``.
-    """
-    if not isinstance(rec, dict) or rec.get("node_kind") not in ("rule", "constraint"):
-        return None
-    content, node_id = rec.get("content"), rec.get("id")
-    if not isinstance(content, str) or not content.strip() or not is_valid_id(node_id):
-        return None
-    when = _rule_predicate(content[:MAX_STRING])
-    if when is None:
-        return None
-    projects = (rec.get("applies") or {}).get("projects", "*") if isinstance(rec.get("applies"), dict) else "*"
-    if projects != "*":  # scoped: the hook holds only there (a scope it cannot state means no hook, not a wider one)
-        if not (isinstance(projects, list) and 0 < len(projects) <= 64
-                and all(isinstance(p, str) and 0 < len(p) <= MAX_STRING for p in projects)):
-            return None
-        when["all"].append({"state": {"key": "project", "in": projects}})
-    try:
-        return parse_hook({"id": "rule", "events": ["pre_tool"], "when": when}, f"rule {node_id}",
-                          entry=content.strip()[:MAX_ENTRY], entry_id=node_id, key_prefix=f"rule:{node_id}:")
-    except HookError as exc:  # a rule whose words make an invalid predicate: no hook, retrieval still has it
-        log.debug("no hook from %s: %s", node_id, exc)
-        return None
-
-
-def rule_hooks(records: Iterable[dict]) -> list[Hook]:
-    """Hooks proposed from current Global-layer records (retired nodes are not passed, so their hooks go)."""
-    return [h for h in (hook_from_node(r) for r in records) if h is not None]
-
-
-MODEL_PROMPT = (
-    "Write hooks that deliver the memory entry below to an agent at the moment it matters. Answer with JSON: "
-    '{"hooks": [{"id": "short-name", "events": ["pre_tool"|"query"|"post_tool"], "when": PREDICATE}]}. '
-    "PREDICATE is one of: {\"all\": [PREDICATE, ...]}, {\"any\": [...]}, {\"not\": PREDICATE}, "
-    '{"tool": {"equals"|"in"|"matches": ...}}, {"arg": {"path": "dotted.key", "equals"|"contains"|"matches"|"in"|'
-    '"lt"|"le"|"gt"|"ge"|"exists": ...}}, {"state": {"key": "weekday"|"hour"|"project"|"agent", ...same operators}}, '
-    '{"phase": {"equals"|"in": ...}}, {"query": {"any"|"all": [words]}}. At most 2 hooks; answer {"hooks": []} '
-    "when the entry needs none.")
-
-
-def hooks_from_model(data: Any, *, entry: str, entry_id: str, where: str = "model") -> list[Hook]:
-    """Check a model's JSON proposal ``{"hooks": [...]}`` for ``entry`` through the same schema.
-
-    The model chooses events and predicates only; the bound entry is the one it
-    was asked about. Anything else (unknown keys, code, a catastrophic regex) is
-    a HookError line, and nothing in the proposal is ever executed.
-    """
-    if not isinstance(data, dict) or set(data) != {"hooks"} or not isinstance(data["hooks"], list):
-        raise HookError(f"{where}: expected {{\"hooks\": [...]}}, got {_show(data)}")
-    if len(data["hooks"]) > 8:
-        raise HookError(f"{where}: hooks: {len(data['hooks'])} hooks; at most 8 for one entry")
-    out = []
-    for i, item in enumerate(data["hooks"]):
-        out.append(parse_hook(item, where, index=i, entry=entry[:MAX_ENTRY], entry_id=entry_id,
-                              key_prefix=f"model:{entry_id}:", source=where))
-    return out
-
-
-def propose_with_model(client, rec: dict, *, deadline: float | None = None) -> list[Hook]:
-    """Hooks the configured model proposes for one knowledge record (validated data, never executed)."""
-    content, node_id = rec.get("content", ""), rec.get("id", "")
-    result = client.chat([{"role": "system", "content": MODEL_PROMPT},
-                          {"role": "user", "content": str(content)[:MAX_ENTRY]}],
-                         schema={"type": "object", "required": ["hooks"]}, deadline=deadline)
-    return hooks_from_model(result.data, entry=str(content), entry_id=str(node_id), where=f"model {node_id}")
 
 
 # ---- scheduling -----------------------------------------------------------------------------------

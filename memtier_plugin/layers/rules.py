@@ -1,0 +1,113 @@
+"""What a standing rule bounds: the one grammar Hooks and the pre-commit check both read.
+
+A rule or constraint of the Global layer is the user's own words ("production
+deploys only on weekdays", "never book flights before 8am", "hotels under $400
+a night"). :func:`bounds` reads, once, what those words limit:
+
+* the **action families** they are about (deploy, push, delete, ssh, book, send),
+  each with the words that name it in a rule and a pattern for tool names;
+* the **days** a call may not run on (``only on weekdays`` → Sat, Sun; ``never on
+  Fridays`` → Fri; ``no deploys during weekends``);
+* a **time** before which it may not run (``never ... before 8am``);
+* an **amount** it may not pass (``under $400``: at most; ``at least $50``: at least);
+* whether it is about **production**.
+
+:func:`memtier_plugin.scheduling.rule_hooks.hook_from_node` turns the bounds into a
+Hook predicate (data, checked like a person's file);
+:func:`memtier_plugin.intervention.rules.conflicts` checks a proposed call's
+arguments against them. Both therefore hold the same rule to the same days.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..vocabulary import WEEKDAYS
+
+#: Action families: (words naming it in a rule, a regex over tool names and commands).
+ACTIONS = {
+    "deploy": (r"\b(?:deploy\w*|releas\w*|roll ?outs?|ship\w*)\b", r"deploy|release|rollout|ship|publish|promote"),
+    "push": (r"\b(?:push\w*|merg\w*)\b", r"push|merge"),
+    "delete": (r"\b(?:delet\w*|remov\w*|drop\w*|destroy\w*|truncat\w*|wip\w*)\b",
+               r"delete|remove|drop|destroy|truncate|wipe|\brm\b"),
+    "ssh": (r"\b(?:ssh\w*|log ?in to|connect\w* to)\b", r"ssh|connect|remote"),
+    "book": (r"\b(?:hotels?|book\w*|reserv\w*|flights?|rooms?)\b", r"book|reserv|hotel|flight|room"),
+    "send": (r"\b(?:e-?mails?|send\w*|messag\w*|post\w*)\b", r"mail|send|message|post"),
+}
+#: Argument names that hold a price (a Hook predicate needs paths) and the words that make a key a price.
+PRICE_ARGS = ("price", "price_per_night", "nightly_rate", "rate", "amount", "cost", "total", "fare")
+PRICE_KEY = re.compile(r"price|cost|amount|rate|total|fare|usd|eur|budget", re.IGNORECASE)
+#: Argument names that say which environment a call targets.
+ENV_ARGS = ("env", "environment", "target", "stage")
+
+_DAY_WORD = {d.lower(): d for d in WEEKDAYS} | {"monday": "Mon", "tuesday": "Tue", "wednesday": "Wed",
+                                                "thursday": "Thu", "friday": "Fri", "saturday": "Sat", "sunday": "Sun"}
+_DAY_RE = r"(?:an? |the )?(mondays?|tuesdays?|wednesdays?|thursdays?|fridays?|saturdays?|sundays?|weekdays|weekends?)"
+_ONLY_ON = re.compile(rf"\bonly (?:on|during) {_DAY_RE}\b", re.IGNORECASE)
+_NOT_ON = re.compile(rf"\b(?:never|not|no|don't|do not)\b[\w ]{{0,30}}? (?:on|during) {_DAY_RE}\b", re.IGNORECASE)
+_BEFORE = re.compile(r"\b(?:never|no|not|don't|do not)\b[^.]{0,60}?\bbefore\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?",
+                     re.IGNORECASE)
+_AMOUNT = re.compile(r"\b(under|below|less than|at most|no more than|up to|max(?:imum)?|within|over|above|"
+                     r"more than|at least)\s+[$€£]\s?(\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
+_MINIMUM_WORDS = ("over", "above", "more than", "at least")
+_PROD = re.compile(r"\b(?:production|prod)\b", re.IGNORECASE)
+_MODAL = re.compile(r"\b(?:never|don't|do not|always|only|before|after|must)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What one rule's words limit (empty fields: no such limit)."""
+
+    families: tuple[str, ...] = ()
+    days: frozenset[str] = frozenset()  # weekdays (``Mon`` … ``Sun``) a call may not run on
+    before: int | None = None  # minutes after midnight a call may not start before
+    before_text: str = ""  # how the rule says it ("8am")
+    amount: float | None = None
+    amount_is_minimum: bool = False  # "at least $50": the amount is a floor, not a cap
+    amount_text: str = ""  # how the rule says it ("under $400")
+    production: bool = False
+    modal: bool = False  # never, always, only, must, before, after: the rule binds
+
+    @property
+    def limits(self) -> bool:
+        """Whether it sets any condition beyond naming an action."""
+        return bool(self.days or self.before is not None or self.amount is not None or self.production)
+
+
+def days_of(word: str) -> set[str]:
+    """The weekdays a day word names ("weekends" → Sat, Sun; "Fridays" → Fri)."""
+    w = word.lower().rstrip("s")
+    if w == "weekday":
+        return set(WEEKDAYS[:5])
+    if w == "weekend":
+        return {"Sat", "Sun"}
+    return {_DAY_WORD.get(w, _DAY_WORD.get(w[:3], ""))} - {""}
+
+
+def minutes(hour: str, minute: str | None, ampm: str | None) -> int:
+    """Minutes after midnight of a clock time ("8", None, "am" → 480; "14", "30", None → 870)."""
+    h = int(hour) % 12 + (12 if ampm and ampm.lower() == "pm" else 0) if ampm else int(hour)
+    return h * 60 + int(minute or 0)
+
+
+@lru_cache(maxsize=4096)
+def bounds(content: str) -> Bounds:
+    """What the rule ``content`` limits (cached: rules are read at every pre_tool)."""
+    families = tuple(fam for fam, (words, _) in ACTIONS.items() if re.search(words, content, re.IGNORECASE))
+    days: set[str] = set()
+    for m in _ONLY_ON.finditer(content):
+        days |= set(WEEKDAYS) - days_of(m.group(1))
+    for m in _NOT_ON.finditer(content):
+        days |= days_of(m.group(1))
+    before = _BEFORE.search(content)
+    amount = _AMOUNT.search(content)
+    return Bounds(
+        families=families, days=frozenset(days),
+        before=minutes(before.group(1), before.group(2), before.group(3) or "am") if before else None,
+        before_text=before.group(0).split("before")[-1].strip() if before else "",
+        amount=float(amount.group(2).replace(",", "")) if amount else None,
+        amount_is_minimum=bool(amount) and amount.group(1).lower() in _MINIMUM_WORDS,
+        amount_text=amount.group(0) if amount else "",
+        production=bool(_PROD.search(content)), modal=bool(_MODAL.search(content)))

@@ -1,0 +1,122 @@
+"""Hooks proposed from memory: a standing rule's own Hook, and a model's proposal checked as data.
+
+MemSidecar §3.3 generates a hook's predicate when memory is written. Here:
+
+* :func:`hook_from_node` proposes a pre_tool Hook from a Global-layer rule or
+  constraint ("production deploys only on weekdays" → a hook on deploy-like calls
+  to production on Saturday or Sunday), from what :func:`memtier_plugin.layers.rules.bounds`
+  reads in its words (the grammar the pre-commit check reads too); the predicate is
+  built as language data and checked like a person's file;
+* :func:`hooks_from_model` checks a model's JSON proposal through the same schema,
+  and :func:`propose_with_model` asks the configured model: nothing model-written
+  is ever executed.
+
+These are not called on the hook path yet: only hand-written files in
+``memory/hooks/`` are loaded. Proposing hooks when memory is written (stored
+beside the node, retired with it) is issue 27's first deliverable, which builds
+on these functions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable
+
+from ..layers.rules import ACTIONS, ENV_ARGS, PRICE_ARGS, bounds
+from ..store.paths import is_valid_id
+from ..vocabulary import WEEKDAYS
+from .hooks import MAX_ENTRY, Hook, parse_hook
+from .predicates import MAX_STRING, HookError, _show
+
+log = logging.getLogger(__name__)
+
+
+def _rule_predicate(content: str) -> dict | None:
+    """The predicate a standing rule or constraint implies for pre_tool, as language data (None: none); what
+    the rule bounds is read by :func:`memtier_plugin.layers.rules.bounds`, the grammar pre-commit reads too."""
+    b = bounds(content)
+    if not b.families:
+        return None
+    pattern = "|".join(ACTIONS[f][1] for f in b.families)
+    conds: list[dict] = [{"any": [{"tool": {"matches": pattern}}, {"arg": {"path": "command", "matches": pattern}}]}]
+    if b.days:
+        conds.append({"state": {"key": "weekday", "in": [d for d in WEEKDAYS if d in b.days]}})
+    if b.production:
+        conds.append({"any": [{"arg": {"path": a, "matches": "prod"}} for a in ENV_ARGS]
+                      + [{"arg": {"path": "command", "matches": r"\bprod"}}]})
+    if b.amount is not None and "book" in b.families:
+        op = "lt" if b.amount_is_minimum else "gt"
+        conds.append({"any": [{"arg": {"path": a, op: b.amount}} for a in PRICE_ARGS]})
+    if len(conds) == 1 and not b.modal:
+        return None  # names an action but sets no condition on it: retrieval covers it
+    return {"all": conds}
+
+
+def hook_from_node(rec: dict) -> Hook | None:
+    """A pre_tool hook proposed from a Global-layer rule or constraint record (None when none applies).
+
+    The predicate is built as language data and goes through the same checks as
+    a person's file. A node scoped to projects adds ``state.project in [...]``.
+    """
+    if not isinstance(rec, dict) or rec.get("node_kind") not in ("rule", "constraint"):
+        return None
+    content, node_id = rec.get("content"), rec.get("id")
+    if not isinstance(content, str) or not content.strip() or not is_valid_id(node_id):
+        return None
+    when = _rule_predicate(content[:MAX_STRING])
+    if when is None:
+        return None
+    projects = (rec.get("applies") or {}).get("projects", "*") if isinstance(rec.get("applies"), dict) else "*"
+    if projects != "*":  # scoped: the hook holds only there (a scope it cannot state means no hook, not a wider one)
+        if not (isinstance(projects, list) and 0 < len(projects) <= 64
+                and all(isinstance(p, str) and 0 < len(p) <= MAX_STRING for p in projects)):
+            return None
+        when["all"].append({"state": {"key": "project", "in": projects}})
+    try:
+        return parse_hook({"id": "rule", "events": ["pre_tool"], "when": when}, f"rule {node_id}",
+                          entry=content.strip()[:MAX_ENTRY], entry_id=node_id, key_prefix=f"rule:{node_id}:")
+    except HookError as exc:  # a rule whose words make an invalid predicate: no hook, retrieval still has it
+        log.debug("no hook from %s: %s", node_id, exc)
+        return None
+
+
+def rule_hooks(records: Iterable[dict]) -> list[Hook]:
+    """Hooks proposed from current Global-layer records (retired nodes are not passed, so their hooks go)."""
+    return [h for h in (hook_from_node(r) for r in records) if h is not None]
+
+
+MODEL_PROMPT = (
+    "Write hooks that deliver the memory entry below to an agent at the moment it matters. Answer with JSON: "
+    '{"hooks": [{"id": "short-name", "events": ["pre_tool"|"query"|"post_tool"], "when": PREDICATE}]}. '
+    "PREDICATE is one of: {\"all\": [PREDICATE, ...]}, {\"any\": [...]}, {\"not\": PREDICATE}, "
+    '{"tool": {"equals"|"in"|"matches": ...}}, {"arg": {"path": "dotted.key", "equals"|"contains"|"matches"|"in"|'
+    '"lt"|"le"|"gt"|"ge"|"exists": ...}}, {"state": {"key": "weekday"|"hour"|"project"|"agent", ...same operators}}, '
+    '{"phase": {"equals"|"in": ...}}, {"query": {"any"|"all": [words]}}. At most 2 hooks; answer {"hooks": []} '
+    "when the entry needs none.")
+
+
+def hooks_from_model(data: Any, *, entry: str, entry_id: str, where: str = "model") -> list[Hook]:
+    """Check a model's JSON proposal ``{"hooks": [...]}`` for ``entry`` through the same schema.
+
+    The model chooses events and predicates only; the bound entry is the one it
+    was asked about. Anything else (unknown keys, code, a catastrophic regex) is
+    a HookError line, and nothing in the proposal is ever executed.
+    """
+    if not isinstance(data, dict) or set(data) != {"hooks"} or not isinstance(data["hooks"], list):
+        raise HookError(f"{where}: expected {{\"hooks\": [...]}}, got {_show(data)}")
+    if len(data["hooks"]) > 8:
+        raise HookError(f"{where}: hooks: {len(data['hooks'])} hooks; at most 8 for one entry")
+    out = []
+    for i, item in enumerate(data["hooks"]):
+        out.append(parse_hook(item, where, index=i, entry=entry[:MAX_ENTRY], entry_id=entry_id,
+                              key_prefix=f"model:{entry_id}:", source=where))
+    return out
+
+
+def propose_with_model(client, rec: dict, *, deadline: float | None = None) -> list[Hook]:
+    """Hooks the configured model proposes for one knowledge record (validated data, never executed)."""
+    content, node_id = rec.get("content", ""), rec.get("id", "")
+    result = client.chat([{"role": "system", "content": MODEL_PROMPT},
+                          {"role": "user", "content": str(content)[:MAX_ENTRY]}],
+                         schema={"type": "object", "required": ["hooks"]}, deadline=deadline)
+    return hooks_from_model(result.data, entry=str(content), entry_id=str(node_id), where=f"model {node_id}")
