@@ -239,7 +239,7 @@ def test_through_the_host_a_policy_holds_a_call_against_a_preference_but_an_expl
 
 
 def test_a_failure_in_the_policy_path_is_a_supplement_never_a_silent_allow(tmp_path, monkeypatch):
-    from memtier_plugin.intervention import policy as policy_mod
+    from memtier_plugin.intervention import features as policy_mod
     from memtier_plugin.events import ToolCallEvent
 
     mem, ctx = _memory_asked(tmp_path / "ws", lambda path: write_policy(path, _always("silent")))
@@ -275,7 +275,7 @@ def test_a_policy_check_past_its_timeout_is_a_supplement_and_the_hook_does_not_w
     answered by then gives the call a supplement saying so (never a silent allow, never a wait for it)."""
     import threading
 
-    from memtier_plugin.intervention import policy as policy_mod
+    from memtier_plugin.intervention import features as policy_mod
     from memtier_plugin.events import ToolCallEvent
 
     mem, ctx = _memory_asked(tmp_path / "ws", lambda path: write_policy(path, _always("silent")))
@@ -728,7 +728,7 @@ def test_nan_probabilities_are_a_failed_check_a_supplement_never_a_silent_allow(
     """Features that overflow (an embedder gone wrong) make the probabilities NaN: before, argmax picked the
     first action, silent; now the check failed, and the call gets the failure's supplement."""
     from memtier_plugin.events import ToolCallEvent
-    from memtier_plugin.intervention import policy as policy_mod
+    from memtier_plugin.intervention import features as policy_mod
 
     from memtier_plugin.events import PromptEvent
     from memtier_plugin.memory import memory_for

@@ -6,7 +6,8 @@ Modules by purpose:
 
 * :mod:`.rules`: the fixed rule (a standing rule the call breaks, a repeated failure) and the
   :class:`.rules.Decision` shape;
-* :mod:`.policy`: the learned policy (features of call and evidence → action), its file;
+* :mod:`.features`: what the learned policy reads (a call against the standing items that apply);
+* :mod:`.policy`: the learned policy (features → action) and its file;
 * :mod:`.pre_commit`: the decision for one proposed call (the rule, then the policy within its
   timeout; a check that cannot run is never a silent allow) and the answer pre_tool gives the host.
 

@@ -24,7 +24,7 @@ from ..errors import ConfigError
 from ..events import ToolDecision
 from ..store.tool_entries import call_prefix
 from ..redact import redact
-from . import policy as learned  # by module: its functions are looked up at each call
+from . import features as policy_features, policy as learned  # by module: looked up at each call
 from .rules import CHECKED_KINDS, Decision, Evidence, decide
 
 log = logging.getLogger(__name__)
@@ -147,12 +147,12 @@ class PreCommit:
             scored = [(it, s) for it, s, _ in self._scorer().score(request, items)] if request.strip() else []
             cached = state.standing_task = (request, scored[:4])
         pairs = policy.uses_pairs if policy is not None else collect_pairs
-        ce = learned.pair_scorer(self.config.rerank.model_dir) if pairs else None
+        ce = policy_features.pair_scorer(self.config.rerank.model_dir) if pairs else None
         if ce is None and policy is not None and policy.uses_pairs:
             raise RuntimeError("the policy reads cross-encoder features and the cross-encoder cannot run "
                                f"here ({SETUP_HINT})")
         wide = policy.uses_evidence if policy is not None else True  # tracing: every feature
-        return cached[1], learned.features(learned.call_text(params, task), request, cached[1], self._scorer().embedder, ce,
+        return cached[1], policy_features.features(policy_features.call_text(params, task), request, cached[1], self._scorer().embedder, ce,
                                    evidence=wide)
 
     def _learned(self, rule: Decision, policy, tool: str, params: dict, task: str, project: str, state, ts: float,
@@ -172,7 +172,7 @@ class PreCommit:
             scored, feats = done
             if feats is None:
                 return rule
-            explicit = learned.explicit_choice(params, task)
+            explicit = policy_features.explicit_choice(params, task)
             out = {**rule.features, "rule_action": rule.action, "explicit_choice": explicit, "policy_features": feats}
             if policy is None:
                 return Decision(rule.action, rule.evidence, rule.reason, out)
@@ -198,7 +198,7 @@ class PreCommit:
 def _quoting(action: str, scored: list, feats: dict, policy, features_: dict) -> Decision:
     """The policy's action as a Decision: a hold quotes first the item the call conflicts with (the evidence
     features' selection), then the one that applies best to the task; a supplement the other way round."""
-    picked = [learned.conflicting_item(scored, feats, policy), scored[0]]
+    picked = [policy_features.conflicting_item(scored, feats, policy), scored[0]]
     picked = picked if action == "intervene" else picked[::-1]
     ev = [Evidence(it.id, it.content, it.label, f"applies to the task ({s:.2f})")
           for it, s in dict((it.id, (it, s)) for it, s in picked).values()]
