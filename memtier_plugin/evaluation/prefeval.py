@@ -50,6 +50,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError, EvalDataError
+from ..store.files import atomic_write
 
 VARIANTS = ("single", "multi")
 FORMS = ("explicit", "choice", "persona")
@@ -602,10 +603,7 @@ def _own(path: Path) -> None:
     except FileNotFoundError:
         return
     if st.st_nlink > 1:
-        tmp = path.with_name(path.name + ".own")
-        shutil.copyfile(path, tmp)
-        tmp.chmod(0o644)
-        os.replace(tmp, path)
+        atomic_write(path, path.read_bytes(), fsync=False)  # a new inode: the base's file is left as it was
 
 
 # ---------------------------------------------------------------- the run
