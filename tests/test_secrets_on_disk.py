@@ -165,3 +165,22 @@ def test_a_huge_prompt_or_tool_result_stays_cheap(size):
     elapsed = time.process_time() - start
     # clean_text over the whole input is linear and in C; redaction sees at most a bound
     assert elapsed < 1.0, f"{elapsed:.2f} s for {size} characters (margin {rd.CLIP_MARGIN})"
+
+
+# --------------------------------------------------------------------------
+# 2. The rarer shapes (issue 30's list and newer vendor formats) reach no file either.
+
+
+def test_the_issue30_shapes_reach_no_file_through_the_host(workspace):
+    from test_redact import ISSUE30, VENDOR
+
+    newer = VENDOR[VENDOR.index(next(v for v in VENDOR if v[1].startswith("sk-or-v1-"))):]
+    cases = [(t, s) for t, s, _ in ISSUE30] + [("use <S> for the release", s) for _, s in newer]
+    texts = [t.replace("<S>", s) for t, s in cases]
+    prompts = [f"note {i}: {text}" for i, text in enumerate(texts)]
+    calls = [("shell", {"cmd": text}, f"output of step {i}:\n{text}\nexit 0", None) for i, text in enumerate(texts)]
+    calls.append(("deploy", {"config": "\n".join(texts)}, None, "failed: " + " | ".join(texts[:8])))
+    run_turn(workspace, prompts=prompts, calls=calls, reply="done; creds were " + texts[0])
+    data = memory_bytes(workspace)
+    found = [s for _, s in cases if s.encode() in data or (len(s) >= 12 and leaked(data, s, 10))]
+    assert found == []

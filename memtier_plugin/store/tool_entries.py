@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from ..redact import redact, redact_obj
+from ..redact import CLIP_MARGIN, redact_obj
 from .jsonl import clean_obj, clean_text
 from .paths import clip_redacted, clip_text, marker_safe_cut
 
@@ -37,10 +37,39 @@ def bounded_value(value: Any, limit: int = MAX_TOOL_TEXT) -> Any:
         return value
     if isinstance(value, str):
         return clip_redacted(clean_text(value), limit)[0]
+    value = clean_obj(value)
     text = _json_line(value, 1 << 62)
     if len(text) <= limit:
-        return redact_obj(clean_obj(value))[0]
-    return clip_redacted(text, limit)[0]
+        return redact_obj(value)[0]
+    # Redact the strings themselves, not their JSON escapes (a .netrc's line breaks, a call's quotes),
+    # and only as many as the cut keeps plus a margin; then dump and cut the redacted JSON.
+    budget = [limit + CLIP_MARGIN]
+    kept = redact_obj(_first_chars(value, budget), max_chars=limit + CLIP_MARGIN)[0]
+    return clip_text(_json_line(kept, 1 << 62), limit)
+
+
+def _first_chars(obj: Any, budget: list[int]) -> Any:
+    """``obj`` pruned to about ``budget[0]`` characters of its JSON, in dump order (sorted keys)."""
+    if isinstance(obj, str):
+        budget[0] -= len(obj) + 3
+        return obj
+    if isinstance(obj, dict):
+        out = {}
+        for k in sorted(obj, key=str):
+            if budget[0] <= 0:
+                break
+            budget[0] -= len(str(k)) + 4
+            out[k] = _first_chars(obj[k], budget)
+        return out
+    if isinstance(obj, (list, tuple)):
+        items = []
+        for x in obj:
+            if budget[0] <= 0:
+                break
+            items.append(_first_chars(x, budget))
+        return items
+    budget[0] -= 8
+    return obj
 
 
 def tool_text(name: str, params: Any, result: Any, error: str | None) -> str:
