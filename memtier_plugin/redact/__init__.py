@@ -8,16 +8,21 @@ sees *that* something was there, and never any character of it.
 What counts as a secret, in four layers: the first two know formats, the last
 two generalise to formats no rule names.
 
-1. **Token formats** (:mod:`memtier_plugin.redact.tokens`): about 90 vendor
+1. **Token formats** (:mod:`memtier_plugin.redact.tokens`): about 120 vendor
    token shapes (GitLab, SendGrid, npm, PyPI, Shopify, DigitalOcean, OpenAI,
    AWS, GitHub, Slack, Stripe, ...), JWTs, PEM private key blocks, webhook
    URLs, Telegram bot tokens, payment card numbers (Luhn-checked).
-2. **Context** (:mod:`memtier_plugin.redact.context`): URL passwords,
-   ``Authorization``/``Bearer``, ``name = value`` where the name ends in a
-   secret word, command-line flags (``--token X``, ``mysql -pX``, ``curl -u
-   user:pass``), and free text (``my password is hunter2``).
+2. **Context** (:mod:`memtier_plugin.redact.context`): URL passwords (a raw
+   ``#`` or ``/`` included), ``Authorization``/``Bearer``, ``name = value``
+   where the name ends in a secret word, command-line flags (``--token X``,
+   ``mysql -pX``, ``curl -u user:pass``), credential-file lines (``.netrc``,
+   ``.pgpass``, .NET ``<add key= value=>``), string literals passed to a call
+   that takes a secret (``login("u", "pw")``, ``set_password(...)``), and
+   free text (``my password is hunter2``).
 3. **Weak context + entropy**: a name ending in key, auth, sig, salt, cookie,
-   ... redacts its value only when the value looks random.
+   ... redacts its value only when the value looks random (a UUID or 16+ hex
+   digits count in these credential positions); so does a string literal
+   passed to any call (``Client("...")``), from 24 characters.
 4. **Entropy alone**: a long token close to random (upper case, lower case
    and digits mixed): after ``=``/``:`` (24+ characters), behind a short
    prefix like ``xyz_live_`` (20+), or alone (32+). Hex digests, git SHAs,
@@ -34,10 +39,20 @@ row each, and layers 2-4 catch what no row names.
 Linear time. A hostile input (``'=' * 200_000``, a 150 KB tool result) must not
 stall a turn, so no pattern rescans: each has bounded width or consumes what it
 scans, candidate tokens are the maximal runs of token characters (each examined
-once), and names are looked for only where a trigger word occurs. Callers that
-redact text of unbounded size (tool results) should also cap it:
-``redact(text, max_chars=DEFAULT_MAX_CHARS)`` cuts the text, drops a token cut
-in half at the end, and marks the cut with ``[TRUNCATED:<n> chars]``. Speed:
+once), and names are looked for only where a trigger word occurs.
+
+Redaction before clipping. Text of unbounded size (tool results, pasted logs,
+a prompt's head and tail) is never cut and then redacted: a cut can split a
+secret so that no rule recognises the part kept (a URL password whose
+``@host`` fell past the cut, a password whose "the password is" fell in a
+dropped middle). :func:`redact_head` and :func:`redact_tail` redact a window
+reaching :data:`CLIP_MARGIN` characters past the cut, then cut: a secret the
+cut splits is replaced whole by its marker, a run of token characters the
+window itself cuts is dropped whole, and a key block whose ``-----BEGIN``
+precedes a tail window is removed up to its ``-----END``. The work is linear in
+the part kept plus the margin, whatever the text's size.
+``redact(text, max_chars=DEFAULT_MAX_CHARS)`` does the same for the head and
+marks the cut with ``[TRUNCATED:<n> chars]``. Speed:
 ``benchmarks/redact_speed.py``.
 
 Matches are collected as spans, overlapping spans are merged, and the merged

@@ -4,7 +4,7 @@ This is the part of redaction that needs no context: a string that is, by its
 own shape, a credential. :mod:`memtier_plugin.redact` combines it with
 :mod:`memtier_plugin.redact.context` (where the text *says* a secret follows).
 
-* :data:`FORMATS`: about 90 vendor token shapes with a recognisable prefix or
+* :data:`FORMATS`: about 120 vendor token shapes with a recognisable prefix or
   infix (OpenAI, Anthropic, AWS, GitHub, GitLab, Slack, Stripe, Google, Hugging
   Face, SendGrid, npm, PyPI, Shopify, DigitalOcean, Twilio, Mailgun, HashiCorp
   Vault, Grafana, Databricks, Doppler, Atlassian, 1Password, age, Docker Hub,
