@@ -603,6 +603,9 @@ HOSTILE = {
     "set_token(": lambda n: ("set_token(" * n)[:n],
     "add key value": lambda n: ('key="Password" value="' * n)[:n],
     "(\"": lambda n: ('f("Qw8Er7Ty6Ui5Op4As3Df2GhJk", ' * n)[:n],
+    "cookie: a=b; ": lambda n: ("cookie: sid=b; " * n)[:n],
+    "openssl -k ": lambda n: ("openssl -k x -pass pass:" * n)[:n],
+    "configure set ": lambda n: ("aws configure set token " * n)[:n],
 }
 
 
@@ -725,6 +728,12 @@ ISSUE30 = [
     ("X-Auth: <S>", "3f2a9c1b8e7d6c5b", "high_entropy"),
     ('{"hmac": "<S>"}', "a8f5f167f44f4964e6c998dee827110c", "high_entropy"),
     ("cookie=<S>", "6F9619FF-8B86-D011-B42D-00C04FC964FF", "high_entropy"),
+    # session cookies, openssl passphrases, aws configure set (probes beyond the issue's list)
+    ("Cookie: sessionid=<S>; theme=dark", "8f2kq9x7lm3vz0p1", "secret"),
+    ("Set-Cookie: _gitlab_session=<S>; path=/; HttpOnly", "3f2a9c1b8e7d6c5b4a3928170f6e5d4c", "secret"),
+    ("openssl enc -aes-256-cbc -k <S> -in f", "mypassphrase123", "password"),
+    ("openssl pkcs12 -export -passout pass:<S> -out x.p12", "Exp0rtPw", "password"),
+    ("aws configure set aws_secret_access_key <S>", AWS_SECRET, "aws_secret_key"),
 ]
 
 
@@ -748,6 +757,8 @@ ISSUE30_INNOCENT = [
     "session_id: 3f2a9c1b8e7d6c5b and request id 123e4567-e89b-42d3-a456-426614174000",
     "commit: 4f1c2a9b8e7d6c5b4a3928170f6e5d4c3b2a1908 and uuid=123e4567-e89b-12d3-a456-426614174000",
     'print("the quick brown fox jumps over the lazy dog")',
+    "aws configure set region us-east-1; the cookie: chocolate chip, and the session was fine",
+    "openssl rand -hex 32 and Set-Cookie: theme=dark; path=/",
 ]
 
 

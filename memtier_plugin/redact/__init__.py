@@ -17,8 +17,9 @@ two generalise to formats no rule names.
    where the name ends in a secret word, command-line flags (``--token X``,
    ``mysql -pX``, ``curl -u user:pass``), credential-file lines (``.netrc``,
    ``.pgpass``, .NET ``<add key= value=>``), string literals passed to a call
-   that takes a secret (``login("u", "pw")``, ``set_password(...)``), and
-   free text (``my password is hunter2``).
+   that takes a secret (``login("u", "pw")``, ``set_password(...)``), session
+   cookies, ``openssl -pass pass:X``, ``aws configure set NAME X``, and free
+   text (``my password is hunter2``).
 3. **Weak context + entropy**: a name ending in key, auth, sig, salt, cookie,
    ... redacts its value only when the value looks random (a UUID or 16+ hex
    digits count in these credential positions); so does a string literal

@@ -401,6 +401,15 @@ _PGPASS_REST_RE = re.compile(
 # .NET config: ``<add key="DbPassword" value="..." />``.
 _ADD_KEY_RE = re.compile(r"key[ \t]*=[ \t]*\"(?P<name>[^\"\n]{1,64})\"[ \t]+value[ \t]*=[ \t]*\"(?P<val>[^\"\n]{1,1024})\"")
 
+# ``Cookie:`` / ``Set-Cookie:`` headers: a session cookie's value is a credential (matched lowercased).
+_COOKIE_RE = re.compile(r"(?<![\w\-])(?:set-)?cookie\\?[\"']?[ \t]*:[ \t]*(?P<pairs>[^\n\"'`]{1,4096})")
+_COOKIE_PAIR_RE = re.compile(r"(?P<name>[^=;,\s]{1,128})=(?P<val>[^;,\s]{1,4096})")
+_SESSION_COOKIE_RE = re.compile(r"sess|sid|auth|token|jwt|remember|login|secret|key")
+_COOKIE_ATTRS = frozenset({"path", "domain", "expires", "max-age", "samesite", "priority", "version"})
+# ``openssl ... -pass pass:X`` (also -passin, -passout) and ``-k X``; ``aws configure set NAME VALUE``.
+_OPENSSL_PASS_RE = re.compile(r"(?<![\w\-])-(?:pass(?:in|out)?[ \t]+pass:|k[ \t]+)(?P<val>[^\s\"'`]{1,1024})")
+_CONFIGURE_SET_RE = re.compile(r"(?<![\w\-])configure[ \t]+set[ \t]+(?P<name>[\w.\-]{1,128})[ \t]+(?P<val>[^\s\"'`]{1,1024})")
+
 # A call whose name says it takes a secret: ``login("admin", "hunter2secret")``, ``set_password(...)``,
 # ``HTTPBasicAuth("u", "p")``, ``Token("...")``, ``auth=("user", "pass")``. Found at the secret word
 # (lowercased text); the callee's start is found by scanning back, its arguments read once.
@@ -426,6 +435,27 @@ def _scan_urls(text: str, spans: list) -> None:
         if sep is None or _PORT_RE.fullmatch(val[:sep.start()]):  # no raw '/#?' (the rule above), or a port
             continue
         _add_value(text, *m.span("val"), spans, "url_password")
+
+
+def _scan_headers_and_tools(text: str, low: str, spans: list) -> None:
+    """Session cookies, ``openssl -pass pass:X`` / ``-k X``, ``aws configure set NAME VALUE``."""
+    if "cookie" in low:
+        for m in _COOKIE_RE.finditer(low):
+            base = m.start("pairs")
+            for p in _COOKIE_PAIR_RE.finditer(text[base:m.end()]):
+                name, val = p.group("name").lower(), p.group("val")
+                if name in _COOKIE_ATTRS:
+                    continue
+                if (_SESSION_COOKIE_RE.search(name) and len(val) >= 8) or credential_value(val):
+                    _add_value(text, base + p.start("val"), base + p.end("val"), spans, "secret")
+    if "openssl" in low and ("pass:" in low or "-k" in low):
+        for m in _OPENSSL_PASS_RE.finditer(text):
+            _add_value(text, *m.span("val"), spans, "password")
+    if "configure" in low and " set" in low:
+        for m in _CONFIGURE_SET_RE.finditer(text):
+            if _name_policy(m.group("name")) == "strong" or (
+                    _name_policy(m.group("name")) == "weak" and credential_value(m.group("val"))):
+                _add_value(text, *m.span("val"), spans, key_kind(m.group("name")))
 
 
 def _scan_credential_files(text: str, low: str, spans: list) -> None:
@@ -558,4 +588,5 @@ def scan_context(text: str, low: str, spans: list) -> None:
         if "(" in text:
             _scan_calls(text, low, spans)
     _scan_credential_files(text, low, spans)
+    _scan_headers_and_tools(text, low, spans)
     _scan_flags(text, low, spans)
