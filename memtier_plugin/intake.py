@@ -1,8 +1,9 @@
 """Host input made safe: everything a host sends is untrusted, handled here in one place.
 
 Ids are checked before they become paths (:func:`checked_context`), text is
-valid UTF-8 without control bytes, every payload is bounded *before* it is
-redacted (so redaction stays linear) and redacted before anything keeps it.
+valid UTF-8 without control bytes, every payload is redacted before it is cut
+(redaction reads a bounded margin past the cut, so it stays linear and a secret
+the cut splits is removed whole) and before anything keeps it.
 The facade (:mod:`memtier_plugin.memory`) calls these on every hook's input.
 """
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from .events import HookContext
 from .store.jsonl import clean_obj, clean_text
+from .redact import redact, redact_head, redact_tail
 from .store.paths import checked_id, clean_id
 from .store.tool_entries import MAX_TOOL_TEXT, bounded_value, tool_name, tool_text  # noqa: F401  (the facade's)
 
@@ -20,12 +22,17 @@ MAX_QUERY_CHARS = 4000
 
 
 def query_text(prompt: Any) -> str:
-    """What recall searches with: the prompt's head and tail within MAX_QUERY_CHARS."""
+    """What recall searches with (and traces keep): the prompt redacted, its head and tail within
+    MAX_QUERY_CHARS.
+
+    Each half is redacted as part of the whole prompt (a bounded margin past the cut), so a secret
+    whose "the password is" fell in the dropped middle is still removed whole.
+    """
     text = clean_text(prompt if isinstance(prompt, str) else str(prompt))
     if len(text) <= MAX_QUERY_CHARS:
-        return text
+        return redact(text)[0]
     half = MAX_QUERY_CHARS // 2
-    return text[:half] + " … " + text[-half:]
+    return redact_head(text, half)[0] + " … " + redact_tail(text, half)[0]
 
 
 def checked_context(ctx: HookContext) -> HookContext:

@@ -214,6 +214,33 @@ VENDOR = [
     ("onepassword_token", _fake("ops_eyJ", 260, B64) + "="),
     ("onepassword_token", "A3-ASWWYB-798JRYLJVD4-23DC2-86TVM-H43EB"),
     ("discord_token", _fake("M", 25, URLSAFE) + "." + _fake("", 6, URLSAFE) + "." + _fake("", 38, URLSAFE)),
+    # issue 30: newer vendor formats (gitleaks' and vendors' published shapes)
+    ("ai_provider_key", _fake("sk-or-v1-", 64, HEX)),  # OpenRouter
+    ("ai_provider_key", _fake("sk_", 48, HEX)),  # ElevenLabs
+    ("ai_provider_key", _fake("lsv2_pt_", 32, HEX) + "_" + _fake("", 10, HEX)),  # LangSmith
+    ("ai_provider_key", _fake("pcsk_", 70, B62 + "_")),  # Pinecone
+    ("ai_provider_key", _fake("tvly-dev-", 32)),  # Tavily
+    ("aws_access_key", "bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t" + _fake("", 120, B64)),
+    ("azure_key", _fake("", 52) + "JQQJ9" + _fake("", 27)),
+    ("vercel_token", _fake("vcp_", 40)),
+    ("neon_token", _fake("napi_", 64)),
+    ("infisical_token", "st." + _fake("", 8, HEX) + "-" + _fake("", 4, HEX) + "-4" + _fake("", 3, HEX) + "-a"
+     + _fake("", 3, HEX) + "-" + _fake("", 12, HEX) + "." + _fake("", 32, HEX) + "." + _fake("", 32, HEX, seed=2)),
+    ("yandex_key", _fake("t1.", 60, URLSAFE) + "." + _fake("", 86, URLSAFE)),
+    ("sonarqube_token", _fake("squ_", 40, HEX)),
+    ("sonarqube_token", _fake("sqp_", 40, HEX)),
+    ("buildkite_token", _fake("bkua_", 40, HEX)),
+    ("circleci_token", _fake("CCIPAT_", 22) + "_" + _fake("", 40, HEX)),
+    ("octopus_key", _fake("API-", 26, string.ascii_uppercase + string.digits)),
+    ("posthog_key", _fake("phx_", 47)),
+    ("honeycomb_key", _fake("hcaik_", 58)),
+    ("defined_networking_token", _fake("dnkey-", 26, HEX) + "-" + _fake("", 52, HEX)),
+    ("plaid_token", "access-sandbox-" + _fake("", 8, HEX) + "-" + _fake("", 4, HEX) + "-" + _fake("", 4, HEX) + "-"
+     + _fake("", 4, HEX) + "-" + _fake("", 12, HEX)),
+    ("lob_key", _fake("live_", 35, HEX)),
+    ("resend_key", _fake("re_", 8) + "_" + _fake("", 24)),
+    ("dropbox_token", _fake("sl.u.", 400, URLSAFE)),
+    ("jwt", "ZXlKaGJHY2lPaUpJVXpJMU5pSXNJblI1Y0NJNklrcFhWQ0o5" + _fake("", 80, B64)),
 ]
 
 
@@ -567,6 +594,18 @@ HOSTILE = {
     "base64 run": _mixed_run,
     "markers": lambda n: ("[REDACTED:token]" * n)[:n],
     "json 150 KB": _json_blob,
+    # issue 30's rules
+    "://a:b/c@": lambda n: ("://a:b/c@" * n)[:n],
+    "machine x password": lambda n: ("machine x login y password " * n)[:n],
+    ":1:": lambda n: ("h:1:" * n)[:n],
+    "h:5432:d:u:p ": lambda n: ("h:5432:d:u:p " * n)[:n],
+    "login(\"": lambda n: ('login("a", "' * n)[:n],
+    "set_token(": lambda n: ("set_token(" * n)[:n],
+    "add key value": lambda n: ('key="Password" value="' * n)[:n],
+    "(\"": lambda n: ('f("Qw8Er7Ty6Ui5Op4As3Df2GhJk", ' * n)[:n],
+    "cookie: a=b; ": lambda n: ("cookie: sid=b; " * n)[:n],
+    "openssl -k ": lambda n: ("openssl -k x -pass pass:" * n)[:n],
+    "configure set ": lambda n: ("aws configure set token " * n)[:n],
 }
 
 
@@ -654,3 +693,75 @@ def test_memtier_add_never_writes_the_secrets_to_the_ledger(tmp_path):
     record = json.loads(data.splitlines()[-1])
     assert set(record["provenance"]["redacted"]) == {"gitlab_token", "sendgrid_key", "card_number",
                                                      "password", "token"}
+
+
+# --------------------------------------------------------------------------
+# Issue 30: rarer shapes, one test each (template, secret, kind), exact spans.
+
+ISSUE30 = [
+    # URL passwords holding a raw '#', '/' or '?' (the password runs to the '@' a host follows)
+    ("postgres://app:<S>@db.internal:5432/pay", "ab/cd#ef", "url_password"),
+    ("DATABASE_URL is mysql://root:<S>@10.0.0.7/pay", "p#ss/w?rd9", "url_password"),
+    ("redis://:<S>@cache:6379", "x/y#z@w", "url_password"),
+    # credential files: .netrc (one line, several lines), .pgpass, .NET config
+    ("machine api.heroku.com login me@example.com password <S>", "01234567-89ab-cdef-0123-456789abcdef", "password"),
+    ("machine git.example.com\n  login ci-bot\n  password <S>\n", "n3trcPass", "password"),
+    ("default login anonymous password <S>", "guestpass1", "password"),
+    ("localhost:5432:payments:app:<S>", "Pg#pass-42", "password"),
+    ("echo '*:*:*:postgres:<S>' >> ~/.pgpass", "s3cr3t", "password"),
+    ("db.internal:*:*:app:<S>\n", "hunter2", "password"),
+    ('<add key="ClearTextPassword" value="<S>" />', "NuG3tPass!", "password"),
+    ('<add key="StripeApiKey" value="<S>"/>', "plain-value-here", "api_key"),
+    # tokens passed as positional arguments in code
+    ('client.login("admin", "<S>")', "hunter2secret", "password"),
+    ('ftp.login("deploy", "<S>")', "Ftp-pass-77", "password"),
+    ('session.auth = ("deploy", "<S>")', "hunter2secret", "password"),
+    ('requests.get(url, auth=("user", "<S>"))', "hunter2secret", "password"),
+    ('HTTPBasicAuth("user", "<S>")', "hunter2secret", "password"),
+    ('keyring.set_password("atlas", "ci", "<S>")', "hunter2secret", "password"),
+    ('vault.with_token("<S>")', "s.dev-root-4471", "token"),
+    ('client = Client("<S>")', "Qw8Er7Ty6Ui5Op4As3Df2GhJk", "high_entropy"),
+    ('Stripe("acct_1", "<S>")', "Zx9Cv8Bn7Mm6Ll5Kk4Jj3Hh2", "high_entropy"),
+    # long hex and UUID secrets in credential positions (weakly named values, flags)
+    ("key: <S>", "123e4567-e89b-42d3-a456-426614174000", "high_entropy"),
+    ("heroku --key <S>", "3f2a9c1b8e7d6c5b4a39", "high_entropy"),
+    ("X-Auth: <S>", "3f2a9c1b8e7d6c5b", "high_entropy"),
+    ('{"hmac": "<S>"}', "a8f5f167f44f4964e6c998dee827110c", "high_entropy"),
+    ("cookie=<S>", "6F9619FF-8B86-D011-B42D-00C04FC964FF", "high_entropy"),
+    # session cookies, openssl passphrases, aws configure set (probes beyond the issue's list)
+    ("Cookie: sessionid=<S>; theme=dark", "8f2kq9x7lm3vz0p1", "secret"),
+    ("Set-Cookie: _gitlab_session=<S>; path=/; HttpOnly", "3f2a9c1b8e7d6c5b4a3928170f6e5d4c", "secret"),
+    ("openssl enc -aes-256-cbc -k <S> -in f", "mypassphrase123", "password"),
+    ("openssl pkcs12 -export -passout pass:<S> -out x.p12", "Exp0rtPw", "password"),
+    ("aws configure set aws_secret_access_key <S>", AWS_SECRET, "aws_secret_key"),
+]
+
+
+@pytest.mark.parametrize("template, secret, kind", ISSUE30, ids=[f"{k}-{i}" for i, (_, _, k) in enumerate(ISSUE30)])
+def test_issue30_shapes_are_redacted_exactly(template, secret, kind):
+    text = template.replace("<S>", secret)
+    out, kinds = redact(text)
+    assert out == template.replace("<S>", marker(kind)), text
+    assert kinds == [kind]
+    assert redact(out) == (out, [])
+
+
+ISSUE30_INNOCENT = [
+    "open http://localhost:8080/@vite/client and https://medium.com/@user/post",
+    "see https://registry.npmjs.org:443/@scope/pkg for the package",
+    "the machine learning team will reset the password tomorrow",
+    "at 10:30:45:12:99 the job ran; ratio 1:2:3:4:5",
+    "keyring.get_password(\"atlas\", \"ci\") and os.getenv(\"DB_PASSWORD\")",
+    "login(username, password) then logout()",
+    "token_count(text) returns len(tokens); get_secret(\"prod/db\")",
+    "session_id: 3f2a9c1b8e7d6c5b and request id 123e4567-e89b-42d3-a456-426614174000",
+    "commit: 4f1c2a9b8e7d6c5b4a3928170f6e5d4c3b2a1908 and uuid=123e4567-e89b-12d3-a456-426614174000",
+    'print("the quick brown fox jumps over the lazy dog")',
+    "aws configure set region us-east-1; the cookie: chocolate chip, and the session was fine",
+    "openssl rand -hex 32 and Set-Cookie: theme=dark; path=/",
+]
+
+
+@pytest.mark.parametrize("text", ISSUE30_INNOCENT)
+def test_issue30_rules_leave_innocent_strings(text):
+    assert redact(text) == (text, [])

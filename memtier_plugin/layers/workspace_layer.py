@@ -25,6 +25,7 @@ import orjson
 from ..store import jsonl
 from ..store.episodic import append_lines, clean_id, clip_text, new_id, utc_iso
 from ..store.files import TailReader
+from ..store.paths import clip_redacted
 from ..redact import redact, redact_obj
 from ..store.semantic import project_filename
 from ..tokenize import jaccard, token_set
@@ -36,13 +37,13 @@ _PENDING = re.compile(r"[^.!?\n]*\b(?:next|todo|pending|still need|remaining|wil
 
 
 def _short_params(params) -> dict:
-    """Params as a skill keeps them: redacted, scalar values cut to 80 characters, at most 8 keys."""
+    """Params as a skill keeps them: redacted, then scalar values cut to 80 characters, at most 8 keys."""
     if not isinstance(params, dict):
         return {}
     out = {}
     for k, v in list(params.items())[:8]:
         if isinstance(v, (str, int, float, bool)) or v is None:
-            out[str(k)[:40]] = v if not isinstance(v, str) else clip_text(v, 80)
+            out[clip_redacted(str(k), 40)[0]] = v if not isinstance(v, str) else clip_redacted(v, 80)[0]
     return redact_obj(out)[0]
 
 
@@ -97,9 +98,9 @@ def learn_skill(store: ProjectLedger, *, goal: str, calls: list[dict], run_id: s
             tail.append(call)
     if not tail or not goal.strip():
         return None
-    steps = [{"tool": clip_text(str(c.get("name", "")), 80), "params": _short_params(c.get("params"))} for c in tail[:12]]
+    steps = [{"tool": clip_redacted(str(c.get("name", "")), 80)[0], "params": _short_params(c.get("params"))} for c in tail[:12]]
     tools = list(dict.fromkeys(s["tool"] for s in steps))
-    goal = redact(clip_text(goal.strip(), 300))[0]
+    goal = clip_redacted(goal.strip(), 300)[0]
     gtoks = frozenset(token_set(goal))
     for rec in store.refresh():
         if rec.get("kind") == "skill" and [s["tool"] for s in rec["steps"]] == [s["tool"] for s in steps] \
@@ -118,14 +119,14 @@ def learn_skill(store: ProjectLedger, *, goal: str, calls: list[dict], run_id: s
 
 def record_state(store: ProjectLedger, *, session_id: str, progress: str, calls: list[dict], ts: float) -> dict:
     """Working state at a task boundary: what was done, what is pending, what was produced."""
-    progress = redact(clip_text(progress.strip(), 600))[0]
+    progress = clip_redacted(progress.strip(), 600)[0]
     pending = [redact(p.strip())[0] for p in _PENDING.findall(progress)][:5]
     artifacts = []
     for c in calls:
         if not c.get("error"):
             for k, v in (c.get("params") or {}).items() if isinstance(c.get("params"), dict) else ():
                 if isinstance(v, str) and re.search(r"(?:path|file|url|id|version|branch|ref)$", str(k), re.I):
-                    artifacts.append(f"{k}={clip_text(v, 80)}")
+                    artifacts.append(f"{k}={clip_redacted(v, 80)[0]}")
     rec = {"v": jsonl.SCHEMA_VERSION, "kind": "state", "id": new_id("ws", ts), "timestamp": utc_iso(ts),
            "project": store.project, "session_id": clean_id(session_id), "progress": progress,
            "pending": pending, "artifacts": redact_obj(list(dict.fromkeys(artifacts))[:10])[0]}

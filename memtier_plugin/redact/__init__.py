@@ -8,16 +8,22 @@ sees *that* something was there, and never any character of it.
 What counts as a secret, in four layers: the first two know formats, the last
 two generalise to formats no rule names.
 
-1. **Token formats** (:mod:`memtier_plugin.redact.tokens`): about 90 vendor
+1. **Token formats** (:mod:`memtier_plugin.redact.tokens`): about 120 vendor
    token shapes (GitLab, SendGrid, npm, PyPI, Shopify, DigitalOcean, OpenAI,
    AWS, GitHub, Slack, Stripe, ...), JWTs, PEM private key blocks, webhook
    URLs, Telegram bot tokens, payment card numbers (Luhn-checked).
-2. **Context** (:mod:`memtier_plugin.redact.context`): URL passwords,
-   ``Authorization``/``Bearer``, ``name = value`` where the name ends in a
-   secret word, command-line flags (``--token X``, ``mysql -pX``, ``curl -u
-   user:pass``), and free text (``my password is hunter2``).
+2. **Context** (:mod:`memtier_plugin.redact.context`): URL passwords (a raw
+   ``#`` or ``/`` included), ``Authorization``/``Bearer``, ``name = value``
+   where the name ends in a secret word, command-line flags (``--token X``,
+   ``mysql -pX``, ``curl -u user:pass``), credential-file lines (``.netrc``,
+   ``.pgpass``, .NET ``<add key= value=>``), string literals passed to a call
+   that takes a secret (``login("u", "pw")``, ``set_password(...)``), session
+   cookies, ``openssl -pass pass:X``, ``aws configure set NAME X``, and free
+   text (``my password is hunter2``).
 3. **Weak context + entropy**: a name ending in key, auth, sig, salt, cookie,
-   ... redacts its value only when the value looks random.
+   ... redacts its value only when the value looks random (a UUID or 16+ hex
+   digits count in these credential positions); so does a string literal
+   passed to any call (``Client("...")``), from 24 characters.
 4. **Entropy alone**: a long token close to random (upper case, lower case
    and digits mixed): after ``=``/``:`` (24+ characters), behind a short
    prefix like ``xyz_live_`` (20+), or alone (32+). Hex digests, git SHAs,
@@ -34,10 +40,20 @@ row each, and layers 2-4 catch what no row names.
 Linear time. A hostile input (``'=' * 200_000``, a 150 KB tool result) must not
 stall a turn, so no pattern rescans: each has bounded width or consumes what it
 scans, candidate tokens are the maximal runs of token characters (each examined
-once), and names are looked for only where a trigger word occurs. Callers that
-redact text of unbounded size (tool results) should also cap it:
-``redact(text, max_chars=DEFAULT_MAX_CHARS)`` cuts the text, drops a token cut
-in half at the end, and marks the cut with ``[TRUNCATED:<n> chars]``. Speed:
+once), and names are looked for only where a trigger word occurs.
+
+Redaction before clipping. Text of unbounded size (tool results, pasted logs,
+a prompt's head and tail) is never cut and then redacted: a cut can split a
+secret so that no rule recognises the part kept (a URL password whose
+``@host`` fell past the cut, a password whose "the password is" fell in a
+dropped middle). :func:`redact_head` and :func:`redact_tail` redact a window
+reaching :data:`CLIP_MARGIN` characters past the cut, then cut: a secret the
+cut splits is replaced whole by its marker, a run of token characters the
+window itself cuts is dropped whole, and a key block whose ``-----BEGIN``
+precedes a tail window is removed up to its ``-----END``. The work is linear in
+the part kept plus the margin, whatever the text's size.
+``redact(text, max_chars=DEFAULT_MAX_CHARS)`` does the same for the head and
+marks the cut with ``[TRUNCATED:<n> chars]``. Speed:
 ``benchmarks/redact_speed.py``.
 
 Matches are collected as spans, overlapping spans are merged, and the merged
@@ -54,11 +70,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from .context import CONTEXT_KINDS, is_placeholder, key_kind, scan_context
-from .tokens import FORMAT_KINDS, OTHER_KINDS, P_CONTEXT, RUN_CHARS, format_kind, scan_tokens
+from .tokens import FORMAT_KINDS, OTHER_KINDS, P_CONTEXT, P_PEM, RUN_CHARS, format_kind, scan_tokens
 
 __all__ = [
-    "DEFAULT_MAX_CHARS", "KINDS", "MARKER_RE", "TRUNCATION_RE", "is_secret_key", "marker",
-    "redact", "redact_obj",
+    "CLIP_MARGIN", "DEFAULT_MAX_CHARS", "KINDS", "MARKER_RE", "TRUNCATION_RE", "is_secret_key", "marker",
+    "redact", "redact_head", "redact_obj", "redact_tail",
 ]
 
 #: A cap for callers that redact text of unbounded size (tool results, pasted
@@ -98,18 +114,6 @@ def _spans(text: str) -> list[tuple[int, int, int, str]]:
     scan_tokens(text, low, spans)
     scan_context(text, low, spans)
     return spans
-
-
-def _truncate(text: str, max_chars: int) -> tuple[str, int]:
-    """``text`` cut to at most ``max_chars``, without a token cut in half at the end."""
-    if max_chars < 0:
-        raise ValueError(f"max_chars must be >= 0, got {max_chars}")
-    cut = text[:max_chars]
-    if cut and _CUT_TAIL_RE.fullmatch(text[max_chars]) and _CUT_TAIL_RE.fullmatch(cut[-1]):
-        window = cut[-8192:][::-1]
-        m = _CUT_TAIL_RE.match(window)
-        cut = cut[: len(cut) - m.end()]
-    return cut, len(text) - len(cut)
 
 
 def _drop_marker_overlaps(text: str, spans: list) -> list:
@@ -152,31 +156,14 @@ def _is_code_call(text: str, span: tuple) -> bool:
     return m is not None and m.start() == start
 
 
-def redact(text: str, max_chars: int | None = None) -> tuple[str, list[str]]:
-    """Replace every secret in ``text`` with ``[REDACTED:<kind>]``.
-
-    Returns the redacted text and the kinds of the markers written, each once,
-    in order of first occurrence. When nothing is found (and nothing is cut)
-    the same string object comes back with an empty list.
-
-    ``max_chars`` caps the work for text of unbounded size: the text is cut to
-    at most that many characters first (a token cut in half at the end is
-    dropped whole, so no prefix of a secret survives), redacted, and
-    ``[TRUNCATED:<n> chars]`` is appended, ``n`` being the characters dropped.
-    The result can be longer than ``max_chars`` by that mark and by markers
-    longer than the secrets they replace. Time is linear in ``len(text)``
-    (or ``max_chars``) either way.
-    """
-    dropped = 0
-    if max_chars is not None and len(text) > max_chars:
-        text, dropped = _truncate(text, max_chars)
+def _plan(text: str, extra: tuple = ()) -> list[list]:
+    """The merged spans ``[start, end, priority, kind]`` :func:`redact` replaces, sorted."""
     spans = _spans(text)
+    spans.extend(extra)
     if spans and ("[REDACTED:" in text or "[TRUNCATED:" in text):
         spans = _drop_marker_overlaps(text, spans)
     if spans and "(" in text:
         spans = [sp for sp in spans if not _is_code_call(text, sp)]
-    if not spans:
-        return (f"{text}[TRUNCATED:{dropped} chars]" if dropped else text), []
     spans.sort()
     merged: list[list] = []  # [start, end, priority, kind]
     for start, end, prio, kind in spans:
@@ -187,16 +174,128 @@ def redact(text: str, max_chars: int | None = None) -> tuple[str, list[str]]:
                 last[2], last[3] = prio, kind
         else:
             merged.append([start, end, prio, kind])
+    return merged
+
+
+def _render(text: str, merged: list[list], lo: int, hi: int) -> tuple[str, list[str]]:
+    """``text[lo:hi]`` with every span replaced by its marker; a span cut by ``lo`` or ``hi`` is replaced
+    whole (its marker is kept, none of its characters)."""
     parts: list[str] = []
-    pos = 0
+    kinds: list[str] = []
+    pos = lo
     for start, end, _prio, kind in merged:
-        parts.append(text[pos:start])
+        if end <= lo or start >= hi:
+            continue
+        if start > pos:
+            parts.append(text[pos:start])
         parts.append(marker(kind))
-        pos = end
-    parts.append(text[pos:])
-    if dropped:
-        parts.append(f"[TRUNCATED:{dropped} chars]")
-    return "".join(parts), list(dict.fromkeys(kind for *_, kind in merged))
+        kinds.append(kind)
+        pos = max(pos, end)
+    if pos < hi:
+        parts.append(text[pos:hi])
+    return "".join(parts), list(dict.fromkeys(kinds))
+
+
+def _run_start(text: str, i: int, floor: int = 0) -> int:
+    """Where the run of token characters holding ``text[i - 1]`` and ``text[i]`` starts (``i`` when
+    position ``i`` does not cut a run)."""
+    if not (floor < i < len(text) and _CUT_TAIL_RE.fullmatch(text[i]) and _CUT_TAIL_RE.fullmatch(text[i - 1])):
+        return i
+    m = _CUT_TAIL_RE.match(text[floor:i][::-1])
+    return i - m.end()
+
+
+def _run_end(text: str, i: int, ceiling: int) -> int:
+    """Where the run of token characters cut at ``i`` ends (``i`` when position ``i`` does not cut one)."""
+    if not (0 < i < len(text) and _CUT_TAIL_RE.fullmatch(text[i]) and _CUT_TAIL_RE.fullmatch(text[i - 1])):
+        return i
+    m = _CUT_TAIL_RE.match(text, i, ceiling)
+    return m.end()
+
+
+#: How far past a cut redaction looks. A secret that straddles the cut (a URL
+#: password whose ``@host`` falls past it, a key block, a ``name = value``) is
+#: seen whole inside this margin and replaced whole by its marker; a run of
+#: token characters that the margin itself cuts is dropped whole.
+CLIP_MARGIN = 4096
+
+_PEM_END_RE = re.compile(r"-----END[A-Z0-9 ]{0,64}PRIVATE KEY(?: BLOCK)?-----")
+
+
+def redact_head(text: str, n: int, margin: int = CLIP_MARGIN) -> tuple[str, list[str], int]:
+    """The first ``n`` characters of ``text``, redacted as part of the whole text.
+
+    Redaction runs on a window of ``n + margin`` characters (so time is linear
+    in ``n + margin``, whatever ``len(text)``), then the window is cut at ``n``:
+    a secret the cut splits is replaced whole by its marker, never kept in part.
+    Returns ``(redacted, kinds, used)``, ``used`` being how many characters of
+    ``text`` the result covers (``n`` or fewer).
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    end = min(len(text), n + margin)
+    if end < len(text):
+        end = _run_start(text, end)  # a run cut by the window is dropped whole
+    hi = min(n, end)
+    window = text[:end]
+    out, kinds = _render(window, _plan(window), 0, hi)
+    return out, kinds, hi
+
+
+def redact_tail(text: str, n: int, margin: int = CLIP_MARGIN) -> tuple[str, list[str], int]:
+    """The last ``n`` characters of ``text``, redacted as part of the whole text (see :func:`redact_head`).
+
+    A key block whose ``-----BEGIN`` line lies before the window is redacted up to its ``-----END`` line.
+    Returns ``(redacted, kinds, used)``.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    start = max(0, len(text) - n - margin)
+    if start:
+        start = _run_end(text, start, len(text))  # a run cut by the window is dropped whole
+    window = text[start:]
+    extra = ()
+    if start and "-----END" in window:
+        m = _PEM_END_RE.search(window)
+        begin = window.find("-----BEGIN")
+        if m is not None and (begin < 0 or begin > m.start()):
+            extra = ((0, m.end(), P_PEM, "private_key"),)
+    lo = max(0, len(window) - n)
+    out, kinds = _render(window, _plan(window, extra), lo, len(window))
+    return out, kinds, len(window) - lo
+
+
+def redact(text: str, max_chars: int | None = None) -> tuple[str, list[str]]:
+    """Replace every secret in ``text`` with ``[REDACTED:<kind>]``.
+
+    Returns the redacted text and the kinds of the markers written, each once,
+    in order of first occurrence. When nothing is found (and nothing is cut)
+    the same string object comes back with an empty list.
+
+    ``max_chars`` caps the work for text of unbounded size: the text is
+    redacted in a window of ``max_chars`` plus :data:`CLIP_MARGIN` characters,
+    then cut to at most ``max_chars`` (a token cut in half at the end is
+    dropped whole, a secret the cut splits is replaced whole by its marker, so
+    no prefix of a secret survives), and ``[TRUNCATED:<n> chars]`` is
+    appended, ``n`` being the characters dropped. The result can be longer
+    than ``max_chars`` by that mark and by markers longer than the secrets they
+    replace. Time is linear in ``len(text)`` (or ``max_chars``) either way.
+    """
+    if max_chars is not None and len(text) > max_chars:
+        if max_chars < 0:
+            raise ValueError(f"max_chars must be >= 0, got {max_chars}")
+        cut = _run_start(text, max_chars, max(0, max_chars - 8192))
+        end = min(len(text), max_chars + CLIP_MARGIN)
+        if end < len(text):
+            end = _run_start(text, end)
+        cut = min(cut, end)
+        window = text[:end]
+        out, kinds = _render(window, _plan(window), 0, cut)
+        return f"{out}[TRUNCATED:{len(text) - cut} chars]", kinds
+    merged = _plan(text)
+    if not merged:
+        return text, []
+    return _render(text, merged, 0, len(text))
 
 
 def is_secret_key(name: str) -> bool:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .tokens import P_CONTEXT, P_GEN, has_digit, random_value, strip_dots
+from .tokens import P_CONTEXT, P_GEN, credential_value, has_digit, strip_dots
 
 #: Marker kinds this module writes.
 CONTEXT_KINDS: tuple[str, ...] = ("url_password", "aws_secret_key", "password", "token", "api_key", "secret",
@@ -263,7 +263,7 @@ def _scan_assignments(text: str, triggers: list[int], spans: list) -> None:
         covered = end
         val = text[start:end]
         if policy == "weak":
-            if random_value(val):
+            if credential_value(val):
                 _add_value(text, start, end, spans, "high_entropy", P_GEN)
         elif name.strip("-_$@").lower() == "token" and val.isalpha() and len(val) < 20:
             continue  # {token: logprob}: a bare "token" is often a word of text, not a credential
@@ -277,7 +277,7 @@ def _scan_xml(text: str, spans: list) -> None:
         policy = _name_policy(m.group("name"))
         start, end = m.span("val")
         val = m.group("val").strip()
-        if policy == "strong" or (policy == "weak" and random_value(val)):
+        if policy == "strong" or (policy == "weak" and credential_value(val)):
             _add_value(text, start, end, spans, key_kind(m.group("name")) if policy == "strong" else "high_entropy")
 
 
@@ -292,7 +292,7 @@ def _scan_flags(text: str, low: str, spans: list) -> None:
             start, end = m.span(grp)
             val = text[start:end]
             if policy == "weak":
-                if random_value(val):
+                if credential_value(val):
                     _add_value(text, start, end, spans, "high_entropy", P_GEN)
             elif not _is_path(val):
                 _add_value(text, start, end, spans, key_kind(m.group("name")))
@@ -378,6 +378,175 @@ def _scan_phrases(text: str, low: str, triggers: list[int], spans: list) -> None
             _add_value(text, start, end, spans, kind)
 
 
+# A URL password holding a raw '/', '#' or '?' (``postgres://app:ab/c#d@db:5432/x``): it runs to the last
+# '@' before whitespace that a host (and port) follows. A port (``http://localhost:8080/@vite/client``)
+# is not a password: checked in Python.
+_URL_RAW_RE = re.compile(
+    r"://[^\s:/@?#]{0,256}:(?P<val>[^\s]{1,256})@(?=[A-Za-z0-9\[][A-Za-z0-9.\-_~%\[\]]{0,252}(?::[0-9]{1,5})?"
+    r"(?:[/?#\s\"'`>),;\]]|\Z))"
+)
+_PORT_RE = re.compile(r"[0-9]{1,5}")
+_URL_SEP_RE = re.compile(r"[/?#]")
+
+# Credential files. ``.netrc``: ``machine HOST login USER password PASS`` (one line or several).
+_NETRC_RE = re.compile(
+    r"(?<![\w\-])(?:machine[ \t]+\S{1,256}|default)(?:\s{1,64}(?:login|account|port)[ \t]+\S{1,256}){0,3}"
+    r"\s{1,64}password[ \t]+(?P<val>\S{1,1024})"
+)
+# ``.pgpass``: ``host:port:database:user:password``, a whole word (found at its ``:port:``).
+_PGPASS_PORT_RE = re.compile(r":(?:[0-9]{1,5}|\*):")
+_PGPASS_HOST_REV_RE = re.compile(r"[\w.\-\[\]*]{1,253}")
+_PGPASS_REST_RE = re.compile(
+    r"[^\s:\"'`]{1,128}:[^\s:\"'`]{1,128}:(?P<val>(?:\\.|[^\s\\:\"'`]){1,512})(?![^\s\"'`])")
+# .NET config: ``<add key="DbPassword" value="..." />``.
+_ADD_KEY_RE = re.compile(r"key[ \t]*=[ \t]*\"(?P<name>[^\"\n]{1,64})\"[ \t]+value[ \t]*=[ \t]*\"(?P<val>[^\"\n]{1,1024})\"")
+
+# ``Cookie:`` / ``Set-Cookie:`` headers: a session cookie's value is a credential (matched lowercased).
+_COOKIE_RE = re.compile(r"(?<![\w\-])(?:set-)?cookie\\?[\"']?[ \t]*:[ \t]*(?P<pairs>[^\n\"'`]{1,4096})")
+_COOKIE_PAIR_RE = re.compile(r"(?P<name>[^=;,\s]{1,128})=(?P<val>[^;,\s]{1,4096})")
+_SESSION_COOKIE_RE = re.compile(r"sess|sid|auth|token|jwt|remember|login|secret|key")
+_COOKIE_ATTRS = frozenset({"path", "domain", "expires", "max-age", "samesite", "priority", "version"})
+# ``openssl ... -pass pass:X`` (also -passin, -passout) and ``-k X``; ``aws configure set NAME VALUE``.
+_OPENSSL_PASS_RE = re.compile(r"(?<![\w\-])-(?:pass(?:in|out)?[ \t]+pass:|k[ \t]+)(?P<val>[^\s\"'`]{1,1024})")
+_CONFIGURE_SET_RE = re.compile(r"(?<![\w\-])configure[ \t]+set[ \t]+(?P<name>[\w.\-]{1,128})[ \t]+(?P<val>[^\s\"'`]{1,1024})")
+
+# A call whose name says it takes a secret: ``login("admin", "hunter2secret")``, ``set_password(...)``,
+# ``HTTPBasicAuth("u", "p")``, ``Token("...")``, ``auth=("user", "pass")``. Found at the secret word
+# (lowercased text); the callee's start is found by scanning back, its arguments read once.
+_CALL_AT_RE = re.compile(r"(?:log_?in|sign_?in|logon|authenticate|auth|pass(?:word|wd)?|secret|token|credentials?"
+                         r"|api_?key|access_?key|private_?key)[a-z0-9_]{0,24}[ \t]*=?[ \t]*\(")
+_CALLEE_REV_RE = re.compile(r"[\w.]{0,64}")
+_ARGS_RE = re.compile(r"[^()\n]{0,512}\)")
+_ARG_RE = re.compile(r"[ \t]*(?:(?P<q>[\"'`])(?P<val>(?:(?!(?P=q))[^\\\n]|\\.){1,512})(?P=q)|[^,]*)[ \t]*(?:,|\Z)")
+_LOGIN_WORDS = frozenset({"login", "signin", "logon", "authenticate", "auth", "basicauth", "digestauth",
+                          "credentials", "credential", "creds"})
+_SETTER_WORDS = frozenset({"set", "with", "use", "put", "store", "save", "update", "new", "make"})
+_GETTER_WORDS = frozenset({"get", "read", "fetch", "load", "lookup", "find", "has", "delete", "del", "remove",
+                           "rotate", "revoke", "list", "describe", "check", "verify", "validate", "is", "hash",
+                           "count", "max", "num", "parse", "encode", "decode", "mask", "redact", "strip"})
+
+
+def _scan_urls(text: str, spans: list) -> None:
+    for m in _URL_RE.finditer(text):
+        _add_value(text, *m.span("val"), spans, "url_password")
+    for m in _URL_RAW_RE.finditer(text):
+        val = m.group("val")
+        sep = _URL_SEP_RE.search(val)
+        if sep is None or _PORT_RE.fullmatch(val[:sep.start()]):  # no raw '/#?' (the rule above), or a port
+            continue
+        _add_value(text, *m.span("val"), spans, "url_password")
+
+
+def _scan_headers_and_tools(text: str, low: str, spans: list) -> None:
+    """Session cookies, ``openssl -pass pass:X`` / ``-k X``, ``aws configure set NAME VALUE``."""
+    if "cookie" in low:
+        for m in _COOKIE_RE.finditer(low):
+            base = m.start("pairs")
+            for p in _COOKIE_PAIR_RE.finditer(text[base:m.end()]):
+                name, val = p.group("name").lower(), p.group("val")
+                if name in _COOKIE_ATTRS:
+                    continue
+                if (_SESSION_COOKIE_RE.search(name) and len(val) >= 8) or credential_value(val):
+                    _add_value(text, base + p.start("val"), base + p.end("val"), spans, "secret")
+    if "openssl" in low and ("pass:" in low or "-k" in low):
+        for m in _OPENSSL_PASS_RE.finditer(text):
+            _add_value(text, *m.span("val"), spans, "password")
+    if "configure" in low and " set" in low:
+        for m in _CONFIGURE_SET_RE.finditer(text):
+            if _name_policy(m.group("name")) == "strong" or (
+                    _name_policy(m.group("name")) == "weak" and credential_value(m.group("val"))):
+                _add_value(text, *m.span("val"), spans, key_kind(m.group("name")))
+
+
+def _scan_credential_files(text: str, low: str, spans: list) -> None:
+    if "password" in low and ("machine" in text or "default" in text):
+        for m in _NETRC_RE.finditer(text):
+            _add_value(text, *m.span("val"), spans, "password")
+    if text.count(":") >= 4:
+        pos = 0
+        while (m := _PGPASS_PORT_RE.search(text, pos)) is not None:
+            pos = m.end() - 1
+            s = m.start()
+            back = _PGPASS_HOST_REV_RE.match(text[max(0, s - 253):s][::-1])
+            if back is None:
+                continue
+            h0 = s - back.end()
+            host = text[h0:s]
+            if h0 and text[h0 - 1] not in " \t\r\n\"'`":
+                continue
+            if host != "*" and not any(c.isalpha() or c == "." for c in host):
+                continue
+            rest = _PGPASS_REST_RE.match(text, m.end())
+            if rest is not None:
+                _add_value(text, *rest.span("val"), spans, "password")
+                pos = rest.end()
+    if "value" in low and "key" in low:
+        for m in _ADD_KEY_RE.finditer(text):
+            policy = _name_policy(m.group("name"))
+            val = m.group("val")
+            if policy == "strong" or (policy == "weak" and credential_value(val)):
+                kind = key_kind(m.group("name")) if policy == "strong" else "high_entropy"
+                _add_value(text, *m.span("val"), spans, kind)
+
+
+def _call_args(text: str, start: int, end: int) -> list[tuple[int, int] | None]:
+    """The positional arguments of a call, ``text[start:end]``: each a string literal's value span, or None."""
+    out: list[tuple[int, int] | None] = []
+    pos = start
+    while pos < end:
+        m = _ARG_RE.match(text, pos, end)
+        if m is None or m.end() == pos:
+            break
+        if m.group("q"):
+            out.append(m.span("val"))
+        else:
+            arg = text[m.start():m.end()].rstrip(", \t")
+            if "=" in arg and not arg.lstrip().startswith(("=", "\"", "'")):  # a keyword argument: its own rule
+                break
+            out.append(None)
+        pos = m.end()
+    return out
+
+
+def _scan_calls(text: str, low: str, spans: list) -> None:
+    """String literals passed to a call whose name says it takes a secret (see _CALL_AT_RE)."""
+    pos = 0
+    while (m := _CALL_AT_RE.search(low, pos)) is not None:
+        pos = m.end()
+        i = m.start()
+        back = _CALLEE_REV_RE.match(text[max(0, i - 64):i][::-1]).end()
+        callee = text[i - back:m.end()].rstrip("( \t=")
+        args_m = _ARGS_RE.match(text, m.end())
+        if args_m is None:
+            continue
+        if callee.endswith("="):
+            callee = callee[:-1].rstrip()
+        words = [w.lower() for w in _WORD_RE.findall(callee.rsplit(".", 1)[-1])]
+        if not words or words[0] in _GETTER_WORDS:
+            continue
+        args = _call_args(text, m.end(), args_m.end() - 1)
+        literals = [a for a in args if a is not None]
+        if not literals:
+            continue
+        joined = "".join(words)
+        if "=" in text[i:m.end()] or any(w in _LOGIN_WORDS for w in words[-2:]) or joined in _LOGIN_WORDS:
+            # login("user", "pass"), auth=("user", "pass"): the arguments after the first
+            picks = [a for a in args[1:] if a is not None]
+            kind = "password"
+        elif _name_policy(callee.rsplit(".", 1)[-1]) == "strong" or words[0] in _SETTER_WORDS:
+            picks = [args[0] if words[0] not in _SETTER_WORDS else literals[-1]]
+            picks = [p for p in picks if p is not None]
+            kind = key_kind(joined)
+        else:
+            continue
+        for start, end in picks:
+            val = text[start:end]
+            if len(val) >= 4 and not _is_path(val) and " " not in val.strip():
+                _add_value(text, start, end, spans, kind)
+        pos = max(pos, args_m.end())
+
+
+
 def _triggers(low: str) -> list[int]:
     """Where a secret word may start, sorted: one regex pass on short text, str.find on long."""
     if len(low) < 4096:
@@ -396,8 +565,7 @@ def _triggers(low: str) -> list[int]:
 def scan_context(text: str, low: str, spans: list) -> None:
     """Every value the text calls a secret (``low``: its lowercased copy, same offsets)."""
     if "://" in text and "@" in text:
-        for m in _URL_RE.finditer(text):
-            _add_value(text, *m.span("val"), spans, "url_password")
+        _scan_urls(text, spans)
     if "bearer" in low:
         for m in _BEARER_RE.finditer(low):
             start, end = m.span("val")
@@ -417,4 +585,8 @@ def scan_context(text: str, low: str, spans: list) -> None:
         if "</" in text:
             _scan_xml(text, spans)
         _scan_phrases(text, low, triggers, spans)
+        if "(" in text:
+            _scan_calls(text, low, spans)
+    _scan_credential_files(text, low, spans)
+    _scan_headers_and_tools(text, low, spans)
     _scan_flags(text, low, spans)

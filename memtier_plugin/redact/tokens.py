@@ -4,7 +4,7 @@ This is the part of redaction that needs no context: a string that is, by its
 own shape, a credential. :mod:`memtier_plugin.redact` combines it with
 :mod:`memtier_plugin.redact.context` (where the text *says* a secret follows).
 
-* :data:`FORMATS`: about 90 vendor token shapes with a recognisable prefix or
+* :data:`FORMATS`: about 120 vendor token shapes with a recognisable prefix or
   infix (OpenAI, Anthropic, AWS, GitHub, GitLab, Slack, Stripe, Google, Hugging
   Face, SendGrid, npm, PyPI, Shopify, DigitalOcean, Twilio, Mailgun, HashiCorp
   Vault, Grafana, Databricks, Doppler, Atlassian, 1Password, age, Docker Hub,
@@ -78,9 +78,20 @@ FORMATS: tuple[_Format, ...] = (
     _fmt("ai_provider_key", "r8_", f"{_B62}{{30,45}}"),  # Replicate
     _fmt("ai_provider_key", "xai-", f"{_B62}{{60,100}}"),  # xAI
     _fmt("ai_provider_key", "fw_", f"{_B62}{{20,40}}"),  # Fireworks
+    _fmt("ai_provider_key", "sk-or-v1-", f"{_HEX}{{64}}"),  # OpenRouter
+    _fmt("ai_provider_key", "sk_", f"{_HEX}{{48}}"),  # ElevenLabs
+    _fmt("ai_provider_key", "lsv2_pt_ lsv2_sk_", f"{_HEX}{{32}}_{_HEX}{{10}}"),  # LangSmith
+    _fmt("ai_provider_key", "pcsk_", r"[A-Za-z0-9_]{40,120}"),  # Pinecone
+    _fmt("ai_provider_key", "tvly-", r"[A-Za-z0-9\-]{28,64}"),  # Tavily
     # Cloud
     _fmt("aws_access_key", "AKIA ASIA ABIA ACCA A3T", "[A-Z0-9]{16,17}"),
     _fmt("aws_access_key", "ABSK", f"{_B64}{{100,300}}={{0,2}}"),  # Bedrock API key
+    _fmt("aws_access_key", "bedrock-api-key-", f"{_B64}{{40,3000}}={{0,2}}"),  # Bedrock short-term key
+    _shape("azure_key", "JQQJ9", rf"{_B62}{{52}}JQQJ9{_B62}{{23,35}}={{0,2}}"),  # Azure keys (CASK: DevOps PAT, ...)
+    _fmt("vercel_token", "vcp_ vci_ vca_ vcr_ vck_", f"{_B62}{{24,64}}"),
+    _fmt("neon_token", "napi_", f"{_B62}{{64}}"),
+    _fmt("infisical_token", "st.", rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}\.{_HEX}{{32}}\.{_HEX}{{32}}"),
+    _fmt("yandex_key", "t1.", r"[A-Za-z0-9_\-]{40,300}={0,2}\.[A-Za-z0-9_\-]{86}={0,2}"),
     _fmt("google_api_key", "AIza", r"[0-9A-Za-z_\-]{35}"),
     _fmt("google_oauth", "GOCSPX-", rf"{_URLSAFE}{{24,40}}"),
     _fmt("google_oauth", "ya29.", rf"{_URLSAFE}{{20,2000}}"),
@@ -109,6 +120,13 @@ FORMATS: tuple[_Format, ...] = (
     # Code hosting, registries, CI
     _fmt("github_token", "ghp_ gho_ ghu_ ghs_ ghr_", f"{_B62}{{30,255}}"),
     _fmt("github_token", "github_pat_", r"[A-Za-z0-9_]{22,255}"),
+    _fmt("sonarqube_token", "squ_ sqp_ sqa_", f"{_HEX}{{40}}"),
+    _fmt("buildkite_token", "bkua_", f"{_HEX}{{40}}"),
+    _fmt("circleci_token", "CCIPAT_", rf"{_B62}{{22}}_{_HEX}{{40}}"),
+    _fmt("octopus_key", "API-", "(?=[A-Z]*[0-9])[A-Z0-9]{26}"),
+    _fmt("posthog_key", "phx_", f"{_B62}{{40,60}}"),
+    _fmt("honeycomb_key", "hcaik_ hcxik_", f"{_B62}{{40,80}}"),
+    _fmt("defined_networking_token", "dnkey-", r"[a-z0-9=_\-]{26}-[a-z0-9=_\-]{52}"),
     _fmt("gitlab_token", "glpat- gldt- glrt- glcbt- glptt- glft- glimt- glagent- gloas- glsoat- "
          "glffct- GR1348941", r"[\w.\-]{20,320}"),
     _fmt("grafana_token", "glc_", f"{_B64}{{32,400}}={{0,3}}"),
@@ -163,6 +181,11 @@ FORMATS: tuple[_Format, ...] = (
     _fmt("duffel_token", "duffel_test_ duffel_live_", r"[A-Za-z0-9_\-=]{43}"),
     _fmt("flutterwave_key", "FLWSECK_TEST- FLWSECK- FLWPUBK_TEST-", f"{_HEXI}{{12,32}}(?:-X)?"),
     _fmt("adobe_secret", "p8e-", f"{_B62}{{32}}"),
+    _fmt("plaid_token", "access-sandbox- access-development- access-production-",
+         rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"),
+    _fmt("lob_key", "live_ test_", f"{_HEX}{{35}}"),
+    _fmt("resend_key", "re_", rf"{_B62}{{8}}_{_B62}{{24}}"),
+    _fmt("dropbox_token", "sl.", r"(?:u\.)?[A-Za-z0-9_\-=]{130,1400}"),
     _fmt("newrelic_key", "NRAK- NRII- NRJS-", r"[A-Za-z0-9\-]{19,40}"),
     _fmt("mapbox_token", "sk.eyJ", r"[A-Za-z0-9_\-]{20,300}\.[A-Za-z0-9_\-]{20,60}"),
     _fmt("intra42_secret", "s-s4t2ud- s-s4t2af-", f"{_HEX}{{64}}"),
@@ -172,6 +195,7 @@ FORMATS: tuple[_Format, ...] = (
     _fmt("age_secret_key", "AGE-SECRET-KEY-1", "[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
     _fmt("onepassword_token", "ops_eyJ", f"{_B64}{{200,2000}}={{0,3}}"),
     _fmt("onepassword_token", "A3-", "[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}"),
+    _fmt("jwt", "ZXlKaGJHY2lPaU ZXlKMGVYQWlPaU", f"{_B64}{{40,8000}}={{0,2}}"),  # a base64-encoded JWT
     _fmt("jwt", "eyJ", r"[A-Za-z0-9_\-]{5,4000}\.[A-Za-z0-9_\-]{5,8000}(?:\.[A-Za-z0-9_\-]{0,4000})?"),
     _shape("discord_token", ".", rf"[MNO][A-Za-z0-9_\-]{{23,27}}\.[A-Za-z0-9_\-]{{6}}\.[A-Za-z0-9_\-]{{27,40}}",
            first="MNO"),
@@ -201,7 +225,7 @@ _RUN_RE = re.compile(rf"[{RUN_CHARS}]{{16,}}={{0,3}}")
 _RUN_EQ_RE = re.compile(rf"[{RUN_CHARS}=]{{0,1024}}")
 _PIECE_SPLIT = re.compile(r"[/.]")
 _LOWER_RUN_RE = re.compile(r"[a-z]{7}")
-_INFIX_HINT = re.compile(r"Q~|\.atlasv1\.|-us[0-9]|_mmk|^[MNO].{20,}\..{6}\.")
+_INFIX_HINT = re.compile(r"Q~|\.atlasv1\.|-us[0-9]|_mmk|JQQJ9|^[MNO].{20,}\..{6}\.")
 _DIGIT_RE = re.compile(r"[0-9]")
 _ALNUM_RE = re.compile(r"(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]+")
 _UUID_RE = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
@@ -261,6 +285,19 @@ def random_value(value: str) -> bool:
     if _mixed(value):
         return _entropy(value) >= 3.2
     return len(value) >= 24 and _ALNUM_RE.fullmatch(value) is not None and _entropy(value) >= 3.5
+
+
+_HEX_RUN_RE = re.compile(r"[0-9a-fA-F]{16,128}")
+
+
+def credential_value(value: str) -> bool:
+    """Looks random enough in a credential position (a weakly named value, a secret-named call's argument):
+    :func:`random_value`, or a UUID, or 16+ hex digits mixing letters and digits (Heroku and many other
+    vendors issue UUID or hex keys; the entropy alone layer leaves both to git SHAs and ids)."""
+    if random_value(value) or _UUID_RE.fullmatch(value):
+        return True
+    return (_HEX_RUN_RE.fullmatch(value) is not None and _DIGIT_RE.search(value) is not None
+            and not value.isdigit() and _entropy(value) >= 3.0)
 
 
 def has_digit(value: str) -> bool:
@@ -375,7 +412,8 @@ def _scan_runs(text: str, spans: list) -> None:
         j = start - 1
         while j >= 0 and start - j <= 4 and text[j] in " \t\"'`\\":
             j -= 1
-        after_sep = j >= 0 and text[j] in ":="
+        # after '='/':', or a string literal passed to a call: Client("...")
+        after_sep = j >= 0 and (text[j] in ":=" or (text[j] in "(," and text[start - 1] in "\"'`"))
         if "." not in run and not run.startswith("/") and generic_token(run, after_sep):
             spans.append((start, end, P_GEN, "high_entropy"))
             continue

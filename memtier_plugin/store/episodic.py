@@ -25,17 +25,17 @@ from typing import Any, Iterable
 from . import jsonl
 from ..errors import CorruptLineError
 from .paths import (
-    ID_RE, MAX_ID_CHARS, agent_day_file, checked_id, clean_id, clip_text, day_of, new_id, parse_iso, utc_iso,
+    ID_RE, MAX_ID_CHARS, agent_day_file, checked_id, clean_id, clip_redacted, clip_text, day_of, new_id, parse_iso, utc_iso,
 )
 from .files import TORN_END, append_lines, iter_records, read_lines, tail_records  # noqa: F401  (re-exported)
 from .records import entry_problem, fold_cw, update_problem
-from ..redact import redact, redact_obj
+from ..redact import redact_obj
 from ..tokenize import count_tokens
 
 log = logging.getLogger(__name__)
 
 AGENT_ID_RE = ID_RE
-#: Longest content kept in one entry (characters); a longer text is cut, with a marker, before redaction.
+#: Longest content kept in one entry (characters); a longer text is redacted, then cut with a marker.
 MAX_CONTENT_CHARS = 32_000
 SYSTEM_PREFIX = "[system]"
 
@@ -129,7 +129,7 @@ class Ledger:
         ts = self.clock() if timestamp is None else timestamp
         agent_id = check_agent_id(agent_id)
         text = content if isinstance(content, str) else str(content)
-        clean, kinds = redact(clip_text(jsonl.clean_text(text), MAX_CONTENT_CHARS))
+        clean, kinds = clip_redacted(jsonl.clean_text(text), MAX_CONTENT_CHARS)
         prov, more = redact_obj(jsonl.clean_obj(dict(provenance or {})))
         kinds = kinds + more
         if kinds:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import jsonl
 from ..errors import InvalidIdError
-from ..redact import redact
+from ..redact import redact, redact_head
 
 #: A plain name: starts with a letter or digit, then letters, digits, '.', '_' or '-' (max 128).
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -74,13 +74,38 @@ def new_id(prefix: str, ts: float) -> str:
 
 
 def clip_text(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters with a visible marker (before redaction: linear time)."""
+    """``text`` cut to ``limit`` characters with a visible marker.
+
+    For text already redacted, or that holds no secrets. Text that may
+    hold a secret goes through :func:`clip_redacted`, which redacts before it cuts.
+    """
     if len(text) <= limit:
         return text
-    return text[: limit - 30] + f" …[cut {len(text) - limit + 30} chars]"
+    cut = marker_safe_cut(text, limit - 30)
+    return text[:cut] + f" …[cut {len(text) - cut} chars]"
+
+
+def marker_safe_cut(text: str, i: int) -> int:
+    """``i``, or the start of the ``[REDACTED:...]`` marker that position ``i`` would cut in half."""
+    i = max(0, i)
+    at = text.rfind("[", max(0, i - 48), i)
+    return at if at >= 0 and text.startswith("[REDACTED:", at) and text.find("]", at, i) < 0 else i
+
+
+def clip_redacted(text: str, limit: int) -> tuple[str, list[str]]:
+    """``text`` redacted, then cut to ``limit`` characters with a visible marker, like :func:`clip_text`.
+
+    Redaction sees the text past the cut (``redact.CLIP_MARGIN`` characters), so a
+    secret the cut splits is replaced whole, never kept in part; the work stays
+    linear in ``limit``, whatever the text's size. Returns the text and the kinds removed.
+    """
+    if len(text) <= limit:
+        return redact(text)
+    head, kinds, used = redact_head(text, max(0, limit - 30))
+    return head + f" …[cut {len(text) - used} chars]", kinds
 
 
 def clean_id(value, limit: int = MAX_ID_CHARS) -> str:
     """An id-like string a host sent (session, project, run, tool call): text, bounded, redacted."""
     text = jsonl.clean_text(value if isinstance(value, str) else ("" if value is None else str(value)))
-    return redact(clip_text(text, limit))[0]
+    return clip_redacted(text, limit)[0]
