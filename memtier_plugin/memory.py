@@ -177,8 +177,9 @@ class Memory(Rooms):
         bound = self.hook_matches("pre_tool", ctx, ts, tool_name=tool, params=params)
         if not self.pre_commit.enabled:
             return tool_decision(None, bound)
+        state = self.run(ctx)
         decision = self.last_decision = self.pre_commit.decide(
-            tool, params, task=self.run(ctx).task_text(), state=self.run(ctx), project=ctx.project,
+            tool, params, task=state.task_text(), state=state, project=ctx.project,
             agent_id=ctx.agent_id, ts=ts, collect_features=self.collect_policy_features,
             collect_pairs=self.collect_policy_pairs)
         traces.append(self.config.memory_root, ctx.agent_id, traces.decision_record(
