@@ -181,6 +181,17 @@ class StandingConfig:
 
 
 @dataclass
+class CalibrationConfig:
+    """One calibrated scale for every layer (issue 25, recall/calibration.py): the probability that a candidate
+    applies to the prompt; the block takes those at or above the threshold, best first."""
+
+    # a calibration file (`memtier train calibration`; relative: to the workspace); "" the one shipped for the preset
+    file: str = ""
+    # the probability below which a standing item or skill is not delivered; -1 = the file's own threshold
+    threshold: float = field(default=-1.0, metadata=_rng(-1, 1))
+
+
+@dataclass
 class SchedulingConfig:
     """Memory scheduling beside the agent (issue 13): what pre_tool may do."""
 
@@ -239,6 +250,7 @@ class Config:
     embeddings: EmbeddingsConfig = field(default_factory=EmbeddingsConfig)
     rerank: RerankConfig = field(default_factory=RerankConfig)
     standing: StandingConfig = field(default_factory=StandingConfig)
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
     hooks: HooksConfig = field(default_factory=HooksConfig)
     foresight: ForesightConfig = field(default_factory=ForesightConfig)

@@ -44,7 +44,7 @@ def search(state, query, agent, project, session, explain, top_k, budget, no_two
         click.echo(json_line({
             "query": query, "mode": result.mode, "stage1_sessions": result.stage1_sessions,
             "tokens": result.tokens, "elapsed_ms": round(result.elapsed_ms, 3), "left_out": result.left_out,
-            "hits": [{"id": h.id, "score": h.score, "tier": h.tier, "layer": h.layer, "route": h.route,
+            "hits": [{"id": h.id, "probability": h.probability, "score": h.score, "tier": h.tier, "layer": h.layer, "route": h.route,
                       "sources": h.sources, "session_id": h.session_id,
                       "agent_id": h.agent_id, "timestamp": h.timestamp, "content": h.content,
                       "raw_bm25": h.raw_bm25, "signals": h.signals, "rerank": h.rerank} for h in result.hits],
@@ -69,20 +69,22 @@ def _recall_all_projects(memory, query, ctx):
                                    standing=standing)
 
 
+def _p(hit) -> str:
+    return "    -" if hit.probability is None else f"{hit.probability:5.3f}"
+
+
 def explain_table(result) -> str:
     """The signal breakdown of each delivered hit as a fixed-width table."""
-    from ..layers.standing import STANDING_BASE
-
     reranked = any(h.rerank is not None for h in result.hits)
     lines = [printable(f"query: {result.query}"), printable(f"mode: {result.mode}"
              + (f" (sessions: {', '.join(result.stage1_sessions)})" if result.stage1_sessions else "")),
-             f"{'rank':<4} {'id':<26} {'score':>6}  {'sem':>11} {'bm25':>11} {'decay':>11} {'cw':>11} {'tier':>11}"
+             f"{'rank':<4} {'id':<26} {'p':>5} {'score':>6}  {'sem':>11} {'bm25':>11} {'decay':>11} {'cw':>11} {'tier':>11}"
              + (f" {'rerank':>6}" if reranked else "") + "  content"]
     for rank, h in enumerate(result.hits, 1):
         if h.standing:  # a standing item: its own signals (docs/standing.md), its layer and topic route
             cells = " ".join(f"{k}={v['value']:.2f}×{v['weight']:.2f}" for k, v in h.signals.items())
             where = f"{h.layer} {h.role}" + (f" · route {', '.join(h.route)}" if h.route else "")
-            lines.append(printable(f"{rank:<4} {h.id:<26} {h.score - STANDING_BASE:>6.3f}  [{where}] {cells}  "
+            lines.append(printable(f"{rank:<4} {h.id:<26} {_p(h)} {h.score:>6.3f}  [{where}] {cells}  "
                                    f"{' '.join(h.content.split())[:60]}"))
             continue
         cells = " ".join(f"{h.signals[s]['value']:.2f}×{h.signals[s]['weight']:.2f}".rjust(11)
@@ -90,11 +92,13 @@ def explain_table(result) -> str:
         if reranked:
             cells += " " + ("-" if h.rerank is None else f"{h.rerank:.2f}").rjust(6)
         text = printable(" ".join(h.content.split()))
-        lines.append(f"{rank:<4} {printable(h.id):<26} {h.score:>6.3f}  {cells}  {text[:60]}")
+        lines.append(f"{rank:<4} {printable(h.id):<26} {_p(h)} {h.score:>6.3f}  {cells}  {text[:60]}")
     for why in result.left_out:
         lines.append(f"     left out: {printable(why)}")
-    lines.append("cells are value×weight; tier value is μ−1; score = Σ value×weight"
-                 + ("; a [layer] row is standing knowledge: its score is its applicability × μ (docs/standing.md)"
+    lines.append("p: the calibrated probability that the item applies (one scale for every layer; the block takes "
+                 "p ≥ calibration.threshold, best first: docs/retrieval.md); "
+                 "cells are value×weight; tier value is μ−1; score = Σ value×weight"
+                 + ("; a [layer] row is standing knowledge: its score is its applicability (docs/standing.md)"
                     if any(h.standing for h in result.hits) else "")
                  + ("\nrerank: the cross-encoder's scaled value; it re-ordered the episodic head, and a moved "
                     "entry takes its new place's score, so there score ≠ Σ (docs/retrieval.md)" if reranked else ""))

@@ -14,9 +14,10 @@ revised or out of scope, so it is not ranked like an episode. For a prompt:
    time") is left out: a current explicit requirement overrides a stored
    preference within its scope (MemSidecar A.1);
 4. the best ``standing.max_items`` with applicability ≥ ``standing.min_score``
-   become hits; their tier multiplier (global 1.2 like the semantic tier,
-   skills 1.4, the procedural tier) orders them, and they go ahead of
-   episodes in the same ``top_k`` and token budget — the packed block labels
+   that the prompt reaches (``routed``) become candidates; calibration
+   (:mod:`..recall.calibration`) turns their signals into the probability that
+   they apply, on the same scale as every episode's, and they compete with
+   episodes for the same ``top_k`` and token budget — the packed block labels
    them as standing preferences, rules or skills.
 """
 
@@ -35,7 +36,6 @@ from ..tokenize import token_set
 from .topics import TopicTree, cosine
 
 log = logging.getLogger(__name__)
-STANDING_BASE = 10.0  # standing hits sort ahead of fused episode scores (which stay below ~3)
 SEM_FLOOR, SEM_SPAN = 0.30, 0.25  # embedding cosine → [0, 1] applicability (bge-small's scale)
 # routed(): an item is reachable through its topics (their words, or — with an embedder — the topics the
 # embeddings of prompt and item are nearest to), its words, or a near-certain embedding match. How these gates
@@ -134,7 +134,6 @@ class StandingScorer:
 
     def __init__(self, config, tree: TopicTree, embedder=None):
         self.cfg = config.standing
-        self.mu = config.retrieval.tier_multipliers
         self.tree = tree
         self.embedder = embedder
         self._vectors: dict[str, np.ndarray] = {}
@@ -160,7 +159,7 @@ class StandingScorer:
         return self._topics
 
     def _sem(self, query: str, items: list[Item]) -> tuple[np.ndarray, np.ndarray] | None:
-        """(applicability from the embedding cosine, cosine of the embedding routes) per item, or None."""
+        """(embedding cosine of prompt and item, cosine of the embedding routes) per item, or None."""
         if self.embedder is None or self._failed or not items or self.cfg.sem <= 0:
             return None
         try:
@@ -182,7 +181,7 @@ class StandingScorer:
             self._failed = True
             return None
         # bge-small puts unrelated text at ~0.30-0.40 and an applicable preference at ~0.45-0.55
-        return np.clip((cos - SEM_FLOOR) / SEM_SPAN, 0.0, 1.0), routes
+        return cos, routes
 
     def score(self, query: str, items: list[Item]) -> list[tuple[Item, float, dict]]:
         """(item, applicability, signals) for every item, best first."""
@@ -191,7 +190,9 @@ class StandingScorer:
         qroute = self.tree.route(query)
         qtoks = frozenset(token_set(query))
         sem = self._sem(query, items)
-        sem, routes = sem if sem is not None else (None, None)
+        cos, routes = sem if sem is not None else (None, None)
+        sem = np.clip((cos - SEM_FLOOR) / SEM_SPAN, 0.0, 1.0) if cos is not None else None
+        best = float(cos.max()) if cos is not None and len(cos) else 0.0
         w_sem = self.cfg.sem if sem is not None else 0.0
         total = w_sem + self.cfg.topic + self.cfg.lexical
         out = []
@@ -201,6 +202,12 @@ class StandingScorer:
             s = (w_sem * sig["sem"] + self.cfg.topic * sig["topic"] + self.cfg.lexical * sig["lexical"]) / total \
                 if total > 0 else 0.0
             sig["route"] = float(routes[i]) if routes is not None else 0.0  # gates delivery, not in the score
+            # what calibration reads besides: whether ``sem`` was measured, the raw cosine, and its gap to the
+            # best item's (which of the user's preferences this prompt is nearest to)
+            sig["embedded"] = 1.0 if cos is not None else 0.0
+            sig["cos"] = float(cos[i]) if cos is not None else 0.0
+            sig["cos_gap"] = float(cos[i]) - best if cos is not None else 0.0
+            sig["prompt_words"] = min(len(qtoks), 20) / 20  # a prompt of few words embeds unreliably
             out.append((it, s, sig))
         out.sort(key=lambda t: (-t[1], t[0].id))
         return out
@@ -218,12 +225,10 @@ class StandingScorer:
                 break
             if not routed(sig, sig["route"]):
                 continue
-            mu = float(self.mu.get("procedural" if it.tier == "procedural" else "semantic", 1.0))
             signals = {k: {"value": v, "weight": getattr(self.cfg, k, 0.0), "contribution": v * getattr(self.cfg, k, 0.0)}
                        for k, v in sig.items()}
-            signals["tier"] = {"value": mu - 1.0, "weight": 1.0, "contribution": mu - 1.0}
             out.append(Hit(id=it.id, content=it.content, timestamp=it.timestamp, session_id=it.session_id,
-                           agent_id=it.agent_id, role=it.label, tier=it.tier, score=STANDING_BASE + s * mu,
+                           agent_id=it.agent_id, role=it.label, tier=it.tier, score=s,
                            signals=signals, sources=list(it.sources), route=self.tree.top(it.route, 3)))
         log.debug("standing: %d of %d items in %.1f ms", len(out), len(items), (time.perf_counter() - t0) * 1000)
         return out

@@ -1,7 +1,7 @@
 """What memory goes into this prompt (MemTier §3.2): five-signal fusion with two-stage semantic→episodic scoping.
 
 Config sections: ``retrieval.*``, ``weights.*``, ``bm25.*``, ``packing.*``, ``embeddings.*`` (the choice),
-``rerank.*``.
+``rerank.*``, ``calibration.*``.
 
 Modules by purpose:
 
@@ -15,6 +15,8 @@ Modules by purpose:
   documents' vectors in memory, appended without copying), :mod:`.rerank`
   (the cross-encoder's order of the head, by reciprocal-rank fusion), :mod:`.backends` (embedder, re-ranker and weights
   from one config, and the learned weights file);
+* one scale: :mod:`.calibration` (every layer's candidates as the probability that they apply, per-layer
+  logistic models read from a calibration file, and the delivery thresholds);
 * the answer: :mod:`.retriever` (open, refresh, rank, recall), :mod:`.packing` (top k within the
   token budget, one fenced block).
 

@@ -41,6 +41,7 @@ class Hit:
     sources: list = field(default_factory=list)  # episodic entry ids it stands for (itself, or a fact's sources)
     route: list = field(default_factory=list)  # topics a standing item hangs under (Global layer routing)
     revised_by: str = ""  # a standing item that revised what this episode said (its old value is not current)
+    probability: float | None = None  # calibrated probability that it applies to the prompt (recall/calibration.py)
 
     @property
     def layer(self) -> str:
@@ -65,6 +66,8 @@ class Hit:
 
     def explain_line(self) -> str:
         parts = " ".join(f"{k}={v['value']:.2f}" for k, v in self.signals.items())
+        if self.probability is not None:
+            parts = f"p={self.probability:.3f} " + parts
         if self.rerank is not None:
             parts += f" rerank={self.rerank:.2f}"
         return f"{self.id} score={self.score:.3f} ({parts}) {' '.join(self.content.split())[:70]}"

@@ -26,6 +26,7 @@ from ..vocabulary import TIERS
 from ..store import traces
 from .backends import Backends
 from .backends import choose as choose_backends
+from .calibration import for_config as calibration_for
 from ..config import Config
 from .dense import Rows
 from .index import ROLES, DocIndex, StaleLedger
@@ -80,16 +81,15 @@ class RecallResult:
 
     def trace_rows(self) -> list[dict]:
         return [{"id": h.id, "agent_id": h.agent_id, "content": h.content, "score": round(h.score, 6), "tier": h.tier,
+                 **({} if h.probability is None else {"probability": round(h.probability, 6)}),
                  "signals": {k: round(v["value"], 6) for k, v in h.signals.items()},
                  **({} if h.rerank is None else {"rerank": round(h.rerank, 6)})} for h in self.hits]
 
 
 def merge_standing(ranked: list[Hit], standing: list[Hit]) -> list[Hit]:
-    """Standing hits placed among the ranked ones by score (stable: ties keep the standing hit first)."""
-    merged = sorted([(h.score, 0, i, h) for i, h in enumerate(standing)]
-                    + [(h.score, 1, i, h) for i, h in enumerate(ranked)], key=lambda t: (-t[0], t[1], t[2]))
+    """Every layer's candidates in one list, each id once (standing first: calibration then orders them)."""
     seen, out = set(), []
-    for *_, h in merged:
+    for h in [*standing, *ranked]:
         if h.id not in seen:
             seen.add(h.id)
             out.append(h)
@@ -176,6 +176,7 @@ class Retriever:
         self._pair_ms: float | None = None  # measured cross-encoder time per pair (budgeted re-ranking)
         self._char_ms: float | None = None  # the same per character of query + entry (a pair's time ∝ its length)
         self.last_result: RecallResult | None = None
+        self.calibration = calibration_for(config)  # every layer on one scale (recall/calibration.py)
         # None: a cold store is embedded in place at its first recall (evaluation, benchmarks); a number
         # (the hooks' Memory: COLD_EMBED): past that many uncached texts it is embedded in the background
         self.cold_embed_limit: int | None = None
@@ -762,11 +763,10 @@ class Retriever:
                 ranked = _cut(self._apply_rerank(ranked, slots, logits), depth)
             else:
                 ranked = _cut(ranked, depth)
-            candidates = self.hits(ranked, depth)
-            if standing:
-                candidates = merge_standing(candidates, standing)
-            packed = pack(candidates, k, budget, self.config.packing.max_chars)
-        result = RecallResult(query, packed.hits, packed.left_out, packed.tokens, ranked.mode,
+            candidates = merge_standing(self.hits(ranked, depth), standing or [])
+            applying, below = self.calibration.apply(candidates, self.config.calibration.threshold)
+            packed = pack(applying, k, budget, self.config.packing.max_chars)
+        result = RecallResult(query, packed.hits, packed.left_out + below, packed.tokens, ranked.mode,
                               ranked.stage1_sessions, (time.perf_counter() - t0) * 1000, candidates)
         self.last_result = result
         if record_trace:

@@ -1,0 +1,309 @@
+"""One calibrated scale for every layer: the probability that a candidate applies to this prompt.
+
+Each layer scores its candidates on a scale of its own (an episode's fused
+five-signal score, a standing item's applicability, a skill's), so no fixed
+offset can order them against each other. Calibration maps each candidate's
+features, read from its own layer's signals, to one number, the probability
+that it applies (Platt scaling: a logistic model per layer, fitted on the dev
+splits' labelled candidates by ``memtier train calibration``). The block then
+takes the candidates above ``threshold``, best first, within k and the token
+budget; when nothing applies, nothing is delivered (Pulse §3.3: memory that
+does not bear on the decision stays out).
+
+A calibration file is a learned file (:mod:`..store.artifacts`): marker
+``memtier_calibration``, one model per layer (``episode``, ``global``,
+``skill``), each ``{bias, weights: {feature: w}}``, and ``threshold``: one
+probability, or one per layer (a standing item or skill says "this holds now",
+so a false one misleads more than a past episode and may need more evidence). One
+ships per preset in ``memtier_plugin/data/calibration/``; ``calibration.file``
+names a user's own.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..errors import ConfigError
+
+MARKER = "memtier_calibration"
+VERSION = 1
+MAX_BYTES = 64 * 1024
+SHIPPED = Path(__file__).resolve().parent.parent / "data" / "calibration"
+MAX_WEIGHT = 1e3
+
+#: Each layer's features, read from a candidate's signals (names in Hit.signals), in this order.
+FEATURES: dict[str, tuple[str, ...]] = {
+    # episodes and facts: the fused score (all five signals: the learned cognitive weights and time decay keep
+    # their say), the raw BM25 level (φbm25 is relative to the query's best), the cross-encoder's scaled value
+    # where the head was re-ranked and whether it was, and whether it is a fact
+    "episode": ("score", "log_raw_bm25", "fact", "rerank", "reranked"),
+    # standing items and skills: their applicability signals (layers/standing.py)
+    # (the raw cosine, and its gap to the best item's: which of the user's items the prompt is nearest to)
+    "global": ("sem", "cos", "cos_gap", "topic", "lexical", "route", "embedded", "nearest", "cos_topic",
+               "prompt_words"),
+    "skill": ("sem", "cos", "cos_gap", "topic", "lexical", "route", "embedded", "nearest", "cos_topic",
+              "prompt_words"),
+    # the same without an embedder (standing.embedder none, or no model fetched): the word signals only
+    "global_lexical": ("topic", "lexical", "topic_lexical", "prompt_words"),
+    "skill_lexical": ("topic", "lexical", "topic_lexical", "prompt_words"),
+}
+#: a lexical layer's threshold is its embedded counterpart's (one probability scale)
+LEXICAL = {"global_lexical": "global", "skill_lexical": "skill"}
+LAYERS = tuple(FEATURES)
+
+
+def layer_of(hit) -> str:
+    """The calibration layer of a hit: skill, global (standing), or episode (episodes and facts)."""
+    if hit.tier in ("procedural", "global") or hit.role == "skill":
+        layer = "skill" if (hit.tier == "procedural" or hit.role == "skill") else "global"
+        embedded = (hit.signals.get("embedded") or {}).get("value", 1.0)
+        return layer if embedded else f"{layer}_lexical"
+    return "episode"
+
+
+def derive(layer: str, feats: dict[str, float]) -> dict[str, float]:
+    """``feats`` with the features made from others: whether the item is the one the prompt embeds nearest to
+    (``nearest``), the embedding cosine where the topics agree (``cos_topic``), and words where topics agree
+    (``topic_lexical``, without an embedder)."""
+    if layer == "episode":
+        return feats
+    if layer in LEXICAL:
+        return {**feats, "topic_lexical": feats.get("topic", 0.0) * feats.get("lexical", 0.0)}
+    return {**feats, "nearest": 1.0 if feats.get("embedded") and feats.get("cos_gap", -1.0) > -0.005 else 0.0,
+            "cos_topic": feats.get("cos", 0.0) * feats.get("topic", 0.0)}
+
+
+def features(hit) -> dict[str, float]:
+    """The named features of ``hit`` for its layer (missing signals read as 0)."""
+    sig = {k: float(v["value"]) for k, v in hit.signals.items()}
+    layer = layer_of(hit)
+    if layer == "episode":
+        return derive(layer, {"score": float(hit.score),
+                "log_raw_bm25": math.log1p(max(0.0, float(hit.raw_bm25))), "fact": 1.0 if hit.tier == "semantic" else 0.0,
+                "rerank": 0.0 if hit.rerank is None else float(hit.rerank),
+                "reranked": 0.0 if hit.rerank is None else 1.0})
+    if layer in LEXICAL:
+        return derive(layer, {"topic": sig.get("topic", 0.0), "lexical": sig.get("lexical", 0.0),
+                              "prompt_words": sig.get("prompt_words", 0.0)})
+    return derive(layer, {"sem": sig.get("sem", 0.0), "cos": sig.get("cos", 0.0), "cos_gap": sig.get("cos_gap", 0.0),
+                          "topic": sig.get("topic", 0.0), "lexical": sig.get("lexical", 0.0),
+                          "route": sig.get("route", 0.0), "embedded": 1.0 if sig.get("embedded", 1.0) else 0.0,
+                          "prompt_words": sig.get("prompt_words", 0.0)})
+
+
+@dataclass
+class LayerModel:
+    bias: float
+    weights: dict[str, float]
+
+    def logit(self, feats: dict[str, float]) -> float:
+        return self.bias + sum(w * feats.get(k, 0.0) for k, w in self.weights.items())
+
+
+def _sigmoid(z: float) -> float:
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+@dataclass
+class Calibration:
+    """Per-layer logistic models and delivery thresholds."""
+
+    models: dict[str, LayerModel]
+    thresholds: dict[str, float]  # per layer: a false standing item ("holds now") misleads more than an old episode
+    source: str = "<built-in>"
+    meta: dict = field(default_factory=dict)
+
+    def probability(self, hit) -> float:
+        model = self.models.get(layer_of(hit))
+        if model is None:
+            return 0.0
+        return _sigmoid(model.logit(features(hit)))
+
+    def apply(self, hits: list, threshold: float | None = None) -> tuple[list, list[str]]:
+        """(the hits at or above their layer's threshold, best first by probability; the reasons the others were
+        left out). ``threshold`` (``calibration.threshold``; None or < 0: the file's) replaces the standing
+        layers' thresholds. Each hit's ``probability`` is set."""
+        kept, left = [], []
+        for h in hits:
+            h.probability = self.probability(h)
+            layer = layer_of(h)
+            t = threshold if threshold is not None and threshold >= 0 and layer != "episode" else \
+                self.thresholds[layer]
+            if h.probability >= t:
+                kept.append(h)
+            else:
+                left.append(f"{h.id}: p={h.probability:.3f} below the {layer_of(h)} threshold {t:.3f}")
+        order = sorted(range(len(kept)), key=lambda i: (-kept[i].probability, i))
+        return [kept[i] for i in order], left
+
+    def to_doc(self) -> dict[str, Any]:
+        return {MARKER: VERSION, "threshold": {k: round(v, 6) for k, v in self.thresholds.items()},
+                "layers": {name: {"bias": round(m.bias, 6), "weights": {k: round(v, 6) for k, v in m.weights.items()}}
+                           for name, m in self.models.items()},
+                **({"meta": self.meta} if self.meta else {})}
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)) \
+            or abs(float(value)) > MAX_WEIGHT:
+        raise ConfigError(f"{where}: expected a finite number within ±{MAX_WEIGHT:g}, got {value!r}"[:300])
+    return float(value)
+
+
+def from_doc(doc: Any, source: str) -> Calibration:
+    """A validated calibration from a parsed document; ConfigError (one line naming the key) otherwise."""
+    if not isinstance(doc, dict) or doc.get(MARKER) != VERSION:
+        raise ConfigError(f"{source}: not a calibration file (no '{MARKER}: {VERSION}' key)")
+    raw = doc.get("threshold")
+    raw = raw if isinstance(raw, dict) else {name: raw for name in LAYERS}
+    thresholds = {}
+    for name in LAYERS:
+        t = _number(raw.get(name, raw.get(LEXICAL.get(name, ""))), f"{source}: threshold.{name}")
+        if not 0.0 <= t <= 1.0:
+            raise ConfigError(f"{source}: threshold.{name}: expected a probability in [0, 1], got {t}")
+        thresholds[name] = t
+    extra = sorted(set(raw) - set(LAYERS))
+    if extra:
+        raise ConfigError(f"{source}: threshold.{extra[0]}: unknown layer (expected one of {', '.join(LAYERS)})")
+    layers = doc.get("layers")
+    if not isinstance(layers, dict):
+        raise ConfigError(f"{source}: layers: expected a mapping of {', '.join(LAYERS)}")
+    models = {}
+    for name, spec in layers.items():
+        if name not in FEATURES:
+            raise ConfigError(f"{source}: layers.{name}: unknown layer (expected one of {', '.join(LAYERS)})"[:300])
+        if not isinstance(spec, dict) or not isinstance(spec.get("weights"), dict):
+            raise ConfigError(f"{source}: layers.{name}: expected {{bias, weights: {{feature: number}}}}")
+        weights = {}
+        for k, v in spec["weights"].items():
+            if k not in FEATURES[name]:
+                raise ConfigError(f"{source}: layers.{name}.weights.{k}: unknown feature (expected one of "
+                                  f"{', '.join(FEATURES[name])})"[:300])
+            weights[k] = _number(v, f"{source}: layers.{name}.weights.{k}")
+        models[name] = LayerModel(_number(spec.get("bias"), f"{source}: layers.{name}.bias"), weights)
+    missing = [n for n in LAYERS if n not in models]
+    if missing:
+        raise ConfigError(f"{source}: layers: missing {', '.join(missing)}")
+    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
+    return Calibration(models, thresholds, source, meta)
+
+
+#: presets that share another's features (and so its calibration): recommended is paper at k 2, hybrid is
+#: hybrid-fast with a deeper re-ranking on the critical path
+SHARED_PRESET = {"recommended": "paper", "hybrid": "hybrid-fast"}
+
+
+def shipped_path(preset: str) -> Path:
+    """The calibration shipped for ``preset`` (its own file, else the one of the preset it shares features with,
+    else paper's)."""
+    for name in (preset, SHARED_PRESET.get(preset, "paper"), "paper"):
+        if (SHIPPED / f"{name}.yaml").is_file():
+            return SHIPPED / f"{name}.yaml"
+    return SHIPPED / "paper.yaml"
+
+
+_CACHE: dict[tuple, Calibration] = {}
+_LOCK = threading.Lock()
+
+
+def load(path: str | Path) -> Calibration:
+    """The calibration file at ``path``, read and validated once per (path, size, mtime)."""
+    from ..store.artifacts import read_artifact
+
+    path = Path(path)
+    try:
+        st = path.stat()
+        key = (str(path), st.st_size, st.st_mtime_ns)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the calibration: {exc}") from None
+    with _LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    doc = read_artifact(path, MARKER, reading="the calibration", kind="a calibration file",
+                        hint="; write one with `memtier train calibration`", max_bytes=MAX_BYTES)
+    cal = from_doc(doc, str(path))
+    with _LOCK:
+        if len(_CACHE) > 16:
+            _CACHE.clear()
+        _CACHE[key] = cal
+    return cal
+
+
+def for_config(config) -> Calibration:
+    """The calibration a config names: ``calibration.file`` (relative: to the workspace), else the shipped one
+    for its preset."""
+    name = config.calibration.file
+    if name:
+        path = Path(name).expanduser()
+        if not path.is_absolute():
+            path = config.workspace / path
+        try:
+            return load(path)
+        except ConfigError as exc:
+            raise ConfigError(f"calibration.file: {exc}") from None
+    return load(shipped_path(config.preset))
+
+
+# ---------------------------------------------------------------- fitting
+
+
+def fit_layer(X: np.ndarray, y: np.ndarray, names: Iterable[str], l2: float = 1.0,
+              iterations: int = 50) -> LayerModel:
+    """Logistic regression by Newton's method with an L2 penalty on the weights (not the bias)."""
+    names = list(names)
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n, d = X.shape
+    A = np.hstack([np.ones((n, 1)), X])
+    w = np.zeros(d + 1)
+    prior = min(max(y.mean() if n else 0.5, 1e-4), 1 - 1e-4)
+    w[0] = math.log(prior / (1 - prior))
+    reg = np.full(d + 1, l2)
+    reg[0] = 0.0
+    for _ in range(iterations):
+        z = np.clip(A @ w, -30, 30)
+        p = 1.0 / (1.0 + np.exp(-z))
+        g = A.T @ (p - y) + reg * w
+        H = (A * (p * (1 - p))[:, None]).T @ A + np.diag(reg + 1e-9)
+        step = np.linalg.solve(H, g)
+        w -= step
+        if float(np.max(np.abs(step))) < 1e-8:
+            break
+    return LayerModel(float(w[0]), {k: float(v) for k, v in zip(names, w[1:])})
+
+
+def log_loss(model: LayerModel, rows: list[dict[str, float]], y: list[int]) -> float:
+    total = 0.0
+    for feats, label in zip(rows, y):
+        p = min(max(_sigmoid(model.logit(feats)), 1e-12), 1 - 1e-12)
+        total -= math.log(p) if label else math.log(1 - p)
+    return total / max(1, len(y))
+
+
+def auc(scores: list[float], labels: list[int]) -> float:
+    """Area under the ROC curve (ties count half); NaN with one class only."""
+    pos = [s for s, l in zip(scores, labels) if l]
+    neg = [s for s, l in zip(scores, labels) if not l]
+    if not pos or not neg:
+        return float("nan")
+    order = sorted(scores)
+    ranks: dict[float, float] = {}
+    i = 0
+    while i < len(order):
+        j = i
+        while j < len(order) and order[j] == order[i]:
+            j += 1
+        ranks[order[i]] = (i + j + 1) / 2
+        i = j
+    r = sum(ranks[s] for s in pos)
+    return (r - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg))
