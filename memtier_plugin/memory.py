@@ -237,7 +237,8 @@ class Memory(Rooms):
                 task_boundary(self.global_store, self.workspace_store("procedural", ctx.project),
                               self.workspace_store("state", ctx.project), state.messages, state.tool_calls,
                               config=self.config, client=self._extractor(), success=success, run_id=state.run_id,
-                              agent_id=ctx.agent_id, session_id=ctx.session_id, project=ctx.project, ts=ts)
+                              agent_id=ctx.agent_id, session_id=ctx.session_id, project=ctx.project, ts=ts,
+                              earlier=lambda: self.session_messages(ctx))
             self._after_writes(ctx, ts)
         finally:
             traces.append(self.config.memory_root, ctx.agent_id, run_end(ctx, state, success=success, ts=ts), ts)

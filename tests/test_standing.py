@@ -112,6 +112,100 @@ def test_a_skill_is_learned_from_a_successful_run_and_recalled_in_the_procedural
     assert "[workspace skill" in explain and "route" in explain
 
 
+def run(host, ws, prompts, calls=(), *, project="atlas", session, run_id, ts, reply="", success=True):
+    """One run through the host: its prompts, its tool calls ((name, params, error)) and agent_end."""
+    ctx = HookContext(agent_id="deployer", session_id=session, run_id=run_id, project=project, workspace_dir=str(ws))
+    for p in prompts:
+        host.before_prompt_build(PromptEvent(p, timestamp=ts), ctx)
+    for i, (name, params, error) in enumerate(calls):
+        host.post_tool(ToolResultEvent(name, params, tool_call_id=f"{run_id}-{i}", error=error,
+                                       result=None if error else {"ok": True}, timestamp=ts + 1 + i), ctx)
+    host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": reply}] if reply else [],
+                                 success=success, timestamp=ts + 30), ctx)
+
+
+def skill_records(ws, project="atlas") -> list[dict]:
+    path = ws / "memory" / "procedural" / f"{project}.jsonl"
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["kind"] == "skill"] if path.exists() else []
+
+
+DEPLOY = ("deploy", {"app": "atlas", "env": "production", "ref": "v2.4"}, None)
+
+
+def test_a_skill_goal_is_the_prompt_that_stated_the_task_not_the_acknowledgement(host, workspace):
+    run(host, workspace, ["Deploy atlas 2.4 to production"], session="d1", run_id="d1-r1", ts=T0,
+        reply="atlas 2.4 passed CI and the production window is open.")
+    run(host, workspace, ["Yes, go."], [DEPLOY], session="d1", run_id="d1-r2", ts=T0 + 60,
+        reply="atlas 2.4 is live on production.")
+    (skill,) = skill_records(workspace)
+    assert skill["goal"] == "Deploy atlas 2.4 to production" and skill["count"] == 1
+    assert skill["content"].startswith('skill (worked before for: Deploy atlas 2.4 to production): deploy({"app"')
+
+
+def test_no_skill_is_learned_without_a_task(host, workspace):
+    # a session that opens with an acknowledgement: nothing states what was achieved
+    run(host, workspace, ["Yes, go."], [DEPLOY], session="d1", run_id="d1-r1", ts=T0)
+    run(host, workspace, ["Thanks!"], [DEPLOY], session="d2", run_id="d2-r1", ts=T0 + 60)
+    assert skill_records(workspace) == []
+    # an acknowledgement after an earlier acknowledgement does not reach past it to an old proposal
+    run(host, workspace, ["Sure."], [DEPLOY], session="d1", run_id="d1-r2", ts=T0 + 120)
+    assert skill_records(workspace) == []
+
+
+def test_a_recurring_kind_of_task_revises_one_skill_and_counts_its_successes(host, workspace):
+    run(host, workspace, ["Deploy atlas 2.4 to production"], [DEPLOY], session="d1", run_id="d1-r1", ts=T0)
+    run(host, workspace, ["Rotate the database password on production."],
+        [("rotate_secret", {"env": "production", "name": "db"}, None)], session="d2", run_id="d2-r1", ts=T0 + DAY)
+    run(host, workspace, ["Deploy atlas 2.5 to production please"],
+        [("deploy", {"app": "atlas", "env": "production", "ref": "v2.5"}, None)], session="d3", run_id="d3-r1",
+        ts=T0 + 2 * DAY)
+    first, rotate, second = skill_records(workspace)  # append-only: the first one stays, superseded
+    assert second["supersedes"] == first["id"] and second["count"] == 2 and "supersedes" not in rotate
+    assert second["goals"] == ["Deploy atlas 2.5 to production please", "Deploy atlas 2.4 to production"]
+    assert second["steps"][0]["params"]["ref"] == "v2.5"  # what worked most recently
+    shown = json.loads(run_cli("inspect", "workspace", "--project", "atlas", "--json").stdout)
+    assert sorted(s["id"] for s in shown["projects"]["atlas"]["skills"]) == sorted([rotate["id"], second["id"]])
+    history = json.loads(run_cli("inspect", "workspace", "--project", "atlas", "--history", "--json").stdout)
+    assert len(history["projects"]["atlas"]["skills"]) == 3
+
+
+def test_a_skill_is_delivered_to_its_kind_of_task_only_and_reads_as_history(host, workspace):
+    run(host, workspace, ["Deploy atlas 2.4 to production"], [DEPLOY], session="d1", run_id="d1-r1", ts=T0)
+    run(host, workspace, ["Deploy atlas 2.5 to production please"],
+        [("deploy", {"app": "atlas", "env": "production", "ref": "v2.5"}, None)], session="d2", run_id="d2-r1",
+        ts=T0 + DAY)
+    current = skill_records(workspace)[-1]
+    block = ask(host, workspace, "deploy the billing service", project="atlas", session="q1", agent="deployer")
+    line = next(line for line in block.splitlines() if current["id"] in line)
+    assert line.startswith(f"- [{current['id']} | last worked 2026-")
+    assert "] skill (worked before, 2 times for: Deploy atlas 2.5 to production please): deploy(" in line
+    assert "not steps to follow" in block  # the header says skills are history, not orders
+    for prompt in ("Thanks.", "Yes, go.", "Note it in the release log.", "Book a hotel in Paris for the trade fair."):
+        other = ask(host, workspace, prompt, project="atlas", session=f"q-{prompt}", agent="deployer")
+        assert "sk-" not in other and "worked before" not in other, prompt
+
+
+def test_a_skill_goal_takes_the_action_an_acknowledgement_approved():
+    from memtier_plugin.layers.workspace_layer import skill_goal
+
+    deploy = [{"name": "deploy", "params": {"app": "atlas", "env": "production", "ref": "v1.4.1"}}]
+    earlier = [("e1", "user", "Great. Production also needs the summarizer key. And a rule going forward: production "
+                              "deploys only on weekdays, never on Saturday or Sunday."),
+               ("e2", "tool", "set_secrets(...) -> ok"),
+               ("e3", "assistant", "Stored the key. Today is Tuesday, so shall I ship v1.4.1 to production now?")]
+    assert skill_goal([("e4", "user", "Yes, go.")], earlier, deploy) == "ship v1.4.1 to production now"
+    # no proposal: the session's last prompt that named a task, its sentences about the calls ("Great." is not)
+    assert skill_goal([("e4", "user", "Yes, go.")], earlier[:2], deploy) == (
+        "Production also needs the summarizer key. And a rule going forward: production deploys only on weekdays, "
+        "never on Saturday or Sunday.")
+    secrets = [{"name": "set_secrets", "params": {"app": "atlas", "env": "production", "values": {"SUMMARIZER_KEY": "x"}}}]
+    assert skill_goal(earlier[:1], [], secrets) == "Production also needs the summarizer key."
+    # the run's own words when they name a task, its acknowledgement dropped; read lazily
+    log = [{"name": "append_release_log", "params": {"app": "atlas", "entry": "v1.4.3 on staging"}}]
+    assert skill_goal([("x", "user", "Thanks. Note it in the release log.")], lambda: 1 / 0, log) == \
+        "Note it in the release log."
+
+
 def test_choice_reveals_a_preference_with_every_exchange_message_as_provenance():
     cands = from_session([("q", "user", "What kind of winter coat should I buy this year?"),
                           ("o", "assistant", "Here are a few options: 1. A wool peacoat. 2. A leather jacket. "
@@ -158,8 +252,10 @@ def test_the_demo_scenario_no_longer_delivers_bare_acknowledgements(tmp_path):
     # the Global layer reaches another project, the Workspace layer reuses a skill
     berlin = out[out.index("s-2026-10-28-p-r1"):][:1500]
     assert "aisle seat" in berlin or "before 8am" in berlin
-    again = out[out.index("s-2026-11-02-d-r1"):][:1500]
-    assert "sk-" in again and "Skill that worked" in again
+    again = out[out.index("s-2026-11-02-d-r1"):out.index("s-2026-11-02-d-r2")]
+    assert "sk-" in again and "skill (worked before for: Back to atlas. Fix that migration" in again
+    thanks = out[out.index("s-2026-11-02-d-r2"):out.index("Act 2")]  # an acknowledgement with a follow-up
+    assert "sk-" not in thanks.split("tool ")[0]
 
 
 def test_two_processes_maintaining_the_same_session_write_each_node_once(workspace):

@@ -46,8 +46,10 @@ def inspect_topics(state, as_json: bool, history: bool) -> None:
                                  f" · projects {scope if scope == '*' else ','.join(scope)}: {n.rec['content'][:90]}{mark}"))
 
 
-def inspect_workspace(state, projects: tuple[str, ...], as_json: bool) -> None:
-    """The Workspace layer of each project: its skills and its latest working state."""
+def inspect_workspace(state, projects: tuple[str, ...], as_json: bool, history: bool = False) -> None:
+    """The Workspace layer of each project: its current skills (``history``: every revision too) and its
+    latest working state."""
+    from ..layers.workspace_layer import current_skills
     from ..memory import Memory
 
     mem = Memory(state.config)
@@ -59,7 +61,8 @@ def inspect_workspace(state, projects: tuple[str, ...], as_json: bool) -> None:
                  for rec in _records(p)}
     out = {}
     for project in sorted(names):
-        skills = [r for r in mem.workspace_store("procedural", project).refresh() if r.get("kind") == "skill"]
+        store = mem.workspace_store("procedural", project)
+        skills = [r for r in store.refresh() if r.get("kind") == "skill"] if history else current_skills(store)
         states = [r for r in mem.workspace_store("state", project).refresh() if r.get("kind") == "state"]
         out[project] = {"skills": skills, "state": states[-1] if states else None}
     if as_json:
@@ -71,7 +74,8 @@ def inspect_workspace(state, projects: tuple[str, ...], as_json: bool) -> None:
     for project, body in out.items():
         click.echo(printable(f"project {project or '(none)'}: {len(body['skills'])} skills"))
         for r in body["skills"]:
-            click.echo(printable(f"  - {r['id']} {r['content'][:110]}"))
+            note = f" (supersedes {r['supersedes']})" if history and r.get("supersedes") else ""
+            click.echo(printable(f"  - {r['id']} {r['content'][:110]}{note}"))
         st = body["state"]
         if st:
             click.echo(printable(f"  state ({st['timestamp'][:16]}, session {st.get('session_id', '')}): "

@@ -167,15 +167,16 @@ def inspect(state, layer, agent, session, project, dates, entry_id, history, rol
 
     LAYER: ``topics`` shows the Global layer, the topic tree with the user's
     preferences, constraints and rules under each topic (--history: retired
-    ones too); ``workspace`` shows each project's skills and working state
-    (--project filters). Unreadable lines (corrupt or torn) are skipped and
+    ones too); ``workspace`` shows each project's current skills (one per kind
+    of task, with its count of successes; --history: the revisions they
+    superseded too) and working state (--project filters). Unreadable lines (corrupt or torn) are skipped and
     named on stderr by file and line; everything else is shown.
     """
     if layer:
         from .layers_cmd import inspect_topics, inspect_workspace
 
         return inspect_topics(state, as_json, history) if layer == "topics" else \
-            inspect_workspace(state, project, as_json)
+            inspect_workspace(state, project, as_json, history)
     if show_facts:
         return _inspect_facts(state, agent, project, entry_id, history, as_json)
     if costs:

@@ -36,17 +36,19 @@ def maintain(global_store, messages: list[tuple[str, str, str]], *, config, clie
 
 def task_boundary(global_store, skills, state_ledger, messages: list[tuple[str, str, str]], calls: list[dict], *,
                   config, client=None, success: bool, run_id: str, agent_id: str, session_id: str, project: str,
-                  ts: float) -> None:
+                  ts: float, earlier=()) -> None:
     """agent_end maintenance: standing knowledge from the run's words; a skill from a successful run (its
-    first user message is the goal); the working state (the last reply and the calls)."""
+    goal the task it achieved, looked for in ``earlier``, the session's messages or a function reading them,
+    when the run only acknowledges: workspace_layer.skill_goal); the working state (the last reply and the
+    calls)."""
     if not config.standing.enabled:
         return
-    from .workspace_layer import learn_skill, record_state
+    from .workspace_layer import learn_skill, record_state, skill_goal
 
     maintain(global_store, messages, config=config, client=client, agent_id=agent_id, session_id=session_id,
              project=project, ts=ts)
-    goal = next((m[2] for m in messages if m[1] == "user"), "")
-    if success and calls and goal:
+    goal = skill_goal(messages, earlier, calls) if success and calls else ""
+    if goal:  # no task found (a run of acknowledgements only): no skill
         learn_skill(skills, goal=goal, calls=calls, run_id=run_id, session_id=session_id, agent_id=agent_id,
                     entry_ids=[m[0] for m in messages], ts=ts)
     last = next((m[2] for m in reversed(messages) if m[1] == "assistant"), "")

@@ -34,6 +34,7 @@ from ..recall.packing import Hit
 from .extract import requirement_attributes
 from ..tokenize import token_set
 from .topics import TopicTree, cosine
+from .workspace_layer import current_skills, skill_applies, skill_text
 
 log = logging.getLogger(__name__)
 SEM_FLOOR, SEM_SPAN = 0.30, 0.25  # embedding cosine → [0, 1] applicability (bge-small's scale)
@@ -59,6 +60,7 @@ class Item:
     tokens: frozenset = field(default_factory=frozenset)
     agent_id: str = ""
     session_id: str = ""
+    tools: tuple = ()  # a skill's tools, in order
 
 
 class StandingItems:
@@ -79,17 +81,15 @@ class StandingItems:
                                               tree.route(r["content"]), n.tokens, prov.get("agent_id", ""),
                                               prov.get("session_id", ""))
             items.append(it)
-        for r in skills.refresh():
-            if r.get("kind") != "skill":
-                continue
+        for r in current_skills(skills):
             it = self._cache.get(r["id"])
             if it is None:
                 prov = r.get("provenance") or {}
-                text = f"{r['goal']} {' '.join(r.get('tools') or [])}"
+                text = skill_text(r)
                 it = self._cache[r["id"]] = Item(r["id"], r["content"], "skill", "procedural", r["timestamp"], "",
                                                  list(prov.get("entry_ids") or []), tree.route(text),
                                                  frozenset(token_set(text)), prov.get("agent_id", ""),
-                                                 prov.get("session_id", ""))
+                                                 prov.get("session_id", ""), tuple(r.get("tools") or ()))
             items.append(it)
         return items
 
@@ -218,7 +218,8 @@ class StandingScorer:
         if self.cfg.max_items <= 0:
             return []
         overridden = requirement_attributes(query)
-        items = [it for it in items if not (it.attribute and it.attribute in overridden)]
+        items = [it for it in items if not (it.attribute and it.attribute in overridden)
+                 and (it.label != "skill" or skill_applies(query, it))]  # a skill only for its kind of task
         out = []
         for it, s, sig in self.score(query, items):
             if s < self.cfg.min_score or len(out) >= self.cfg.max_items:
