@@ -226,11 +226,11 @@ IMPERATIVE = re.compile(
 # "let's <verb>" proposes an action; "let's use/go with X" (DECISION) states a choice and is kept.
 HORTATIVE = re.compile(
     r"^(?:let's|let us)\s+(?!(?:use|go with|stick with|switch to|adopt|migrate to|standardi[sz]e on)\b)\w+", F)
-# A request phrased as the speaker's wish for the agent to act.
+# A request phrased as the speaker's wish for the agent to act. "I need to get my sneakers
+# polished" and "I'd like to find a job" state the user's own need and are kept.
 WANT_ACTION = re.compile(
-    r"^(?:(?:i|we)(?:'d| would) (?:like|love) (?:you to|to (?:book|get|order|reserve|find|have|schedule|see)\b)|"
-    r"(?:i|we) (?:need|want) (?:you to|to (?:book|get|order|reserve|find|schedule)\b)|"
-    r"(?:could|can|may) (?:i|we) (?:get|have|book)\b)",
+    r"^(?:(?:i|we)(?:'d| would) (?:like|love|want) (?:you to|to (?:book|order|reserve|schedule)\b)|"
+    r"(?:i|we) (?:need|want) you to\b|(?:could|can|may) (?:i|we) (?:get|have|book)\b)",
     F,
 )
 # A question without its "?": a wh-word with an auxiliary, or an auxiliary before its subject.
