@@ -558,11 +558,14 @@ class ModelHandler(BaseHTTPRequestHandler):
             fact = {"fact_kind": "attribute", "subject": "user", "attribute": f"model_note_{n}",
                     "value": entry[:40], "content": f"Model says: {entry}", "confidence": 0.9,
                     "effective_time": "2026-11-29"}
+            facts = [fact]
             if mode == "confidence":  # outside the schema's minimum/maximum
                 fact["confidence"] = 1.7
             elif mode == "date":  # effective_time must match the schema's ISO-date pattern
                 fact["effective_time"] = "next Tuesday"
-            content = json.dumps({"facts": [fact]})
+            elif mode == "rendering":  # a model that copies a tool call's rendering into a fact
+                facts.append({**fact, "attribute": "call", "content": f'lookup({{"q":"x"}}) -> {entry[:30]}'})
+            content = json.dumps({"facts": facts})
         reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
                  "usage": {"prompt_tokens": 100, "completion_tokens": 25, "total_tokens": 125}}
         self._send(200, json.dumps(reply).encode())
@@ -627,6 +630,26 @@ def test_model_failure_falls_back_to_heuristics_and_loses_nothing(workspace, mod
         assert "ModelError" in report.errors[0] and "does not match the schema" in report.errors[0]
     assert report.store_tokens == 0 and {f["extractor"] for f in report.new_facts} == {"heuristic"}
     assert not (workspace / "memory" / "costs.jsonl").exists()
+    assert_consistent(workspace)
+
+
+@pytest.mark.parametrize("model_server", ["rendering"], indirect=True)
+def test_the_model_is_not_asked_about_chit_chat_or_raw_tool_output_and_writes_no_rendering(workspace, model_server):
+    """Issue 25: an entry that can state no fact (a leave-taking, a request, a tool's JSON or failure) is promoted
+    with no fact and never sent to the model; a tool's prose outcome is sent without its call; a model fact that
+    is a call rendering is dropped."""
+    said = add(workspace, "My gym locker number is 417")
+    quiet = [add(workspace, "Gotta run, talk later."), add(workspace, "Send the report to Dana by Friday."),
+             add(workspace, 'search({"q":"oslo hotels"}) -> {"hotels":[{"id":"h1"}]}', role="tool"),
+             add(workspace, 'deploy({"app":"web"}) -> FAILED: connection refused', role="tool")]
+    prose = add(workspace, 'book_hotel({"id":"h1"}) -> Booked Hotel Bristol Oslo, 2 nights, confirmation HB-2291',
+                role="tool")
+    report = consolidate_once(model_config(workspace, model_server.url))
+    assert model_server.calls == 2 and report.errors == [] and report.fallbacks == 0
+    assert sorted(report.promoted) == sorted(e["id"] for e in [said, prose, *quiet])
+    contents = sorted(f["content"] for f in report.new_facts)
+    assert contents == ["Model says: Booked Hotel Bristol Oslo, 2 nights, confirmation HB-2291",
+                        "Model says: My gym locker number is 417"], contents
     assert_consistent(workspace)
 
 

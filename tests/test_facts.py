@@ -6,8 +6,8 @@ import pytest
 
 from memtier_plugin.errors import ModelError
 from memtier_plugin.consolidation.facts import (
-    FACT_KINDS, Fact, extract_facts, facts_from_model_output, facts_schema, find_superseded, is_duplicate,
-    revision_key,
+    FACT_KINDS, Fact, extract_facts, facts_from_model_output, facts_schema, find_superseded, is_call_rendering,
+    is_duplicate, revision_key, tool_statement,
 )
 
 TS = "2023-05-20T10:00:00Z"  # a Saturday
@@ -180,7 +180,7 @@ def test_scenario_budget_change_lands_on_one_revision_key():
 @pytest.mark.parametrize("text, attribute", [
     (SCENARIO_01, "hotel_budget"),  # not "book_budget": "book" is far from the amount
     ("For the trip I want a hotel under $150 a night.", "hotel_budget"),
-    ("Book me a flight under $500, the hotel is sorted.", "flight_budget"),
+    ("Flights stay under $500 for me, the hotel is sorted.", "flight_budget"),  # "Book me a flight under $500" is a request
     ("Keep it under $80 per person for the dinner.", "dinner_budget"),
 ])
 def test_the_domain_noun_next_to_the_amount_names_the_budget(text, attribute):
@@ -364,3 +364,111 @@ def test_third_person_rewrites_only_what_it_is_sure_of(clause, rewritten):
     from memtier_plugin.consolidation.patterns import third_person
 
     assert third_person(clause) == rewritten
+
+
+# ---------------------------------------------------------------- what states no fact (issue 25)
+# Phrasings the demo scenario does not use; each class yields no fact at all.
+LEAVE_TAKING = [
+    "Gotta run, talk later.",
+    "I need to go now, let's pick this up tomorrow.",
+    "OK, I'm heading out for today.",
+    "Sorry, I have to jump off - catch you later.",
+    "We'll have to finish this another time.",
+    "Talk to you tomorrow!",
+]
+ACKNOWLEDGEMENTS = [
+    "Sounds good to me.",
+    "Fair enough, thanks!",
+    "Will do.",
+    "Great, that works.",
+    "Cool, got it.",
+    "Alright, go ahead.",
+]
+REQUESTS = [
+    "Send the invoice to accounting by Friday.",
+    "Find me a table for two at 7pm on Saturday.",
+    "Reserve a car in Denver for March 3.",
+    "Let's ship the release on Monday.",
+    "I'd like you to book the 9:15 train to Boston.",
+    "Next step: email Sarah the slides before the meeting on May 2.",  # a label does not make it a statement
+    "A table for four at Nopa on Friday, please.",                     # verbless orders
+    "Two tickets to the 8pm show on June 5.",
+    "And a rental car at the airport for March 9 to March 12.",
+    "Please move my dentist appointment to next Thursday.",
+    "Now schedule the Q3 review with Dana for Oct 2.",
+    "Book me a flight under $500.",
+]
+QUESTIONS = [
+    "What time does the train leave tomorrow",
+    "Is there a vegetarian option on the 9am flight",
+    "Could we move the standup to Tuesday",
+    "How many nights is the Porto stay",
+]
+
+
+@pytest.mark.parametrize("text", LEAVE_TAKING + ACKNOWLEDGEMENTS + REQUESTS + QUESTIONS)
+def test_chit_chat_requests_acknowledgements_and_questions_state_no_fact(text):
+    for role in ("user", "assistant"):
+        assert extract_facts(text, role=role, timestamp=TS) == [], (role, extract_facts(text, role=role, timestamp=TS))
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("I have to go to the dentist on Friday.", "event"),          # "have to go" + a destination: not leaving the chat
+    ("I'm off to Paris next week.", "plan"),
+    ("Never book red-eye flights.", "constraint"),                # a standing rule in the imperative
+    ("Let's use Redis for caching.", "decision"),                 # "let's use X" is a choice, not a request
+    ("Keep hotels under $200 a night.", "constraint"),
+    ("A friend of mine moved to Denver last week.", "event"),     # opens like an order, has a verb
+    ("Note that my passport expires on June 3, 2027.", "event"),  # "note that" introduces a statement
+    ("Fine, my new address is 12 Elm Street, Boston.", "attribute"),
+    ("Sorry, my budget for the wedding gift is $150.", "constraint"),
+    ("Ugh, the migration to Postgres failed again.", "progress"),
+    ("We will ship it later than planned: the release moved to Oct 3.", "plan"),
+    ("Test results passed on the staging cluster.", "progress"),  # a noun, not the verb "test"
+    ("Change of plans: I'm moving to Denver in May.", "event"),
+])
+def test_statements_next_to_those_classes_are_still_facts(text, kind):
+    facts = extract_facts(text, timestamp=TS)
+    assert kind in {f.fact_kind for f in facts}, facts
+
+
+def test_a_statement_survives_the_request_beside_it():
+    facts = extract_facts("Ugh. I'm speaking at the Denver data summit on May 4. Please book the hotel.", timestamp=TS)
+    assert [f.fact_kind for f in facts] == ["event"] and "Denver data summit" in facts[0].content
+
+
+TOOL_NOTHING = [
+    'search_hotels({"city":"Oslo"}) -> {"hotels":[{"id":"h1","price":180}],"ok":true}',      # structured data
+    'get_status({"job":"j-9"}) -> {"state":"passed","ci":"passed"}',
+    'migrate({"db":"main"}) -> FAILED: relation "users_idx" already exists; migration rolled back',
+    'fetch_invoice({"id":"INV-2231"}) -> Error: upstream timed out after 30s',                  # an error in the result
+    'restart({"svc":"api"}) -> ok',
+    'deploy({"app":"web","env":"prod","ref":"v2.0.1"}) -> ["migrated","deployed"]',
+    'run_tests({"suite":"unit"}) -> Traceback (most recent call last): File "x.py", line 3',
+    'notify({"to":"ops","text":"deploy done',                                                    # cut off: no outcome
+    'ping() -> ok',
+]
+
+
+@pytest.mark.parametrize("text", TOOL_NOTHING)
+def test_raw_or_failed_tool_output_is_never_a_fact(text):
+    assert tool_statement(text) is None
+    assert extract_facts(text, role="tool", timestamp=TS) == []
+
+
+def test_a_tool_outcome_written_as_a_statement_is_read_as_one():
+    text = 'book_hotel({"hotel_id":"arts-bcn"}) -> Booked Hotel Arts Barcelona, 3 nights, confirmation HA-55120'
+    assert tool_statement(text) == "Booked Hotel Arts Barcelona, 3 nights, confirmation HA-55120"
+    (fact,) = extract_facts(text, role="tool", timestamp=TS)
+    assert fact.fact_kind == "event" and fact.content.startswith("Booked Hotel Arts") and "(" not in fact.content
+    # arguments holding ") -> " are read as whole JSON, not cut at the first arrow
+    tricky = 'note({"text":"a) -> b"}) -> Saved note N-17 to the project wiki page'
+    assert tool_statement(tricky) == "Saved note N-17 to the project wiki page"
+    assert is_call_rendering(text) and is_call_rendering(tricky) and not is_call_rendering("Booked Hotel Arts")
+
+
+def test_an_agent_reports_a_booking_without_a_colon_as_an_event():
+    facts = extract_facts("The Ritz is $610 a night, above your budget, so I booked Hotel Lutetia at $280 a night, "
+                          "confirmation LT-8812.", role="assistant", timestamp=TS)
+    (event,) = [f for f in facts if f.fact_kind == "event"]
+    assert event.attribute == "booked" and event.content.startswith("Booked Hotel Lutetia") and "User" not in event.content

@@ -49,7 +49,8 @@ from .checkpoints import (
 from ..config import Config
 from ..store.costs import append_costs, store_cost
 from .facts import (
-    Fact, extract_facts, facts_from_model_output, facts_schema, find_superseded, is_duplicate, revision_key,
+    Fact, extract_facts, facts_from_model_output, facts_schema, find_superseded, is_call_rendering, is_duplicate,
+    revision_key, says_nothing, tool_statement,
 )
 from .patterns import norm_value
 from ..store.episodic import SYSTEM_PREFIX, Ledger, tail_records, utc_iso
@@ -239,13 +240,19 @@ class Consolidator:
     # -- extraction
     def _extract(self, entry: dict, report: ConsolidationReport, state: dict) -> tuple[list[Fact], str, Any]:
         role = entry.get("role", "user")
+        text = entry["content"]
+        if (role == "tool" and (text := tool_statement(text)) is None) or says_nothing(text, role):
+            # a raw call rendering, structured data or a failure; chit-chat, a request, an acknowledgement:
+            # promoted with no fact, whichever extractor is configured
+            return [], "heuristic", None
         if self.client is not None and not state.get("model_failed"):
             try:
                 msgs = [{"role": "system", "content": EXTRACT_PROMPT},
                         {"role": "user", "content": f"Entry ({role}, {entry['timestamp'][:10]}, project "
-                                                    f"{entry.get('project') or '-'}):\n{entry['content']}"}]
+                                                    f"{entry.get('project') or '-'}):\n{text}"}]
                 result = self.client.chat(msgs, schema=facts_schema())
-                facts = [self._clean(f, entry) for f in facts_from_model_output(result.data)]
+                facts = [self._clean(f, entry) for f in facts_from_model_output(result.data)
+                         if not is_call_rendering(f.content)]
                 return facts, "model", result
             except Exception as exc:  # any model failure: heuristics for the rest of this batch
                 state["model_failed"] = True
@@ -254,7 +261,7 @@ class Consolidator:
                 report.errors.append(msg)
         if self.client is not None:
             report.fallbacks += 1
-        return extract_facts(entry["content"], role=role, timestamp=entry["timestamp"]), "heuristic", None
+        return extract_facts(text, role=role, timestamp=entry["timestamp"]), "heuristic", None
 
     @staticmethod
     def _clean(f: Fact, entry: dict) -> Fact:

@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from datetime import date, timedelta
 from typing import Any
 
+import orjson
+
 from . import patterns as P
 from ..errors import ModelError
 from ..store.semantic import FACT_KINDS, NOTE_PREFIX, REVISABLE_KINDS, Fact, revision_key  # noqa: F401
@@ -189,6 +191,9 @@ def _attribute_facts(clause: str, sent: str, user: bool, subj: str) -> list[Fact
         elif len(m["k"].split()) <= 4 and (f := _kv(m["k"], m["v"], sent, _subject(sent, subj), clause, 0.6)):
             add(f)
     if not user:
+        if not out and (m := P.ACTION_REPORT.match(clause)) and P.DISTINCT.search(" " + m["v"]):
+            add(Fact("event", _subject(sent, "user"), P.slug(m["k"]) or "event", m["v"].strip().rstrip("."),
+                     f"{m['k'].capitalize()} {m['v'].strip().rstrip('.')}", 0.6))  # the agent's "I" is not the user
         if not out and (m := P.YOUR_KV.search(clause)):
             if (f := _kv(m["k"], m["v"], sent, "user", f"User's {m['k']} is {m['v']}", 0.7)):
                 add(f)
@@ -286,10 +291,96 @@ def _clause_facts(clause: str, sent: str, role: str, when: tuple[str | None, str
     return out
 
 
+def _states_nothing(text: str) -> bool:
+    """Whether a sentence or clause is said to the agent about this conversation, not stated as knowledge:
+    a question, a greeting or acknowledgement, a leave-taking, or a request (imperative, "let's ...",
+    "I'd like you to ...", a verbless "a hotel near the venue for Dec 1"). A standing rule in the
+    imperative ("never book flights before 8am", "always ...") opens with its adverb, not a verb, and
+    is kept; so is "let's use X" (a decision)."""
+    if text.endswith("?") or P.GREETING.match(text) or P.ACK.match(text) or P.LEAVE_TAKING.match(text):
+        return True
+    if P.REQUEST.match(text) or P.WANT_ACTION.match(text) or P.QUESTION_START.match(text):
+        return True
+    if P.IMPERATIVE.match(text) or P.HORTATIVE.match(text):
+        return True
+    m = P.LABEL.match(text)  # "A rule going forward: production deploys only on weekdays": read what it labels
+    body = m["rest"] if m and len(m["k"].split()) <= 4 else text
+    return bool(P.FRAGMENT_START.match(body)) and not P.has_finite_verb(body)
+
+
 def _is_skipped(sent: str, user: bool) -> bool:
-    if sent.endswith("?") or P.GREETING.match(sent) or P.REQUEST.match(sent):
+    if _states_nothing(sent):
+        return True
+    m = P.LABEL.match(sent)  # "Last piece: fly me home ...": a label does not make a request a statement
+    if m and len(m["k"].split()) <= 4 and _states_nothing(m["rest"].strip()):
         return True
     return not user and bool(P.BOILERPLATE.match(sent))
+
+
+def _bare(sent: str) -> str:
+    """A sentence without markdown, discourse markers and acknowledgement words in front."""
+    sent = P.ACK_PREFIX.sub("", P.DISCOURSE.sub("", P.MARKDOWN.sub("", sent)).strip()).strip()
+    return P.DISCOURSE.sub("", sent).strip()
+
+
+def says_nothing(text: str, role: str = "user") -> bool:
+    """Whether no sentence of ``text`` can state a fact (all questions, acknowledgements, leave-takings,
+    requests, or too short): the model extractor is not asked about such an entry either."""
+    for sent in P.split_sentences(text):
+        sent = _bare(sent)
+        if len(sent) >= 6 and not _is_skipped(sent, role == "user"):
+            return False
+    return True
+
+
+def _tool_outcome(text: str) -> str | None:
+    """The outcome part of a ``name(args) -> outcome`` rendering (args must be whole JSON), else None."""
+    m = P.TOOL_RENDERING.match(text)
+    if m is None:
+        return None
+    start = m.end()
+    at = text.find(") -> ", start)
+    while at != -1:
+        args = text[start:at]
+        try:
+            if not args or orjson.loads(args) is not None:
+                return text[at + 5:]
+        except orjson.JSONDecodeError:
+            pass
+        at = text.find(") -> ", at + 1)
+    return None
+
+
+def tool_statement(text: str) -> str | None:
+    """What a tool entry may state as a fact, or None.
+
+    A tool entry is the ledger's rendering of one call, ``name(args) -> outcome``
+    (store/tool_entries.py). The call and its arguments are what the agent did, not knowledge;
+    a structured result (JSON), a bare ``ok`` and a failure (``FAILED: ...``, or an outcome whose
+    text reports an error) state nothing a fact should keep: the agent's own reply says what they
+    meant. What remains is an outcome the tool wrote as prose, e.g. ``Booked Lisbon Marriott Parque,
+    4 nights``: that, and only that, is read as a statement. A tool text that is not a call
+    rendering (a bridge's prose) is read as it is, unless it reports an error.
+    """
+    if not text or not text.strip():
+        return None
+    out = _tool_outcome(text)
+    if out is None:
+        if P.TOOL_RENDERING.match(text):
+            return None  # a call whose arguments were cut off: no outcome to read
+        out = text
+    out = out.strip().rstrip("…").strip()
+    if not out or out[0] in "{[\"" or out.lower() in ("ok", "true", "false", "null", "none") \
+            or out.startswith("FAILED:") or P.TOOL_ERROR.search(out):
+        return None
+    if len(P.content_tokens(out)) < 3 or not any(c.isalpha() for c in out):
+        return None
+    return out
+
+
+def is_call_rendering(content: str) -> bool:
+    """Whether ``content`` is a raw tool call rendering (``name({...}) -> ...``), never a fact's statement."""
+    return _tool_outcome(content) is not None or bool(P.TOOL_RENDERING.match(content) and " -> " in content)
 
 
 def _reported(clause: str, role: str) -> tuple[str, str]:
@@ -318,16 +409,19 @@ def extract_facts(text: str, *, role: str = "user", timestamp: str | None = None
     text yields nothing."""
     if not text or role == "system" or text.lstrip().startswith("[system]"):
         return []
+    if role == "tool" and (text := tool_statement(text)) is None:
+        return []
     day = _day(timestamp)
     out: list[Fact] = []
     seen: set[tuple[str, str, str, str]] = set()
     for sent in P.split_sentences(text):
-        sent = P.DISCOURSE.sub("", P.MARKDOWN.sub("", sent)).strip()
+        sent = _bare(sent)
         if len(sent) < 6 or _is_skipped(sent, role == "user"):
             continue
         when = _sentence_date(sent, day)
         for clause in P.CLAUSE_SPLIT.split(sent):
             clause = P.DISCOURSE.sub("", clause).strip(" .!,;:\t")
+            clause = P.ACK_PREFIX.sub("", clause)
             said, who = _reported(clause, role)
             if len(said) < 6 or (said != sent and _is_skipped(said, who == "user")):
                 continue

@@ -129,7 +129,8 @@ MARKDOWN = re.compile(r"^\s*(?:[-*+>#]+|\d{1,2}[.)])\s+|\*\*|__|`")
 DISCOURSE = re.compile(
     r"^(?:(?:oh|ah|well|so|also|btw|anyway|actually|by the way|fyi|just so you know|"
     r"for (?:context|reference|the record)|honestly|basically|ok|okay|yeah|yes|"
-    r"and|but|plus|hmm|um|alright|great|thanks|thank you)\b[,!:]?\s*)+",
+    r"and|but|plus|hmm|um|alright|great|thanks|thank you|"
+    r"(?:please\s+)?(?:note|remember|keep in mind|bear in mind|be aware)\s+that)\b[,!:]?\s*)+",
     F,
 )
 
@@ -175,6 +176,103 @@ BOILERPLATE = re.compile(
     r"in summary|to summari[sz]e|overall|enjoy|good luck|have a great|congratulations)\b",
     F,
 )
+# --------------------------------------------------------------------------
+# Sentence mood (issue 25): what states no fact. A request (imperative, "let's ...", a verbless
+# "a hotel near the venue"), a question without its "?", an acknowledgement or a leave-taking is
+# said to the agent about this conversation; none of it is knowledge about the user or the project.
+# An acknowledgement word with its punctuation before the rest ("Fine, book it", "Ugh. ...").
+ACK_PREFIX = re.compile(
+    r"^(?:(?:fine|right|sure|perfect|cool|ugh|ok|okay|alright|all right|good|nice|great|excellent|awesome|"
+    r"got it|understood|noted|sorry|oops|hmm|right then|fair enough|sounds good|will do)\s*[,!.:;]\s*)+",
+    F,
+)
+# Whole-sentence acknowledgements and reactions GREETING does not list.
+ACK = re.compile(
+    r"^(?:will do|fair enough|(?:that|this) works(?: for me)?|works for me|sounds (?:good|great|fine|perfect|right)|"
+    r"all good|no worries|good to know|go ahead|do it|ship it|exactly|agreed|deal|correct|of course|"
+    r"my bad|never ?mind|right,? (?:my|that's) (?:own |the )?\w+|(?:ok|okay|sure|yes|fine),? (?:go|do it|go ahead|book it)|"
+    r"(?:i|we) (?:see|agree|understand)|(?:love|like) it|nice one|well done|good job)"
+    r"(?:\s+(?:then|again|thanks|thank you|too))*[\s!.,:)]*$",
+    F,
+)
+# Leaving the conversation, or putting its task off: "I have to run", "let's fix it next time".
+_LEAVE_END = r"(?=\s*(?:$|[,.!;:]|-|\s(?:now|soon|for now|for today|in a (?:bit|minute|sec|second)|and|but|so|though|sorry)\b))"
+LEAVE_TAKING = re.compile(
+    r"^(?:(?:(?:i|we)(?:'ve| have)?\s+(?:got|have|need)\s+to|(?:i|we)\s+(?:gotta|must|should)|gotta|(?:i|we)(?:'ll| will)\s+have\s+to)\s+"
+    r"(?:run|go|leave|head (?:out|off)|jump(?: off)?|bounce|dash|sign off|log off|hop off|get going)" + _LEAVE_END + r"|"
+    r"(?:i'm|i am|we're|we are)\s+(?:off|heading (?:out|off)|signing off|logging off|done for (?:today|the day|now))"
+    + _LEAVE_END + r"|"
+    r"(?:talk|speak|chat|catch you|see you|see ya)(?:\s+(?:to|with)\s+you)?\s+(?:later|soon|tomorrow|next time|then)\b|"
+    r"(?:ttyl|brb|bye|bye for now|good ?night|later)\b" + _LEAVE_END + r"|that's (?:all|it) for (?:now|today)\b)"
+    r"|^(?:let's|let us|we(?:'ll| will| can)|i(?:'ll| will| can))\s+(?:have to\s+|just\s+)?(?:pick|continue|finish|fix|do|"
+    r"handle|deal with|look at|look into|get back to|come back to|return to|sort|wrap|talk about|discuss|resume|"
+    r"revisit|tackle)\s+(?:it|this|that)\s+(?:up\s+|out\s+)?(?:later|next time|another time|tomorrow|some other time)"
+    r"\s*[.!,;]?\s*$",
+    F,
+)
+# A base-form verb opening the clause, followed by what an instruction's object starts with.
+IMPERATIVE = re.compile(
+    r"^(?:(?:and|also|then|now|so|just|quickly|please|pls|kindly)\s+)*"
+    r"(?P<verb>book|rebook|fly|take|fix|get|add|schedule|reschedule|note|find|send|push|deploy|make|put|move|cancel|"
+    r"check|run|show|give|tell|remind|help|write|create|update|change|try|go|come|email|text|order|buy|reserve|"
+    r"pick|choose|look|search|set|bring|hold|ship|merge|revert|roll|restart|stop|start|open|close|delete|remove|"
+    r"draft|prepare|arrange|sign|pay|print|log|save|upload|download|install|build|review|summari[sz]e|"
+    r"translate|list|compare|describe|explain|rotate|provision|grab|forward|share|invite|ping|confirm|"
+    r"double-check|figure|sort|clean|drop|post|publish|renew|swap|switch|upgrade|downgrade|route|reply|respond)"
+    r"\s+(?=(?:the|a|an|my|me|it|that|this|those|these|us|them|him|her|our|your|up|out|in|on|off|back|down|"
+    r"over|all|some|any|both|another|one|to|from|for|with|at|home|again|now|first|ahead|everything)\b|(?-i:[A-Z0-9$]))",
+    F,
+)
+# "let's <verb>" proposes an action; "let's use/go with X" (DECISION) states a choice and is kept.
+HORTATIVE = re.compile(
+    r"^(?:let's|let us)\s+(?!(?:use|go with|stick with|switch to|adopt|migrate to|standardi[sz]e on)\b)\w+", F)
+# A request phrased as the speaker's wish for the agent to act. "I need to get my sneakers
+# polished" and "I'd like to find a job" state the user's own need and are kept.
+WANT_ACTION = re.compile(
+    r"^(?:(?:i|we)(?:'d| would) (?:like|love|want) (?:you to|to (?:book|order|reserve|schedule)\b)|"
+    r"(?:i|we) (?:need|want) you to\b|(?:could|can|may) (?:i|we) (?:get|have|book)\b)",
+    F,
+)
+# A question without its "?": a wh-word with an auxiliary, or an auxiliary before its subject.
+QUESTION_START = re.compile(
+    r"^(?:(?:who|what|when|where|why|how|which)(?:\s+(?!i\b|we\b|you\b|they\b|he\b|she\b)\w+)?(?:'s|\s+(?:is|are|was|were|do|does|did|can|could|would|should|"
+    r"will|about|if)\b)|(?:is|are|was|were|do|does|did|can|could|would|will|should|shall|have|has)\s+"
+    r"(?:you|we|i|it|they|he|she|there|this|that|the|my|our|your)\b)",
+    F,
+)
+# A verbless fragment that opens with an article or a count ("A hotel near the venue for Dec 1",
+# "two nights in Porto, please"): an order or an answer, not a statement. Any auxiliary, pronoun
+# or past form (FINITE) makes it a sentence.
+FRAGMENT_START = re.compile(r"^(?:a|an|another|one more|some|one|two|three|four|five|the same)\s+\w", F)
+_AUX = frozenset("is are was were am be been being has have had do does did will would can could should shall "
+                 "may might must i we he she they it you there".split())
+LABEL = re.compile(r"^(?P<k>[A-Za-z][\w' /-]{0,30}?)\s*:\s+(?P<rest>\S.*)$")
+
+
+def has_finite_verb(text: str) -> bool:
+    """True when ``text`` has an auxiliary, a subject pronoun, a known past form, or a known verb + -ed/-s."""
+    for w in _WORD.findall(text.lower()):
+        if w in _AUX or "'" in w or w in _KEEP_VERB:
+            return True
+        if w.endswith("ed") and (w[:-2] in VERBS or w[:-1] in VERBS or w[:-3] in VERBS):
+            return True
+        if w.endswith("s") and (w[:-1] in VERBS or (w.endswith("es") and w[:-2] in VERBS)):
+            return True
+    return False
+
+
+# A tool outcome as the ledger writes it, ``name(args) -> outcome`` (store/tool_entries.py), and
+# what an outcome that reports a failure in its own text starts with.
+TOOL_RENDERING = re.compile(r"^\s*(?P<name>[\w.:/-]{1,200})\((?=[\[{)\"])")
+TOOL_ERROR = re.compile(
+    r"^\s*(?:failed\b|failure\b|error\b|err\b|exception\b|traceback\b|fatal\b|panic\b|denied\b|forbidden\b|"
+    r"unauthori[sz]ed\b|not found\b|timeout\b|timed out\b|invalid\b|cannot\b|can't\b|could not\b|couldn't\b|"
+    r"unable\b|refused\b|aborted\b)|traceback \(most recent call last\)|\bexit (?:code|status) [1-9]|"
+    r"\bhttp [45]\d\d\b|\bstatus(?: code)?:? [45]\d\d\b",
+    F,
+)
+
+
 FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'll|i'd|me|my|mine|we|we're|we've|our|us)\b", F)
 DISTINCT = re.compile(r"\d|(?<=\s)[A-Z][\w-]+")
 
@@ -274,6 +372,14 @@ ACTION_KEY = re.compile(
     r"^(?:all\s+)?(?:set|done|booked|re-?booked|reserved|confirmed|ticketed|scheduled|rescheduled|"
     r"cancell?ed|ordered|purchased|bought|paid|sent|submitted|updated|changed|saved|added|removed|"
     r"deleted|created|registered|completed|finished|fixed|deployed|shipped|released|checked[- ]in)$",
+    F,
+)
+# The same report without its colon, as an agent writes it: "Booked LH 455 on Dec 1, seat 27C",
+# "I booked Motel One Alexanderplatz at $165 a night" (the verb, then a name or a number).
+ACTION_REPORT = re.compile(
+    r"^(?:(?:i|we)(?:'ve| have)?\s+(?:just\s+|also\s+)?)?(?P<k>booked|re-?booked|reserved|ticketed|scheduled|"
+    r"rescheduled|cancell?ed|ordered|purchased|bought|added|registered|deployed|shipped|released)\s+"
+    r"(?P<v>(?-i:[A-Z0-9])[^;]{2,200})$",
     F,
 )
 OWN_USE = re.compile(
