@@ -76,7 +76,7 @@ def test_fitting_recovers_a_known_logistic_relation():
 
 
 def _standing_hit(hid, **sig):
-    base = {"sem": 0.0, "cos": 0.0, "cos_gap": 0.0, "topic": 0.0, "lexical": 0.0, "route": 0.0,
+    base = {"sem": 0.0, "cos": 0.0, "topic": 0.0, "lexical": 0.0, "route": 0.0,
             "embedded": 1.0, "prompt_words": 0.5}
     base.update(sig)
     return Hit(id=hid, content="x", timestamp="", session_id="", agent_id="", role="preference", tier="global",
@@ -85,8 +85,8 @@ def _standing_hit(hid, **sig):
 
 def test_apply_orders_by_probability_and_leaves_out_what_falls_below_its_layer_threshold():
     c = cal.load(cal.shipped_path("paper"))
-    near = _standing_hit("near", sem=1.0, cos=0.8, cos_gap=0.0, topic=0.9, lexical=0.5, route=0.9)
-    far = _standing_hit("far", sem=0.0, cos=0.2, cos_gap=-0.6, topic=0.0, lexical=0.0, route=0.0)
+    near = _standing_hit("near", sem=1.0, cos=0.8, topic=0.9, lexical=0.5, route=0.9)
+    far = _standing_hit("far", sem=0.0, cos=0.2, topic=0.0, lexical=0.0, route=0.0)
     kept, left = c.apply([far, near])
     assert [h.id for h in kept] == ["near"]
     assert far.probability < c.thresholds["global"] <= near.probability
@@ -115,11 +115,11 @@ def _rows(seed=0):
         for j in range(3):
             label = int(j == 0)
             cos = rng.gauss(0.7 if label else 0.45, 0.06)
-            hits.append(("global", cal.derive("global", {"sem": 0, "cos": cos, "cos_gap": 0.0, "topic": 0, "lexical": 0,
+            hits.append(("global", cal.derive("global", {"sem": 0, "cos": cos, "topic": 0, "lexical": 0,
                                                          "route": 0, "embedded": 1, "prompt_words": 1}),
                          label, f"g{j}"))
         queries.append({"source": "bench", "hits": hits})
-        inter = [("global", cal.derive("global", {"sem": 0, "cos": rng.gauss(0.5, 0.08), "cos_gap": 0.0, "topic": 0,
+        inter = [("global", cal.derive("global", {"sem": 0, "cos": rng.gauss(0.5, 0.08), "topic": 0,
                                                   "lexical": 0, "route": 0, "embedded": 1, "prompt_words": 1}),
                   0, f"i{j}") for j in range(3)]
         queries.append({"source": "bench-inter", "hits": inter})
@@ -198,10 +198,10 @@ def test_search_explain_shows_each_items_probability(workspace, monkeypatch):
     host = Host()
     host.register(plugin, "memtier")
     _say(host, workspace, "The harbour gate code changed to 4417 after the storm.", session="s1")
-    out = run_cli("search", "harbour gate code", "--project", "p", "--explain").stdout
-    row = next(line for line in out.splitlines() if "harbour" in line and "score" not in line.split()[0])
+    out = run_cli("search", "harbour gate code", "--agent", "a", "--project", "p", "--explain").stdout
+    row = next(line for line in out.splitlines() if line.startswith("1 "))  # rank 1: the entry
     p = float(row.split()[2])
     assert 0.0 < p < 1.0 and "calibrated probability" in out
-    data = json.loads(run_cli("search", "harbour gate code", "--project", "p", "--json").stdout)
+    data = json.loads(run_cli("search", "harbour gate code", "--agent", "a", "--project", "p", "--json").stdout)
     assert all(0.0 < h["probability"] < 1.0 for h in data["hits"])
     assert not math.isnan(data["hits"][0]["probability"])

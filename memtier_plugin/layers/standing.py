@@ -192,7 +192,6 @@ class StandingScorer:
         sem = self._sem(query, items)
         cos, routes = sem if sem is not None else (None, None)
         sem = np.clip((cos - SEM_FLOOR) / SEM_SPAN, 0.0, 1.0) if cos is not None else None
-        best = float(cos.max()) if cos is not None and len(cos) else 0.0
         w_sem = self.cfg.sem if sem is not None else 0.0
         total = w_sem + self.cfg.topic + self.cfg.lexical
         out = []
@@ -202,11 +201,9 @@ class StandingScorer:
             s = (w_sem * sig["sem"] + self.cfg.topic * sig["topic"] + self.cfg.lexical * sig["lexical"]) / total \
                 if total > 0 else 0.0
             sig["route"] = float(routes[i]) if routes is not None else 0.0  # gates delivery, not in the score
-            # what calibration reads besides: whether ``sem`` was measured, the raw cosine, and its gap to the
-            # best item's (which of the user's preferences this prompt is nearest to)
+            # what calibration reads besides: whether ``sem`` was measured, and the raw cosine
             sig["embedded"] = 1.0 if cos is not None else 0.0
             sig["cos"] = float(cos[i]) if cos is not None else 0.0
-            sig["cos_gap"] = float(cos[i]) - best if cos is not None else 0.0
             sig["prompt_words"] = min(len(qtoks), 20) / 20  # a prompt of few words embeds unreliably
             out.append((it, s, sig))
         out.sort(key=lambda t: (-t[1], t[0].id))

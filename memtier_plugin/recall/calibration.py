@@ -44,11 +44,10 @@ FEATURES: dict[str, tuple[str, ...]] = {
     # where the head was re-ranked and whether it was, and whether it is a fact
     "episode": ("score", "log_raw_bm25", "fact", "rerank", "reranked"),
     # standing items and skills: their applicability signals (layers/standing.py)
-    # (the raw cosine, and its gap to the best item's: which of the user's items the prompt is nearest to)
-    "global": ("sem", "cos", "cos_gap", "topic", "lexical", "route", "embedded", "nearest", "cos_topic",
-               "prompt_words"),
-    "skill": ("sem", "cos", "cos_gap", "topic", "lexical", "route", "embedded", "nearest", "cos_topic",
-              "prompt_words"),
+    # (and the raw cosine; not which item is the prompt's nearest: on PrefEval one preference answers a question,
+    # but a flight booking needs the seat, the meal and the departure-time rules at once)
+    "global": ("sem", "cos", "topic", "lexical", "route", "embedded", "cos_topic", "prompt_words"),
+    "skill": ("sem", "cos", "topic", "lexical", "route", "embedded", "cos_topic", "prompt_words"),
     # the same without an embedder (standing.embedder none, or no model fetched): the word signals only
     "global_lexical": ("topic", "lexical", "topic_lexical", "prompt_words"),
     "skill_lexical": ("topic", "lexical", "topic_lexical", "prompt_words"),
@@ -68,15 +67,13 @@ def layer_of(hit) -> str:
 
 
 def derive(layer: str, feats: dict[str, float]) -> dict[str, float]:
-    """``feats`` with the features made from others: whether the item is the one the prompt embeds nearest to
-    (``nearest``), the embedding cosine where the topics agree (``cos_topic``), and words where topics agree
-    (``topic_lexical``, without an embedder)."""
+    """``feats`` with the features made from others: the embedding cosine where the topics agree
+    (``cos_topic``), and words where topics agree (``topic_lexical``, without an embedder)."""
     if layer == "episode":
         return feats
     if layer in LEXICAL:
         return {**feats, "topic_lexical": feats.get("topic", 0.0) * feats.get("lexical", 0.0)}
-    return {**feats, "nearest": 1.0 if feats.get("embedded") and feats.get("cos_gap", -1.0) > -0.005 else 0.0,
-            "cos_topic": feats.get("cos", 0.0) * feats.get("topic", 0.0)}
+    return {**feats, "cos_topic": feats.get("cos", 0.0) * feats.get("topic", 0.0)}
 
 
 def features(hit) -> dict[str, float]:
@@ -91,7 +88,7 @@ def features(hit) -> dict[str, float]:
     if layer in LEXICAL:
         return derive(layer, {"topic": sig.get("topic", 0.0), "lexical": sig.get("lexical", 0.0),
                               "prompt_words": sig.get("prompt_words", 0.0)})
-    return derive(layer, {"sem": sig.get("sem", 0.0), "cos": sig.get("cos", 0.0), "cos_gap": sig.get("cos_gap", 0.0),
+    return derive(layer, {"sem": sig.get("sem", 0.0), "cos": sig.get("cos", 0.0),
                           "topic": sig.get("topic", 0.0), "lexical": sig.get("lexical", 0.0),
                           "route": sig.get("route", 0.0), "embedded": 1.0 if sig.get("embedded", 1.0) else 0.0,
                           "prompt_words": sig.get("prompt_words", 0.0)})
