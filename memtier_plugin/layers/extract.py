@@ -14,8 +14,9 @@ shape later decisions —
 * an **identity** fact ("I'm a nurse", "I live in Lisbon", "my name is …");
 
 or a **choice** reveals one: an assistant message offering options followed
-by the user picking one ("I'll go with the insulated parka …", naming an
-offered option) — PrefEval's choice-based form. Questions, one-off requests
+by the user picking one ("I'll go with the insulated parka; the other options
+don't suit me": naming an offered option and saying why, or turning the rest
+down) — PrefEval's choice-based form. Questions, one-off requests
 ("can you …", "I want you to act as …"), greetings and chit-chat, assistant and
 tool text never become knowledge; nor does a sentence about one occasion, even
 in love/hate words (issue 25, docs/standing.md "What counts as standing"): an
@@ -58,7 +59,7 @@ _PREF = re.compile(
 _STATE = re.compile(
     r"\bI(?:'m| am|(?:'ve| have)(?: always| long| really)? been)\s+"
     r"(?:(?:a|an|very|really|strictly|severely|highly|quite|not|also|extremely|"
-    r"always|long|just|so)\s+){0,3}"
+    r"always|long|just|so|\w+ly)\s+){0,3}"
     r"(?:vegetarian|vegan|pescatarian|allergic|intolerant|lactose|gluten|afraid|scared|terrified|claustrophobic|"
     r"sensitive|diabetic|colou?r ?blind|left-handed|night owl|early bird|fan of|big fan|not a fan|into|passionate|"
     r"keen on|"
@@ -91,7 +92,7 @@ _FAV = re.compile(_MY_FAV + r"(?:\s+[\w-]+){0,3}\s+(?:is|are)\b|"
 # a cue aimed at one thing, not at a kind (see _aimed)
 _WISH = re.compile(r"(?:'d|\bwould)\b.*\b(?:love|like|enjoy|adore)$", re.IGNORECASE)  # conditional: a wish
 _SECOND = re.compile(r"\s+(?:(?:in|about|how|that|when|what|the way)\s+)?(?:you|your|yours|us)\b", re.IGNORECASE)
-_DEICTIC = re.compile(r"\s+(?:(?:with|about|of|on|in|for|by)\s+)?(?:"
+_DEICTIC = re.compile(r"\s+(?:(?:with|about|of|on|in|for|by)\s+)?(?:(?:any|some|all|none|one|most)\s+of\s+)?(?:"
                       r"(?:it|this|these|those|them|him|her|his|its|their|one)\b(?!\s+(?:kinds?|sorts?|types?)\b)|"
                       r"that\b(?!\s+(?:kinds?|sorts?|types?|all|the|a|an|every|each|no|some|i|you|we|they|he|she|it|"
                       r"my|our|people|there)\b)|"
@@ -119,9 +120,10 @@ _PAST = re.compile(r"\b(?:used to|yesterday|last (?:night|week|weekend|month|yea
                    r"(?:a|one|two|three|few|couple of|some) (?:days?|weeks?|months?|years?) ago|"
                    r"as a (?:kid|child|teen|teenager|little \w+)|when I was (?:a |an |young|little|small|younger|\d)|"
                    r"when I (?:took|went|got|lived|worked|studied|started)|"
-                   r"^(?:\w+,\s*)?(?:and |but |so |then |plus |also )?"
+                   r"(?:^|,\s*)(?:and |but |so |then |plus |also )?"
                    r"I (?:just |recently |finally |also |even |actually )?"
                    r"(?:found(?! out)|went|made|got|took|saw|met|tried|started|bought|thought|did|came|left|decided|"
+                   r"was (?:thinking|wondering|hoping|a bit)|"
                    r"(?!need|feed|proceed|embed)\w+ed))\b",
                    re.IGNORECASE)
 _RECALLED = re.compile(r"\bremind(?:s|ed|ing)? me (?:why|how|of|that|what)\b|\bremember (?:why|how)\b|"
@@ -129,6 +131,9 @@ _RECALLED = re.compile(r"\bremind(?:s|ed|ing)? me (?:why|how|of|that|what)\b|\br
                        r"\bI(?:'m| am) (?:so |really |just )?(?:glad|sure|grateful|thankful)\b|\bI (?:bet|wish|hope)\b",
                        re.IGNORECASE)
 _PLAN = re.compile(r"^(?:\w+,\s*)?I(?:'m| am) (?:\w+ly |just |currently |now )?(?!trying to\b)\w+ing\b|"
+                   r"^(?:\w+,\s*)?I(?:'ve| have) (?:also |actually |just |recently )?been "
+                   r"(?!(?:avoiding|eating|following|sticking|staying|trying|cutting|limiting|keeping|living|"
+                   r"working)\b)\w+ing\b|"
                    r"\bI(?:'ll| will) (?:also |definitely |just |probably )?"
                    r"(?:start|try|think|make|get|check|look|see|keep|be|have|give|let|add|do)\b", re.IGNORECASE)
 _OFFER = re.compile(r"\blet me know\b|\bif you (?:ever )?(?:need|want)\b|\b(?:here|happy|glad|love|willing|ready) to "
@@ -154,7 +159,9 @@ _IDENTITY = re.compile(r"\b(?:my name is|I live in|I'm based in|I am based in|I 
 _REVISION = re.compile(r"\b(?:changed my mind|from now on|instead|now (?:up to|under|at most)|no longer|any more|"
                        r"anymore|raise|lower|increase|decrease|bump)\b", re.IGNORECASE)
 # not standing knowledge: requests, questions, prompts aimed at the assistant
-_REQUEST = re.compile(r"^\s*(?:can|could|would|will) you\b|\bI (?:want|need|would like|would want|'d like) you\b|"
+_REQUEST = re.compile(r"^\s*(?:can|could|would|will) you\b|"
+                      r"\bI(?:'d| would) (?:like|love) to (?:know|ask|learn|get|find|see|hear|try|discuss|check|visit|"
+                      r"explore|take|dive)\b|\bI (?:want|need|would like|would want|'d like) you\b|"
                       r"\bI (?:want|need) (?:to(?! (?:avoid|stay away|steer clear|limit|keep away|be careful|watch))|"
                       r"an?|some|help|the)\b|"
                       r"\bact as\b|\bpretend\b|^\s*(?:write|give|tell|show|generate|create|explain|list|translate|"
@@ -174,6 +181,15 @@ _CHOICE = re.compile(r"\b(?:I(?:'ll| will) (?:go|check|try|pick|take|choose|opt|
 _OPTIONS = re.compile(r"(?:^|\s)(?:1[.)]|\(1\)|option 1|first,)|\b(?:options?|choices|possibilities|ideas|"
                       r"suggestions|you could|you might|consider|here are|such as)\b|,[^,]+,[^,]+\bor\b",
                       re.IGNORECASE)
+# a pick reveals a standing preference when the user says why, or turns the rest down ("the other options
+# don't appeal to me", "I'll pass on ...", "since I ..."); a bare "I think I'll try the brisket" is one occasion's pick
+_CONTRAST = re.compile(r"\b(?:others?|rest|instead|rather|not|never|too|prefer|because|since|as I|avoid|dislike|"
+                       r"pass on|out of the question|while|whereas|although|though|due to|for me)\b|n't\b",
+                       re.IGNORECASE)
+# a reaction to a proposal, or a want of the moment: "I like the idea of ...", "I'm interested in the course"
+_PROPOSAL = re.compile(r"\s+the\s+(?:idea|sound|thought|look|suggestion|concept)s?\b", re.IGNORECASE)
+_WANT_NOW = re.compile(r"\s+in\s+(?:the|this|these|those|that|a|an|some|any|it|them|trying|learning|exploring|finding|"
+                       r"getting|buying|checking|using|applying|visiting|reading about|seeing)\b", re.IGNORECASE)
 # words of the choosing itself, not of what is chosen ("that sounds great, I'll go with ...")
 _CHOICE_WORDS = frozenset("sound sounds great good perfect best better ideal option options choice choose pick think "
                           "would could might like really more most other others rest with that this those these "
@@ -247,7 +263,10 @@ def _aimed(sent: str, m: re.Match) -> bool:
         return True  # a hedge ("I believe that ..."), not a conviction ("I firmly believe ...")
     if re.search(r"\bwon't$", cue, re.IGNORECASE) and not _WONT_DO.match(rest):
         return True  # a promise ("I won't give up"), not a refusal ("I won't eat meat")
-    return bool(re.search(r"\b(?:love|like|enjoy|adore)$", cue, re.IGNORECASE)) and _the_one(rest)
+    if re.search(r"\binterested$", cue, re.IGNORECASE) and _WANT_NOW.match(rest) and not re.search(r"\bnot\b", cue):
+        return True  # "I'm interested in the course you mentioned", "... in trying out Yin Yoga": a want of the moment
+    return bool(re.search(r"\b(?:love|like|enjoy|adore)$", cue, re.IGNORECASE)) and (
+        bool(_PROPOSAL.match(rest)) or _the_one(rest))  # "I like the idea of ...": a reaction to a proposal
 
 
 def _the_one(rest: str) -> bool:
@@ -350,9 +369,9 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
     sel_text, sel_id = selection
     if not _OPTIONS.search(opt_text) or not _CHOICE.search(sel_text) or sel_text.strip().endswith("?"):
         return None
-    if _PAST.search(sel_text) or _OFFER.search(sel_text) or re.match(r"\s*(?:maybe|perhaps)\b", sel_text, re.I) \
-            or not _names_an_option(sel_text, opt_text):
-        return None  # "Sounds great!", "It reminded me of a sunset I saw the other day": no option picked
+    if not _CONTRAST.search(sel_text) or _PAST.search(sel_text) or _OFFER.search(sel_text) \
+            or re.match(r"\s*(?:maybe|perhaps)\b", sel_text, re.I) or not _names_an_option(sel_text, opt_text):
+        return None  # a bare pick of the moment, "Sounds great!", a past story: no standing preference shown
     if len(sel_text) > 600 or _CODE.search(sel_text) or (query and (len(query[0]) > 400 or _CODE.search(query[0]))):
         return None  # a follow-up in a coding or writing task, not a choice among offered options
     asked = f"Asked {query[0].strip()[:200]!r}, " if query else ""
