@@ -14,12 +14,21 @@ shape later decisions —
 * an **identity** fact ("I'm a nurse", "I live in Lisbon", "my name is …");
 
 or a **choice** reveals one: an assistant message offering options followed
-by the user picking one ("I'll go with the insulated parka …") — PrefEval's
-choice-based form. Questions, one-off requests ("can you …", "I want you to
-act as …"), greetings and chit-chat, assistant and tool text never become
-knowledge. A list in one sentence ("an aisle seat, vegetarian meals, and
-hotels under $200") gives one node per item, each with its own attribute,
-so a later revision of one (the hotel budget) retires only that one.
+by the user picking one ("I'll go with the insulated parka; the other options
+don't suit me": naming an offered option and saying why, or turning the rest
+down) — PrefEval's choice-based form. Questions, one-off requests
+("can you …", "I want you to act as …"), greetings and chit-chat, assistant and
+tool text never become knowledge; nor does a sentence about one occasion, even
+in love/hate words (issue 25, docs/standing.md "What counts as standing"): an
+offer or wish ("I'd love to help"), a reaction to the thing at hand ("I love
+it", "I love the colour"), a compliment or someone else's liking, a past
+narrative, a liking only recalled or embedded ("reminds me why I love …",
+"something I love"), a promise ("I won't give up"), a hedge. Each cue is
+judged where it stands (:func:`_aimed`), so one such clause does not hide a
+standing one in the same sentence. A list in one sentence ("an aisle seat,
+vegetarian meals, and hotels under $200") gives one node per item, each with
+its own attribute, so a later revision of one (the hotel budget) retires only
+that one.
 
 The configured model can propose candidates too (:func:`model_candidates`);
 its output is validated data, never executed.
@@ -30,41 +39,107 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..tokenize import tokenize
+from ..tokenize import stem, tokenize
 
 MAX_TEXT = 600  # a candidate's content (the user's words) is cut here
 
 _PREF = re.compile(
-    r"\b(?:I|i)(?:'m| am| have| had)?\s+(?:(?:really|strongly|strictly|usually|generally|always|absolutely|"
-    r"definitely|totally|mostly|typically|much|also|only|still|do|don't|do not|never|would|'d|tend to|try to)\s+){0,3}"
+    r"\b(?:I|i)(?:'m| am| have| had|'ve)?\s+(?:(?:really|strongly|strictly|usually|generally|always|absolutely|"
+    r"definitely|totally|mostly|typically|much|also|only|still|just|even|so|\w+ly|do|don't|do not|never|would|'d|"
+    r"tend to|try to|will always|'ll always)\s+){0,3}"
     r"(?:prefer|like|love|enjoy|adore|favou?r|hate|dislike|detest|loathe|avoid|can't stand|cannot stand|"
-    r"can't eat|cannot eat|can't have|don't eat|don't drink|don't wear|don't use|don't like|do not like|"
+    r"can't eat|cannot eat|can't handle|cannot handle|can't tolerate|cannot tolerate|can't have|don't eat|"
+    r"don't drink|don't wear|don't use|don't like|do not like|"
     r"don't want|do not want|won't|refuse|(?<=always )(?:need|want)|(?<=usually )(?:need|want)|(?<=only )(?:need|want)|"
     r"care about|value|stick to|steer clear|stay away|opt for|find|learn best|learn better|work best|thrive|"
     r"struggle|firmly believe|believe|am against|'m against|am strongly against|'m strongly against|"
-    r"go for|lean towards?|gravitate|follow|keep|limit|only (?:eat|wear|use|buy|read|watch|listen|play|drink|fly|stay))\b",
+    r"go for|lean towards?|gravitate|follow|keep|limit|only (?:eat|wear|use|buy|read|watch|listen|play|drink|fly|stay)|"
+    r"(?:eat|wear|use|buy|read|watch|listen|play|drink|fly|stay) only)\b",
     re.IGNORECASE)
 _STATE = re.compile(
-    r"\bI(?:'m| am)\s+(?:(?:a|an|very|really|strictly|severely|highly|quite|not|also|extremely)\s+){0,3}"
+    r"\bI(?:'m| am|(?:'ve| have)(?: always| long| really)? been)\s+"
+    r"(?:(?:a|an|very|really|strictly|severely|highly|quite|not|also|extremely|"
+    r"always|long|just|so|\w+ly)\s+){0,3}"
     r"(?:vegetarian|vegan|pescatarian|allergic|intolerant|lactose|gluten|afraid|scared|terrified|claustrophobic|"
     r"sensitive|diabetic|colou?r ?blind|left-handed|night owl|early bird|fan of|big fan|not a fan|into|passionate|"
+    r"keen on|"
     r"uncomfortable|comfortable|interested|obsessed|picky|budget-conscious|environmentally|eco|committed|"
     r"(?:a )?(?:beginner|novice|expert|visual|hands-on|auditory|kinesthetic))\b", re.IGNORECASE)
-_HAVE = re.compile(r"\bI (?:have|suffer from|struggle with|get)\s+(?:an? |some |severe |mild |acute |bad |chronic |"
-                   r"strong )*(?:fear|phobia|allergy|allergies|aversion|intolerance|sensitivity|condition|"
-                   r"motion sickness|vertigo|anxiety|migraines?|bad knees?|back pain|asthma)\b", re.IGNORECASE)
-_OPINION = re.compile(r"\b(?:prefer|preference|favou?rite|avoid|dislike|hate|can't stand|allergic|vegan|vegetarian|"
+_HAVE = re.compile(r"\bI(?:'ve| have)? (?:always |long )?(?:have|had|suffer from|struggle with|get)\s+"
+                   r"(?:an? |some )?(?:[\w-]+ ){0,2}"
+                   r"(?:fear|phobia|allergy|allergies|aversion|intolerance|sensitivity|condition|"
+                   r"motion sickness|vertigo|anxiety|migraines?|bad knees?|back pain|asthma|"
+                   r"(?:love|passion|spot|weakness) (?:for|of))\b", re.IGNORECASE)
+_OPINION = re.compile(r"\b(?:prefer|preference|avoid|dislike|hate|can't stand|allergic|vegan|vegetarian|"
                       r"ineffective|distracting|disorienting|overwhelming|unengaging|engaging|boring|uncomfortable|"
-                      r"against|appeal|works? best|learn best|thrive|struggle|enjoy|love|fond of|passionate|"
-                      r"sensitive|intolerant|fear|phobia|exclusively|no interest|not interested|despise|detest|objection|"
-                      r"opposed|averse|aversion|tolerance|fascinated|comfortable|(?:don't|doesn't|do not) interest|"
+                      r"against|appeal|works? best|learn best|thrive|struggle|"
+                      r"sensitive|intolerant|phobia|exclusively|no interest|not interested|despise|detest|objection|"
+                      r"opposed|averse|aversion|tolerance|fascinated|(?:don't|doesn't|do not) interest|"
                       r"never (?:wear|buy|eat|drink|use|read|watch|play|listen|fly|stay|book|travel|go)|"
-                      r"cannot tolerate|can't tolerate|don't (?:watch|read|use|eat|drink|consume|wear|play|listen|like)|"
-                      r"do not (?:watch|read|use|eat|drink|consume|wear|play|listen|like)|don’t|need to avoid|"
+                      r"cannot tolerate|can't tolerate|"
+                      r"don't (?:watch|read|use|eat|drink|consume|wear|play|listen|like)|"
+                      r"do not (?:watch|read|use|eat|drink|consume|wear|play|listen|like)|need to avoid|"
                       r"only (?:eat|wear|use|buy|read|watch|listen|play|drink))\b",
                       re.IGNORECASE)
-_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|my|me)\b")
-_FAV = re.compile(r"\bmy (?:absolute |all-time )?favou?rite\b|\bmy (?:go-to|preferred)\b", re.IGNORECASE)
+# the fallback: an opinion word in a clause whose subject is the speaker ("They love it when I ..." is not)
+_OPINION_SUBJECT = re.compile(r"\bI\b(?:'m|'ve)?[^,;:.!?]*?" + _OPINION.pattern, re.IGNORECASE)
+_MY_FAV = r"\bmy (?:absolute |all-time |personal |new )?(?:favou?rites?|go-to|preferred|top pick)\b"
+# "my favourite X is ...", "X is (one of) my favourites" — not "It's my favourite", "was my favourite part"
+_FAV = re.compile(_MY_FAV + r"(?:\s+[\w-]+){0,3}\s+(?:is|are)\b|"
+                  r"(?<![\w'])(?!(?:it|this|that|which|what|they|these|those|he|she)\s)[\w-]+\s+"
+                  r"(?:is|are)\s+(?:(?:pretty much|really|definitely|always|still|also|probably)\s+)?(?:one of\s+)?"
+                  + _MY_FAV, re.IGNORECASE)
+# a cue aimed at one thing, not at a kind (see _aimed)
+_WISH = re.compile(r"(?:'d|\bwould)\b.*\b(?:love|like|enjoy|adore)$", re.IGNORECASE)  # conditional: a wish
+_SECOND = re.compile(r"\s+(?:(?:in|about|how|that|when|what|the way)\s+)?(?:you|your|yours|us)\b", re.IGNORECASE)
+_DEICTIC = re.compile(r"\s+(?:(?:with|about|of|on|in|for|by)\s+)?(?:(?:any|some|all|none|one|most)\s+of\s+)?(?:"
+                      r"(?:it|this|these|those|them|him|her|his|its|their|one)\b(?!\s+(?:kinds?|sorts?|types?)\b)|"
+                      r"that\b(?!\s+(?:kinds?|sorts?|types?|all|the|a|an|every|each|no|some|i|you|we|they|he|she|it|"
+                      r"my|our|people|there)\b)|"
+                      r"\w+ing\s+(?:(?:lost|out|around|in|into|with|at|to|on|up)\s+){0,2}(?:it|them|him|her|those)\b|"
+                      r"(?:how|when|the way)\s+(?:it|this|that|these|those|they|he|she|the)\b|"
+                      r"that\s+(?:it|this|they|he|she|you)\b|the way\b|"
+                      r"how\s+\w+\s+(?:it|this|that|they|he|she)\s+(?:is|are|was|were|looks?)\b)", re.IGNORECASE)
+_EXTRAPOSED = re.compile(r"\s+it\s+(?:\w+\s+){1,2}(?:to|when|if)\b", re.IGNORECASE)  # "I find it hard to focus"
+_WONT_DO = re.compile(r"\s+(?:ever\s+)?(?:eat|drink|wear|use|buy|watch|read|play|listen|fly|stay|book|travel|touch|"
+                      r"consider|own|pay|do|go|take|work|shop)\b", re.IGNORECASE)
+# the cue sits in a relative or conditional clause: "something I love", "which I find cute", "even if I'm not"
+_EMBEDDED = re.compile(r"\b(?:what|which|who|whom|something|anything|everything|thing|things|ones?|stuff|if|unless|"
+                       r"whether|how|(?<!think )(?<!know )(?<!said )(?<!feel )(?<!sure )that)\s*$|"
+                       r"\b(?:the|this|that|these|those|a|an|another|some|any|every|my|your|his|her|our|"
+                       r"their)\s+(?:[\w-]+\s+){0,2}(?!(?:and|but|so|or|because|cause|as|since|though|although|while|"
+                       r"why|think|know|say|guess|mean|feel|that|really|actually|too|just|still)\b)[a-z]+\s*$",
+                       re.IGNORECASE)
+# ... but a predicate is asserted: "lengthy drives are something I avoid" (not "That's what I like to hear")
+_CLEFT = re.compile(r"(?<![Tt]hat)(?<![Tt]his)(?<![Ii]t)(?:'s|'re|\s+is|\s+are)\s+(?:\w+\s+)?"
+                    r"(?:something|anything|things?|what|ones?)\s*$")
+_FRONTED = re.compile(r"^(?:when|whenever|for|on|in|at|during|while|with|as for|after|before)\b", re.IGNORECASE)
+# the sentence tells of an occasion: a past time, a recalled liking, an offer, sympathy or certainty about others
+_PAST = re.compile(r"\b(?:used to|yesterday|last (?:night|week|weekend|month|year|summer|winter|spring|fall|autumn|"
+                   r"time|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|the other (?:day|night|week)|"
+                   r"(?:a|one|two|three|few|couple of|some) (?:days?|weeks?|months?|years?) ago|"
+                   r"as a (?:kid|child|teen|teenager|little \w+)|when I was (?:a |an |young|little|small|younger|\d)|"
+                   r"when I (?:took|went|got|lived|worked|studied|started)|"
+                   r"(?:^|,\s*)(?:and |but |so |then |plus |also )?"
+                   r"I (?:just |recently |finally |also |even |actually )?"
+                   r"(?:found(?! out)|went|made|got|took|saw|met|tried|started|bought|thought|did|came|left|decided|"
+                   r"was (?:thinking|wondering|hoping|a bit)|"
+                   r"(?!need|feed|proceed|embed)\w+ed))\b",
+                   re.IGNORECASE)
+_RECALLED = re.compile(r"\bremind(?:s|ed|ing)? me (?:why|how|of|that|what)\b|\bremember (?:why|how)\b|"
+                       r"^(?:hope|wish)\b|\bmade me (?:appreciate|realize|remember|think|feel)\b|"
+                       r"\bI(?:'m| am) (?:so |really |just )?(?:glad|sure|grateful|thankful)\b|\bI (?:bet|wish|hope)\b",
+                       re.IGNORECASE)
+_PLAN = re.compile(r"^(?:\w+,\s*)?I(?:'m| am) (?:\w+ly |just |currently |now )?(?!trying to\b)\w+ing\b|"
+                   r"^(?:\w+,\s*)?I(?:'ve| have) (?:also |actually |just |recently )?been "
+                   r"(?!(?:avoiding|eating|following|sticking|staying|trying|cutting|limiting|keeping|living|"
+                   r"working)\b)\w+ing\b|"
+                   r"\bI(?:'ll| will) (?:also |definitely |just |probably )?"
+                   r"(?:start|try|think|make|get|check|look|see|keep|be|have|give|let|add|do)\b", re.IGNORECASE)
+_OFFER = re.compile(r"\blet me know\b|\bif you (?:ever )?(?:need|want)\b|\b(?:here|happy|glad|love|willing|ready) to "
+                    r"(?:help|support|lend|assist|cheer|share|chat|listen|hear)\b|\bshoot me\b|\banytime you\b|"
+                    r"\bkeep you (?:updated|posted|informed)\b|\blet you know\b",
+                    re.IGNORECASE)
 _BUDGET = re.compile(r"\b(?:my|the|our)\s+(?:\w+\s+){0,2}budget\b|\b(?:under|below|at most|no more than|up to|"
                      r"less than|max(?:imum)?|within)\s+[$€£]\s?\d", re.IGNORECASE)
 _RULE = re.compile(r"^(?:(?:and |also |please |as a |a )?(?:rule|policy)[^:]{0,30}:\s*)?"
@@ -73,6 +148,10 @@ _RULE = re.compile(r"^(?:(?:and |also |please |as a |a )?(?:rule|policy)[^:]{0,3
 _RULE_ANY = re.compile(r"\b(?:only on (?:weekdays|weekends|mondays?|tuesdays?|wednesdays?|thursdays?|fridays?)|"
                        r"never on (?:weekends|saturdays?|sundays?|fridays?)|(?:rule|policy) going forward|"
                        r"from now on|going forward)\b", re.IGNORECASE)
+# "Always here to help", "Never had a chance": an adverb with no instruction after it
+_RULE_NOT = re.compile(r"\s*(?:here|good|great|happy|glad|nice|fun|so|such|a|an|the|up|had|been|was|were|did|knew|"
+                       r"thought|mind|ever|done|heard|seen|gone|known|met|got|felt|made|said|told|"
+                       r"(?!need\b|feed\b|proceed\b)\w+ed|\w+ing)\b", re.IGNORECASE)
 _IDENTITY = re.compile(r"\b(?:my name is|I live in|I'm based in|I am based in|I work (?:as|at|for|in)|"
                        r"I'm a (?:nurse|teacher|doctor|developer|engineer|student|designer|parent|mom|dad|"
                        r"manager|lawyer|chef|writer|researcher|retiree)|I am a (?:nurse|teacher|doctor|developer|"
@@ -80,8 +159,11 @@ _IDENTITY = re.compile(r"\b(?:my name is|I live in|I'm based in|I am based in|I 
 _REVISION = re.compile(r"\b(?:changed my mind|from now on|instead|now (?:up to|under|at most)|no longer|any more|"
                        r"anymore|raise|lower|increase|decrease|bump)\b", re.IGNORECASE)
 # not standing knowledge: requests, questions, prompts aimed at the assistant
-_REQUEST = re.compile(r"^\s*(?:can|could|would|will) you\b|\bI (?:want|need|would like|would want|'d like) you\b|"
-                      r"\bI (?:want|need) (?:to|an?|some|help|the)\b|"
+_REQUEST = re.compile(r"^\s*(?:can|could|would|will) you\b|"
+                      r"\bI(?:'d| would) (?:like|love) to (?:know|ask|learn|get|find|see|hear|try|discuss|check|visit|"
+                      r"explore|take|dive)\b|\bI (?:want|need|would like|would want|'d like) you\b|"
+                      r"\bI (?:want|need) (?:to(?! (?:avoid|stay away|steer clear|limit|keep away|be careful|watch))|"
+                      r"an?|some|help|the)\b|"
                       r"\bact as\b|\bpretend\b|^\s*(?:write|give|tell|show|generate|create|explain|list|translate|"
                       r"summari[sz]e|rewrite|convert|fix|make|help)\b", re.IGNORECASE)
 _CHOICE = re.compile(r"\b(?:I(?:'ll| will) (?:go|check|try|pick|take|choose|opt|stick|get|book|do|start)|"
@@ -91,11 +173,27 @@ _CHOICE = re.compile(r"\b(?:I(?:'ll| will) (?:go|check|try|pick|take|choose|opt|
                      r"(?:would|will|could|might) (?:work|be) (?:best|better|perfect|ideal|great)|"
                      r"sounds? (?:best|perfect|great|ideal|like the best)|would be the best|"
                      r"(?:other|rest of the) options?|the others?\b|I'll pass|(?:better|best) (?:choice|fit|option)|"
-                     r"sounds? (?:most |really |more )?(?:appealing|interesting|intriguing|good|fun|right))\b",
+                     r"sounds? (?:most |really |more )?(?:appealing|interesting|intriguing|good|fun|right)|"
+                     r"sounds? like (?:a|an|the) (?:\w+ ){0,2}(?:option|fit|choice|pick|match|idea)|"
+                     r"would be the (?:most|best) \w+|(?:is|are) the way to go|"
+                     r"(?:don't|doesn't|do not|does not) (?:really )?(?:appeal|interest|suit))\b",
                      re.IGNORECASE)
 _OPTIONS = re.compile(r"(?:^|\s)(?:1[.)]|\(1\)|option 1|first,)|\b(?:options?|choices|possibilities|ideas|"
                       r"suggestions|you could|you might|consider|here are|such as)\b|,[^,]+,[^,]+\bor\b",
                       re.IGNORECASE)
+# a pick reveals a standing preference when the user says why, or turns the rest down ("the other options
+# don't appeal to me", "I'll pass on ...", "since I ..."); a bare "I think I'll try the brisket" is one occasion's pick
+_CONTRAST = re.compile(r"\b(?:others?|rest|instead|rather|not|never|too|prefer|because|since|as I|avoid|dislike|"
+                       r"pass on|out of the question|while|whereas|although|though|due to|for me)\b|n't\b",
+                       re.IGNORECASE)
+# a reaction to a proposal, or a want of the moment: "I like the idea of ...", "I'm interested in the course"
+_PROPOSAL = re.compile(r"\s+the\s+(?:idea|sound|thought|look|suggestion|concept)s?\b", re.IGNORECASE)
+_WANT_NOW = re.compile(r"\s+in\s+(?:the|this|these|those|that|a|an|some|any|it|them|trying|learning|exploring|finding|"
+                       r"getting|buying|checking|using|applying|visiting|reading about|seeing)\b", re.IGNORECASE)
+# words of the choosing itself, not of what is chosen ("that sounds great, I'll go with ...")
+_CHOICE_WORDS = frozenset("sound sounds great good perfect best better ideal option options choice choose pick think "
+                          "would could might like really more most other others rest with that this those these "
+                          "interesting appealing fun right work works".split())
 _CODE = re.compile(r"[{};]|\(\)|\bdef |\bclass |\breturn\b|\bimport\b|```|\n\s{2,}\S|=\s*\w+\(")
 _SENT = re.compile(r"(?<=[.!?;])\s+|\n+")
 _LIST_SPLIT = re.compile(r",\s*(?:and\s+|or\s+)?|\s+and\s+(?=(?:an?|the|no|only|\w+\s+\w+))", re.IGNORECASE)
@@ -125,25 +223,95 @@ def sentences(text: str) -> list[str]:
 
 
 def _clean(sent: str) -> str:
+    sent = sent.replace("\u2019", "'")  # "don’t" is "don't"
     sent = re.sub(r"^(?:hi|hello|hey|yes|ok|okay|also|and|but|so|oh|well|great|thanks)[!,.: ]+", "", sent.strip(),
                   flags=re.IGNORECASE)
     return sent[:MAX_TEXT]
 
 
+def _cue(sent: str, pattern: re.Pattern) -> re.Match | None:
+    """The first match of ``pattern`` that states the speaker's own lasting disposition (see :func:`_aimed`)."""
+    return next((m for m in pattern.finditer(sent) if not _aimed(sent, m)), None)
+
+
+def _aimed(sent: str, m: re.Match) -> bool:
+    """A cue that is not about a kind of thing: a wish or offer ("I'd love to help"), a reaction to something
+    in front of the speaker ("I love it", "I love how you ...", "I love the colour"), a compliment, a promise
+    ("I won't quit"), a hedge ("I believe that ...")."""
+    cue, before, rest = m.group(0), sent[: m.start()], sent[m.end():]
+    cleft = bool(_CLEFT.search(before))
+    if not cleft and not re.search(r"\w", rest.replace(" to", "", 1)) and re.search(
+            r"\b(?:love|like|enjoy|adore|prefer|hate|dislike|allergic|into|of|about|to|for|with|on)$", cue, re.I):
+        return True  # "Yeah, I love to.", "since I'm allergic.": nothing it is about
+    if _EMBEDDED.search(before) and not cleft and not (_FRONTED.match(before) and "," not in before):
+        return True  # "something I love", "what I like to hear", "even if I'm not into games": not asserted
+    if re.search(r"\b(?:want|need)$", cue, re.IGNORECASE) and re.match(r"\s+(?!to\b)(?:\w+\s+){1,3}to\b", rest):
+        return True  # "I don't want future generations to ...": about someone else
+    if re.search(r"\b(?:want|need)$", cue, re.IGNORECASE) and re.match(
+            r"\s+to\s+\w+(?:\s+\w+)?\s+(?:it|this|that|them)\b", rest, re.IGNORECASE):
+        return True  # "I don't want to spoil it": this one occasion
+    if re.search(r"\bfind$", cue, re.IGNORECASE) and re.match(
+            r"\s+(?:one|a|an|some|something|anything|out|myself|other|ways?|time)\b", rest, re.IGNORECASE):
+        return True  # "I find other ways", "Hope I find one": finding, not judging
+    if _WISH.search(cue):
+        return True  # "I'd love to see it", "I would like that": a wish for one thing, or an offer
+    said_that = re.search(r"\b(?:believe|feel|think|know)$", cue, re.IGNORECASE) and re.match(r"\s+that\b", rest)
+    if _SECOND.match(rest) or (_DEICTIC.match(rest) and not _EXTRAPOSED.match(rest) and not said_that):
+        return True  # "I love your turtles", "I love how it shows", "I find it soothing": no referent of its own
+    if re.search(r"\bbelieve$", cue, re.IGNORECASE) and not re.search(r"\b(?:firmly|strongly|really|truly|deeply)\b",
+                                                                     cue, re.IGNORECASE):
+        return True  # a hedge ("I believe that ..."), not a conviction ("I firmly believe ...")
+    if re.search(r"\bwon't$", cue, re.IGNORECASE) and not _WONT_DO.match(rest):
+        return True  # a promise ("I won't give up"), not a refusal ("I won't eat meat")
+    if re.search(r"\binterested$", cue, re.IGNORECASE) and _WANT_NOW.match(rest) and not re.search(r"\bnot\b", cue):
+        return True  # "I'm interested in the course you mentioned", "... in trying out Yin Yoga": a want of the moment
+    return bool(re.search(r"\b(?:love|like|enjoy|adore)$", cue, re.IGNORECASE)) and (
+        bool(_PROPOSAL.match(rest)) or _the_one(rest))  # "I like the idea of ...": a reaction to a proposal
+
+
+def _the_one(rest: str) -> bool:
+    """The object is one thing in front of the speaker ("the color and texture", "all the yellow leaves"): a
+    definite phrase, short, with nothing that makes it a kind ("the scent of citrus", "the authors narrating")."""
+    clause = re.split(r"[.,;:!?()\u2014]|\s-\s", rest, maxsplit=1)[0].strip().lower().split()
+    if not clause or clause[0] not in ("the", "all") or (clause[0] == "all" and clause[1:2] != ["the"]):
+        return False
+    if set(clause) & {"it", "they", "he", "she", "this", "these", "those"}:
+        return True  # "the smell and taste it adds", "the food of this city": this one thing
+    if len(clause) > 6 or len(clause) == 2 and clause[0] == "the":
+        return False  # "the ocean", "the cold": a kind
+    return not set(clause) & {"of", "in", "for", "from", "with", "that", "which", "who", "when", "where", "about",
+                              "like", "by", "on", "without", "to"}
+
+
+def _episodic(sent: str) -> bool:
+    """The sentence tells of an occasion, not of a standing disposition: a past time, a recalled liking, an offer,
+    a promise, someone else's doing, or a bare hedge."""
+    return bool(_PAST.search(sent) or _RECALLED.search(sent) or _OFFER.search(sent) or _PLAN.search(sent))
+
+
 def _kind(sent: str) -> str | None:
-    if sent.endswith("?") or _REQUEST.search(sent):
+    if sent.endswith("?") or _REQUEST.search(sent) or _episodic(sent):
         return None
     if _IDENTITY.search(sent):
         return "identity"
-    if _BUDGET.search(sent) or (_MONEY.search(sent) and _PREF.search(sent)):
+    if _BUDGET.search(sent) or (_MONEY.search(sent) and _cue(sent, _PREF)):
         return "constraint"
-    if _RULE.search(sent) or _RULE_ANY.search(sent):
+    if _rule(sent):
         return "rule"
-    if _PREF.search(sent) or _STATE.search(sent) or _HAVE.search(sent) or _FAV.search(sent):
+    if _cue(sent, _PREF) or _cue(sent, _STATE) or _cue(sent, _HAVE) or _FAV.search(sent):
         return "preference"
-    if _FIRST_PERSON.search(sent) and _OPINION.search(sent):
+    if _cue(sent, _OPINION_SUBJECT):
         return "preference"
     return None
+
+
+def _rule(sent: str) -> bool:
+    """An instruction that holds from now on: "never book flights before 8am" (a verb and its object, not
+    "Never give up!" or "Always here to help")."""
+    if _RULE_ANY.search(sent):
+        return True
+    m = _RULE.search(sent)
+    return bool(m and len(sent.split()) >= 4 and not _RULE_NOT.match(sent[m.end():]))
 
 
 def _head(phrase: str) -> str:
@@ -201,12 +369,24 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
     sel_text, sel_id = selection
     if not _OPTIONS.search(opt_text) or not _CHOICE.search(sel_text) or sel_text.strip().endswith("?"):
         return None
+    if not _CONTRAST.search(sel_text) or _PAST.search(sel_text) or _OFFER.search(sel_text) \
+            or re.match(r"\s*(?:maybe|perhaps)\b", sel_text, re.I) or not _names_an_option(sel_text, opt_text):
+        return None  # a bare pick of the moment, "Sounds great!", a past story: no standing preference shown
     if len(sel_text) > 600 or _CODE.search(sel_text) or (query and (len(query[0]) > 400 or _CODE.search(query[0]))):
         return None  # a follow-up in a coding or writing task, not a choice among offered options
     asked = f"Asked {query[0].strip()[:200]!r}, " if query else ""
     ids = ([query[1]] if query else []) + [opt_id, sel_id]
     return Candidate("choice", f"{asked}the user chose: {sel_text.strip()[:MAX_TEXT]}", "",
                      [i for i in ids if i], form="choice")
+
+
+def _names_an_option(selection: str, options: str) -> bool:
+    """The pick names one of the offered options: by number or place, or by a content word of the offer."""
+    if re.search(r"\b(?:option|number|choice) (?:\d|one|two|three|four|five)\b|\b(?:first|second|third|fourth|"
+                 r"last) (?:one|option|choice|idea|suggestion)\b", selection, re.IGNORECASE):
+        return True
+    offered = {stem(w) for w in tokenize(options) if len(w) > 3}
+    return any(stem(w) in offered for w in tokenize(selection) if len(w) > 3 and w not in _CHOICE_WORDS)
 
 
 def from_session(messages: list[tuple[str, str, str]]) -> list[Candidate]:

@@ -1,0 +1,102 @@
+"""Issue 25: what the Global layer's extractor takes as standing, against sentences labelled one by one.
+
+tests/data/standing_labels.jsonl: one user message a line, with the messages
+before it (the assistant turn a choice answers; the question that preceded
+the options), the label (standing or not), the expected kind, the reason
+beside the label and the source (dataset and id). The `dev` part was written
+while the rules were developed; the `heldout` part (LoCoMo conversations
+5-7, three PrefEval topics, more inter-chat turns) was labelled only after
+the first round of rules; the `fresh` part (LongMemEval-S user turns, a
+different kind of conversation: a user asking an assistant) after the second.
+The bar (precision and recall >= 0.90) holds on dev and heldout; fresh is
+measured and printed, with a regression floor (precision 0.40, recall 0.65:
+below today's 0.471 / 0.696, far above main's precision 0.107), so a change
+that takes one-off picks again fails.
+The extractor is run the way the hooks run it: :func:`from_session` over the
+message and the ones before it; the message counts as taken when a candidate
+names it among its sources.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memtier_plugin.layers.extract import from_session
+
+LABELS = Path(__file__).parent / "data" / "standing_labels.jsonl"
+KINDS = {"preference", "constraint", "rule", "identity", "choice"}
+BAR = 0.90
+
+
+def load() -> list[dict]:
+    out = []
+    for n, line in enumerate(LABELS.read_text(encoding="utf-8").splitlines(), 1):
+        rec = json.loads(line)
+        assert isinstance(rec.get("text"), str) and rec["text"].strip(), f"{LABELS.name}:{n}: no text"
+        assert isinstance(rec.get("label"), bool), f"{LABELS.name}:{n}: 'label' is not true/false"
+        assert rec.get("reason") and rec.get("source"), f"{LABELS.name}:{n}: no reason or source"
+        assert rec.get("split") in ("dev", "heldout", "fresh"), f"{LABELS.name}:{n}: 'split' is not dev, heldout or fresh"
+        assert (rec.get("kind") in KINDS) if rec["label"] else not rec.get("kind"), f"{LABELS.name}:{n}: kind"
+        out.append(rec)
+    return out
+
+
+def taken(rec: dict) -> list[str]:
+    """The kinds of the candidates the hooks' extractor takes from the labelled message (empty: not taken)."""
+    msgs = [(f"b{i}", m["role"], m["text"]) for i, m in enumerate(rec.get("before", []))]
+    msgs.append(("t", "user", rec["text"]))
+    return [c.node_kind for c in from_session(msgs) if "t" in c.entry_ids]
+
+
+def score(recs: list[dict]) -> tuple[float, float, list[str]]:
+    tp = fp = fn = 0
+    misses = []
+    for rec in recs:
+        got = bool(taken(rec))
+        if got and rec["label"]:
+            tp += 1
+        elif got:
+            fp += 1
+            misses.append(f"false standing  [{rec['reason']}] {rec['source']}: {rec['text'][:140]}")
+        elif rec["label"]:
+            fn += 1
+            misses.append(f"missed standing [{rec['reason']}] {rec['source']}: {rec['text'][:140]}")
+    return tp / max(1, tp + fp), tp / max(1, tp + fn), misses
+
+
+def test_the_labelled_set_is_large_and_labelled_both_ways():
+    recs = load()
+    assert len(recs) >= 400
+    assert len({r["source"] for r in recs}) == len(recs)  # each message once
+    neg = [r for r in recs if not r["label"]]
+    assert len(neg) >= 200 and len(recs) - len(neg) >= 150
+    assert {r["source"].split(":")[0] for r in neg} >= {"locomo", "prefeval_inter"}
+    assert sum(r["split"] == "heldout" for r in recs) >= 100
+
+
+@pytest.mark.parametrize("split", ["dev", "heldout", "dev+heldout"])
+def test_extraction_meets_the_bar_on_the_labelled_set(split, capsys):
+    recs = [r for r in load() if r["split"] in split.split("+")]
+    precision, recall, misses = score(recs)
+    report = f"{split}: {len(recs)} messages, precision {precision:.3f}, recall {recall:.3f}\n" + "\n".join(misses)
+    with capsys.disabled():
+        print(f"\n{split}: precision {precision:.3f} recall {recall:.3f} over {len(recs)} messages")
+    assert precision >= BAR and recall >= BAR, report
+
+
+def test_one_off_picks_and_plans_of_an_assistant_chat_are_mostly_left_out(capsys):
+    """LongMemEval-S user turns: "I think I'll try the brisket recipe first", "I'm interested in the course you
+    mentioned", "I like the idea of ..." are one occasion's; main's extractor took 8 of them for each standing one."""
+    precision, recall, misses = score([r for r in load() if r["split"] == "fresh"])
+    with capsys.disabled():
+        print(f"\nfresh: precision {precision:.3f} recall {recall:.3f}")
+    assert precision >= 0.40 and recall >= 0.65, "\n".join(misses)
+
+
+def test_choices_are_taken_as_choices_and_stated_items_as_stated():
+    recs = [r for r in load() if r["label"]]
+    wrong = [r["source"] for r in recs if (got := taken(r)) and (("choice" in got) != (r["kind"] == "choice"))]
+    assert len(wrong) <= 0.05 * len(recs), wrong
