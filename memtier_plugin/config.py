@@ -171,7 +171,7 @@ class StandingConfig:
     """Standing knowledge (the Global layer's preferences, constraints, rules; Workspace skills): issue 12."""
 
     enabled: bool = True
-    max_items: int = field(default=2, metadata=_rng(0, 100))  # standing items per delivery, within top_k
+    max_items: int = field(default=4, metadata=_rng(0, 100))  # standing candidates per prompt (calibration decides)
     min_score: float = field(default=0.2, metadata=_rng(0, 1))  # applicability below this is not delivered
     embedder: str = field(default="auto", metadata={"choices": ("auto", "none", "bge-small", "minilm", "hashing")})
     extractor: str = field(default="heuristic", metadata={"choices": ("heuristic", "model")})  # model: also ask model.*

@@ -247,10 +247,19 @@ def test_the_checker_reports_what_a_block_lacks_and_what_it_must_not_hold():
     assert "nothing from workspace, delivered sk-3" in failures[2]  # the $300 fact is not in the global layer
 
 
-@pytest.mark.xfail(strict=False, reason="issue 25: standing scoring, skill goals and extraction are being fixed "
-                                        "on other branches; the failing expectations are printed")
-def test_the_demo_delivers_what_applies_and_nothing_that_does_not(replay):
-    failures = delivery_failures(_delivery_spec(), replay.prompts)
+def test_the_demo_delivers_nothing_that_does_not_apply(replay):
+    """Every must-not of expected_delivery.yaml holds: no prompt is handed a standing item, skill or fact marked
+    as not applying to it (issue 25: one calibrated scale, standing items that are standing, skills that apply)."""
+    failures = [f for f in delivery_failures(_delivery_spec(), replay.prompts) if "MUST arrive" not in f]
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25, open: the calibrated standing threshold (at most 5% of unrelated "
+                                       "prompts handed anything) leaves out preferences the demo's later flight "
+                                       "prompts need (bge-small puts 'fly me home' far from 'an aisle seat'); the "
+                                       "missing items are printed")
+def test_the_demo_delivers_everything_that_applies(replay):
+    failures = [f for f in delivery_failures(_delivery_spec(), replay.prompts) if "MUST arrive" in f]
     if failures:
         print(f"\n{len(failures)} delivery expectations fail:", *failures, sep="\n  ", file=sys.stderr)
     assert not failures, "\n".join(failures)
