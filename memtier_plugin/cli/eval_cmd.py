@@ -10,6 +10,7 @@ the ``hybrid`` preset unless ``--preset`` names another: bge-small φsem (weight
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -247,15 +248,22 @@ def _host_meta(rp, cfg, flags: dict, mode: str) -> dict:
             "workspaces": rp.workspaces, "failed_recalls": rp.failed}
 
 
-class _NoConfigEnv:
-    """$MEMTIER_CONFIG set aside while the host loads each workspace's own memtier.yaml (already folded in)."""
-
-    def __enter__(self):
-        self.saved = os.environ.pop("MEMTIER_CONFIG", None)
-
-    def __exit__(self, *exc):
-        if self.saved is not None:
-            os.environ["MEMTIER_CONFIG"] = self.saved
+@contextlib.contextmanager
+def _host_run(state, embed, rerank, cache, sets, workdir):
+    """(HostReplay, config, flags, mode) in a temporary folder (removed after), with $MEMTIER_CONFIG set aside
+    while the host loads each workspace's own memtier.yaml (the evaluated config, already folded in)."""
+    work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
+    saved = os.environ.pop("MEMTIER_CONFIG", None)
+    rp = None
+    try:
+        rp, cfg, flags, mode = _host_replay(state, embed, rerank, cache, sets, work)
+        yield rp, cfg, flags, mode
+    finally:
+        if rp is not None:
+            rp.close()
+        if saved is not None:
+            os.environ["MEMTIER_CONFIG"] = saved
+        shutil.rmtree(work, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- longmemeval
@@ -420,27 +428,21 @@ def _longmemeval_host(state, p, questions, max_minutes, as_json, json_out, embed
     from ..evaluation.delivered import block_summary
     from ..evaluation.report import host_table, lme_extras, lme_scores, lme_table, stats
 
-    work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
-    try:
-        with _NoConfigEnv():
-            rp, cfg, flags, mode = _host_replay(state, embed, rerank, cache, sets, work)
-            prog = Progress(quiet)
-            t0 = time.perf_counter()
-            tick = prog.bound("memtier")
-            deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
-            per_question, blocks, seconds = [], [], []
-            try:
-                for i, q in enumerate(questions):
-                    if i and deadline is not None and time.monotonic() > deadline:  # at least one question
-                        break
-                    t = time.perf_counter()
-                    row, block = hr.longmemeval_question(q, rp)
-                    seconds.append(time.perf_counter() - t)
-                    per_question.append(row)
-                    blocks.append({**block, "strict": lme.included(q, "strict")})
-                    tick(i + 1, len(questions))
-            finally:
-                rp.close()
+    with _host_run(state, embed, rerank, cache, sets, workdir) as (rp, cfg, flags, mode):
+        prog = Progress(quiet)
+        t0 = time.perf_counter()
+        tick = prog.bound("memtier")
+        deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
+        per_question, blocks, seconds = [], [], []
+        for i, q in enumerate(questions):
+            if i and deadline is not None and time.monotonic() > deadline:  # at least one question
+                break
+            t = time.perf_counter()
+            row, block = hr.longmemeval_question(q, rp)
+            seconds.append(time.perf_counter() - t)
+            per_question.append(row)
+            blocks.append({**block, "strict": lme.included(q, "strict")})
+            tick(i + 1, len(questions))
         planned, questions = len(questions), questions[:len(per_question)]
         mem = {avg: lme.aggregate(per_question, avg) for avg in lme.AVERAGINGS}
         t1 = time.perf_counter()
@@ -454,8 +456,6 @@ def _longmemeval_host(state, p, questions, max_minutes, as_json, json_out, embed
 
         base = lme.evaluate_longmemeval(questions, bm25_rank, prog.bound("bm25"))
         wall = time.perf_counter() - t0
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     strict = [b for b in blocks if b["strict"]]
     host = {"strict": block_summary(strict), "noabs": block_summary(blocks)}
     doc = {
@@ -478,21 +478,13 @@ def _locomo_host(state, p, convs, as_json, json_out, embed, rerank, cache, sets,
     from ..evaluation import locomo as lc
     from ..evaluation.report import host_table, locomo_extras, locomo_scores, locomo_table, stats
 
-    work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
-    try:
-        with _NoConfigEnv():
-            rp, cfg, flags, mode = _host_replay(state, embed, rerank, cache, sets, work)
-            prog = Progress(quiet)
-            t0 = time.perf_counter()
-            try:
-                res = hr.locomo(convs, rp, prog.bound("memtier"))
-            finally:
-                rp.close()
+    with _host_run(state, embed, rerank, cache, sets, workdir) as (rp, cfg, flags, mode):
+        prog = Progress(quiet)
+        t0 = time.perf_counter()
+        res = hr.locomo(convs, rp, prog.bound("memtier"))
         t1 = time.perf_counter()
         base = lc.evaluate_locomo(convs, lc.BM25LoCoMo(), prog.bound("bm25"))
         t2 = time.perf_counter()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     mem = res["ranking"]
     n = mem["overall"]["n"]
     doc = {
