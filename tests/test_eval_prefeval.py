@@ -35,7 +35,7 @@ def test_json_shape_and_progress_on_stderr():
             assert h["n"] == 8 and 0.0 <= h["precision"] <= 1.0 and h["wrong_standing_per_question"] >= 0
             assert set(h["items_by_layer"]) == {"episodic", "semantic", "global", "workspace", "hooks"}
             u = h["unrelated"]
-            assert u["sent"] > 0 and 0.0 <= u["false_delivery"] <= 1.0
+            assert u["sent"] > 0 and 0.0 <= u["false_delivery_preferences"] <= u["false_delivery"] <= 1.0
     for system in ("memtier", "bm25"):
         assert set(doc[system]) == {"single", "multi"}  # no option: both variants, explicit and choice
         for variant in ("single", "multi"):

@@ -568,9 +568,12 @@ class MemtierPrefEval:
         """``self.unrelated`` of the inter chats' user turns (a deterministic sample, spread over all of them),
         each the first prompt of a session of its own on the question day; their rows go to ``unrelated_rows``.
         ``ws`` is thrown away afterwards (the prompts are recorded there as a host would)."""
+        prefs = {k for q in lay.questions for k in lay.gold(q)}  # the user's own preference exchanges
         for n, text in enumerate(unrelated_sample(lay, self.unrelated)):
             d = self.deliver(ws, f"unrelated-{n}", text, lay.now + 60 + n, keys)
-            self.unrelated_rows.append(block_row(d, set()))
+            row = block_row(d, set())
+            row["standing_preferences"] = sum(1 for i in d.items if i.layer in ("global", "workspace") and i.keys & prefs)
+            self.unrelated_rows.append(row)
 
     def __call__(self, lay: Layout) -> list[dict[str, float]]:
         base, inter_keys = self._template([s for s in lay.sessions if s.owner is None])
@@ -678,7 +681,8 @@ def run(root: Path, *, variants: Sequence[str], forms: Sequence[str], turns: int
 def host_summary(rows: Sequence[dict], unrelated: Sequence[dict]) -> dict[str, Any]:
     """The block figures of the questions (:func:`.delivered.block_summary`, precision = items of the
     question's own exchange), wrong standing items per question, and over the unrelated prompts: the
-    false-delivery rate (the share handed any standing item or skill) and how many were sent."""
+    false-delivery rate (the share handed any standing item or skill), the share handed one drawn from the
+    user's own preference exchanges, and how many were sent."""
     out = block_summary(rows)
     out["wrong_standing_per_question"] = round(sum(r["wrong_standing"] for r in rows) / len(rows), 4) if rows else 0.0
     u = block_summary(unrelated)
@@ -687,6 +691,10 @@ def host_summary(rows: Sequence[dict], unrelated: Sequence[dict]) -> dict[str, A
                         if unrelated else None,
                         "standing_per_prompt": round(sum(r["standing"] for r in unrelated) / len(unrelated), 3)
                         if unrelated else None,
+                        # handed a standing item drawn from the user's own preference exchanges (the rest of the
+                        # false deliveries are standing items extracted from the chats themselves)
+                        "false_delivery_preferences": round(sum(1 for r in unrelated if r["standing_preferences"])
+                                                            / len(unrelated), 4) if unrelated else None,
                         "items_by_layer": u.get("items_by_layer"), "tokens": u.get("tokens")}
     return out
 
