@@ -149,13 +149,12 @@ class HostReplay(MemtierPrefEval):
         from ..events import PromptEvent
 
         ctx = self._ctx(ws, sid)
-        self._memory(ctx)
+        mem = self._memory(ctx)
         self._captured = None
         self.clock_now = now
         addition = self.host.before_prompt_build(PromptEvent(text, timestamp=now), ctx)
         if self._captured is None:
             self.failed += 1
-        mem = self._memory(ctx)
         if not self.backends:
             r = mem.retriever
             self.backends = {"embedder": getattr(r.embedder, "name", None),
