@@ -40,7 +40,7 @@ def _assert_lme_shape(doc):
 
 
 def test_longmemeval_json_shape():
-    doc, stderr = _json("longmemeval", str(LME_TINY), "--no-embed")
+    doc, stderr = _json("longmemeval", "--ranking-only", str(LME_TINY), "--no-embed")
     _assert_lme_shape(doc)
     meta = doc["meta"]
     assert (meta["questions"], meta["strict_n"], meta["noabs_n"]) == (3, 1, 2)
@@ -53,7 +53,7 @@ def test_longmemeval_json_shape():
 def test_longmemeval_reads_gz_and_limit(tmp_path):
     gz = tmp_path / "tiny.json.gz"
     gz.write_bytes(gzip.compress(LME_TINY.read_bytes()))
-    doc, _ = _json("longmemeval", str(gz), "--no-embed", "--limit", "2", "-q")
+    doc, _ = _json("longmemeval", "--ranking-only", str(gz), "--no-embed", "--limit", "2", "-q")
     _assert_lme_shape(doc)
     assert doc["meta"]["questions"] == 2
 
@@ -62,7 +62,7 @@ def test_memtier_beats_bm25_on_paraphrase_fixture():
     """Gold turns share no space-split token with the question ("Guitars" vs "guitars", "Sister" vs
     "sisters") while distractors share "Which/did/I/Where/do": memtier's tokeniser (case, stemming,
     stop words) must rank the gold first; plain BM25 cannot."""
-    doc, _ = _json("longmemeval", str(LME_PARAPHRASE), "--no-embed", "-q")
+    doc, _ = _json("longmemeval", "--ranking-only", str(LME_PARAPHRASE), "--no-embed", "-q")
     mem, base = flatten(doc["memtier"]), flatten(doc["bm25"])
     assert all(mem[k] >= base[k] for k in base), {k: (mem[k], base[k]) for k in base if mem[k] < base[k]}
     assert mem["strict.session.recall_any@1"] == 1.0 > base["strict.session.recall_any@1"]
@@ -70,7 +70,7 @@ def test_memtier_beats_bm25_on_paraphrase_fixture():
 
 
 def test_longmemeval_table_is_readable():
-    out = run_cli("eval", "longmemeval", str(LME_PARAPHRASE), "--no-embed", "-q").stdout
+    out = run_cli("eval", "longmemeval", "--ranking-only", str(LME_PARAPHRASE), "--no-embed", "-q").stdout
     for needle in ("session recall_all", "turn ndcg_any", "memtier", "bm25", "noabs", "per question type",
                    "delivered tokens per question", "time per question", "p95", "target"):
         assert needle in out, needle
@@ -78,17 +78,17 @@ def test_longmemeval_table_is_readable():
 
 
 def test_set_overrides_reach_memtier_and_bad_key_is_one_line():
-    doc, _ = _json("longmemeval", str(LME_TINY), "--no-embed", "-q", "--set", "retrieval.top_k=1",
+    doc, _ = _json("longmemeval", "--ranking-only", str(LME_TINY), "--no-embed", "-q", "--set", "retrieval.top_k=1",
                    "--set", "weights.decay=0")
     assert doc["meta"]["flags"] == {"preset": "hybrid", "retrieval.top_k": 1, "weights.decay": 0}
     assert doc["meta"]["top_k"] == 1
-    proc = run_cli("eval", "longmemeval", str(LME_TINY), "--no-embed", "--set", "retrieval.topk=1", check=False)
+    proc = run_cli("eval", "longmemeval", "--ranking-only", str(LME_TINY), "--no-embed", "--set", "retrieval.topk=1", check=False)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "retrieval.topk" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_locomo_json_shape():
-    doc, _ = _json("locomo", str(LOCOMO_TINY), "--no-embed", "-q")
+    doc, _ = _json("locomo", "--ranking-only", str(LOCOMO_TINY), "--no-embed", "-q")
     assert set(doc) == {"memtier", "bm25", "meta"}
     for system in ("memtier", "bm25"):
         assert set(doc[system]) == {"overall", *CATEGORIES.values()}  # the fixture has one question per category
@@ -100,7 +100,7 @@ def test_locomo_json_shape():
 
 
 def test_locomo_table():
-    out = run_cli("eval", "locomo", str(LOCOMO_TINY), "--no-embed", "-q").stdout
+    out = run_cli("eval", "locomo", "--ranking-only", str(LOCOMO_TINY), "--no-embed", "-q").stdout
     for needle in ("overall", "multi-hop", "adversarial", "@10", "bm25", "target"):
         assert needle in out
 
@@ -147,13 +147,13 @@ def test_bad_path_is_one_line_naming_it(tmp_path, cmd):
 
 def test_directory_path_finds_the_dev_file(tmp_path):
     (tmp_path / "longmemeval_s_dev.json.gz").write_bytes(gzip.compress(LME_TINY.read_bytes()))
-    doc, _ = _json("longmemeval", str(tmp_path), "--no-embed", "-q")
+    doc, _ = _json("longmemeval", "--ranking-only", str(tmp_path), "--no-embed", "-q")
     assert doc["meta"]["path"].endswith("longmemeval_s_dev.json.gz")
 
 
 def test_default_without_models_notes_and_runs_lexical(monkeypatch, tmp_path):
     monkeypatch.setenv("MEMTIER_MODELS_DIR", str(tmp_path / "no-models"))
-    res = CliRunner().invoke(cli, ["eval", "longmemeval", str(LME_TINY), "--json", "-q"])
+    res = CliRunner().invoke(cli, ["eval", "longmemeval", "--ranking-only", str(LME_TINY), "--json", "-q"])
     assert res.exit_code == 0, res.output
     # one line for the embedder, one for the cross-encoder, each naming its setup command
     assert res.stderr.count("\n") == 2 and "memtier model setup --embedder" in res.stderr
@@ -171,7 +171,7 @@ def _bge_missing():
 @pytest.mark.embed
 @pytest.mark.skipif(_bge_missing(), reason="bge-small unavailable: memtier model setup --embedder")
 def test_embed_default_is_hybrid(tmp_path):
-    doc, _ = _json("longmemeval", str(LME_PARAPHRASE), "-q", "--cache", str(tmp_path / "vec"))
+    doc, _ = _json("longmemeval", "--ranking-only", str(LME_PARAPHRASE), "-q", "--cache", str(tmp_path / "vec"))
     assert doc["meta"]["embeddings"] is True and doc["meta"]["flags"] == {"preset": "hybrid"}
     assert any((tmp_path / "vec").iterdir())  # vectors kept where --cache says
     _assert_lme_shape(doc)
@@ -183,26 +183,26 @@ def test_real_dev_limit_5(tmp_path):
     if not path.exists():
         pytest.skip(f"benchmark data not found at {path}: set MEMTIER_DATA to the folder holding it")
     # the shape on real data, lexically: the full hybrid runs are .ci/bench's (re-ranking 200 a question is minutes)
-    doc, _ = _json("longmemeval", str(path), "--limit", "5", "--no-embed", "--no-rerank", "-q")
+    doc, _ = _json("longmemeval", "--ranking-only", str(path), "--limit", "5", "--no-embed", "--no-rerank", "-q")
     _assert_lme_shape(doc)
     assert doc["meta"]["questions"] == 5
     loc = SHARED_DATA / "locomo_dev.json"
-    doc, _ = _json("locomo", str(loc), "--limit", "1", "--no-embed", "--no-rerank", "-q")
+    doc, _ = _json("locomo", "--ranking-only", str(loc), "--limit", "1", "--no-embed", "--no-rerank", "-q")
     assert doc["memtier"]["overall"]["recall@10"] > 0
 
 
 def test_max_minutes_scores_the_questions_done():
-    doc, _ = _json("longmemeval", str(LME_TINY), "--no-embed", "-q", "--max-minutes", "0.00001")
+    doc, _ = _json("longmemeval", "--ranking-only", str(LME_TINY), "--no-embed", "-q", "--max-minutes", "0.00001")
     _assert_lme_shape(doc)
     assert (doc["meta"]["questions"], doc["meta"]["planned"]) == (1, 3)  # always at least one question
-    out = run_cli("eval", "longmemeval", str(LME_TINY), "--no-embed", "-q", "--max-minutes", "0.00001").stdout
+    out = run_cli("eval", "longmemeval", "--ranking-only", str(LME_TINY), "--no-embed", "-q", "--max-minutes", "0.00001").stdout
     assert "STOPPED at --max-minutes after 1 of 3" in out
 
 
 def test_preset_reaches_memtier_and_no_embed_keeps_it_lexical():
     """`--preset hybrid` names bge-small; --no-embed must still run without it (the flags are only what was asked:
     the CLI hands its one embedder, re-ranker and cache to every question's retriever)."""
-    proc = run_cli("--preset", "hybrid", "eval", "longmemeval", str(LME_TINY), "--no-embed", "--json", "-q")
+    proc = run_cli("--preset", "hybrid", "eval", "longmemeval", "--ranking-only", str(LME_TINY), "--no-embed", "--json", "-q")
     meta = json.loads(proc.stdout)["meta"]
     assert meta["embeddings"] is False and meta["mode"].startswith("lexical")
     assert meta["flags"] == {"preset": "hybrid"}

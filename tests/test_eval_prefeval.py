@@ -29,7 +29,13 @@ def _json(*args, env=None):
 
 def test_json_shape_and_progress_on_stderr():
     doc, stderr = _json(str(TINY), "--turns", "6")
-    assert set(doc) == {"memtier", "bm25", "meta"}
+    assert set(doc) == {"memtier", "bm25", "host", "meta"}
+    for variant in ("single", "multi"):  # the block's own figures (issue 25), beside today's keys
+        for h in doc["host"][variant].values():
+            assert h["n"] == 8 and 0.0 <= h["precision"] <= 1.0 and h["wrong_standing_per_question"] >= 0
+            assert set(h["items_by_layer"]) == {"episodic", "semantic", "global", "workspace", "hooks"}
+            u = h["unrelated"]
+            assert u["sent"] > 0 and 0.0 <= u["false_delivery_preferences"] <= u["false_delivery"] <= 1.0
     for system in ("memtier", "bm25"):
         assert set(doc[system]) == {"single", "multi"}  # no option: both variants, explicit and choice
         for variant in ("single", "multi"):
@@ -118,14 +124,18 @@ def test_multi_never_writes_a_question_back_and_kept_workspaces_own_their_ledger
     doc, _ = _json(str(TINY), "--turns", "6", "--variant", "multi", "--form", "explicit", "--workdir", str(work), "-q")
     assert doc["meta"]["workdir"] == str(work)
     kept = sorted(p.name for p in (work / "multi-explicit").iterdir())
-    assert kept == [f"user-00{u}-q{j}" for u, n in ((0, 3), (1, 3), (2, 2)) for j in range(n)]
+    # each question's copy, and each user's copy the unrelated prompts were sent to (false delivery)
+    assert kept == sorted([f"user-00{u}-q{j}" for u, n in ((0, 3), (1, 3), (2, 2)) for j in range(n)]
+                          + [f"user-00{u}-unrelated" for u in range(3)])
     for name in kept:
         files = list((work / "multi-explicit" / name / "memory" / "episodic" / "main").glob("*.jsonl"))
         entries = [json.loads(line) for f in files for line in f.read_text().splitlines()]
         entries = [e for e in entries if e.get("kind") == "entry"]
         sessions = {e["session_id"] for e in entries}
-        # its own question only (written after recall), the user's exchanges, the 12 inter messages
-        assert {s for s in sessions if s.startswith("question")} == {f"question-{name[-1]}"}, name
+        # its own question only (written after recall; none in the unrelated prompts' copy), the user's
+        # exchanges, the 12 inter messages
+        own = set() if name.endswith("unrelated") else {f"question-{name[-1]}"}
+        assert {s for s in sessions if s.startswith("question")} == own, name
         assert sum(s.startswith("inter") for s in (e["session_id"] for e in entries)) == 12
         assert len({s for s in sessions if s.startswith("pref")}) == (2 if name.startswith("user-002") else 3)
         for f in files:  # a kept ledger is the workspace's own, never a link into another one

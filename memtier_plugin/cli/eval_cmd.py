@@ -10,6 +10,7 @@ the ``hybrid`` preset unless ``--preset`` names another: bge-small φsem (weight
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ from ..errors import EvalDataError
 
 DEFAULT_PRESET = "hybrid"  # bge-small φsem 1.5 + soft scoping + re-ranking; lexical + soft without the models
 HYBRID_SEM_WEIGHT = 0.35  # φsem weight when a preset without embeddings is asked for with --embed
+UNRELATED_PROMPTS = 8  # eval prefeval: inter-chat prompts a workspace (multi, 250 questions: ~260 prompts)
 DATA_FILES = {"longmemeval": "longmemeval_s_dev.json.gz", "locomo": "locomo_dev.json"}
 
 
@@ -190,6 +192,80 @@ def _common(f):
     return f
 
 
+# ---------------------------------------------------------------- through the host
+
+
+def _ranking_only(f):
+    return click.option("--ranking-only", is_flag=True,
+                        help="Score Retriever.rank alone (the ranking before packing, no layers, no hooks; the "
+                             "eval default preset hybrid), as before issue 25. Default: replay through the host "
+                             "and score the block before_prompt_build returns.")(f)
+
+
+def _host_replay(state, embed, rerank, cache, sets, work: Path):
+    """(HostReplay, effective config, flags, mode) for a through-the-host run: the user's config as the host
+    loads it (``--config``, ``--preset``, the workspace's memtier.yaml, the environment; the paper preset when
+    none is named) with ``--set`` on top; ``--no-embed`` turns the embedders off (recall's and the standing
+    layer's), ``--no-rerank`` the cross-encoder. Every throwaway workspace carries it as its memtier.yaml."""
+    from ..config import load_config
+    from ..evaluation.host_replay import HostReplay
+
+    flags = {"preset": getattr(state, "preset", None), **_parse_sets(sets)}
+    if embed is False:
+        flags.update({"embeddings.backend": "none", "standing.embedder": "none"})
+    if rerank is False:
+        flags["rerank.backend"] = "none"
+    cfg = load_config(getattr(state, "config_path", None),
+                      flags={"paths.workspace": getattr(state, "workspace", None), **flags})
+    if embed and cfg.embeddings.backend == "none":
+        raise click.UsageError("--embed through the host: the config names no embedder "
+                               "(set embeddings.backend, e.g. --preset hybrid-fast)")
+    if rerank and cfg.rerank.backend == "none":
+        raise click.UsageError("--rerank through the host: the config names no re-ranker "
+                               "(set rerank.backend, e.g. --preset hybrid-fast)")
+    rp = HostReplay(cfg, work, vector_cache=Path(cache) if cache else work / "vectors")
+    for note in rp.notes:
+        click.echo(f"memtier eval: {note}", err=True)
+    b = rp._backends
+    mode = f"through the host, preset {cfg.preset}, " + (f"{b.embedder_name} φsem" if b.embedder else "lexical") \
+        + (f" + {b.reranker_name} re-ranking" if b.reranker else "") \
+        + f"; standing {'on' if cfg.standing.enabled else 'off'} (embedder {cfg.standing.embedder}), " \
+        f"consolidation {'on' if cfg.consolidation.enabled else 'off'}, foresight " \
+        f"{'on' if cfg.foresight.enabled else 'off'}"
+    return rp, cfg, {k: v for k, v in flags.items() if v is not None}, mode
+
+
+def _host_meta(rp, cfg, flags: dict, mode: str) -> dict:
+    b = rp._backends
+    return {"protocol": "host", "mode": mode, "preset": cfg.preset, "flags": flags,
+            "config": None if cfg.source == "<defaults>" else cfg.source,
+            "embeddings": b.embedder is not None, "rerank": b.reranker is not None,
+            "embedder": b.embedder_name, "reranker": b.reranker_name,
+            "standing": cfg.standing.enabled, "consolidation": cfg.consolidation.enabled,
+            "foresight": cfg.foresight.enabled, "hooks": cfg.hooks.enabled,
+            "top_k": cfg.retrieval.top_k, "token_budget": cfg.packing.token_budget,
+            "candidate_depth": max(4 * cfg.retrieval.top_k, 16),
+            "workspaces": rp.workspaces, "failed_recalls": rp.failed}
+
+
+@contextlib.contextmanager
+def _host_run(state, embed, rerank, cache, sets, workdir):
+    """(HostReplay, config, flags, mode) in a temporary folder (removed after), with $MEMTIER_CONFIG set aside
+    while the host loads each workspace's own memtier.yaml (the evaluated config, already folded in)."""
+    work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
+    saved = os.environ.pop("MEMTIER_CONFIG", None)
+    rp = None
+    try:
+        rp, cfg, flags, mode = _host_replay(state, embed, rerank, cache, sets, work)
+        yield rp, cfg, flags, mode
+    finally:
+        if rp is not None:
+            rp.close()
+        if saved is not None:
+            os.environ["MEMTIER_CONFIG"] = saved
+        shutil.rmtree(work, ignore_errors=True)
+
+
 # ---------------------------------------------------------------- longmemeval
 
 
@@ -198,15 +274,25 @@ def _common(f):
 @click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N questions.")
 @click.option("--max-minutes", type=click.FloatRange(0, min_open=True), default=None,
               help="Take no new question after this long; score (both systems) the questions done, and say so.")
+@_ranking_only
 @_common
 @click.pass_obj
-def longmemeval_cmd(state, path, limit, max_minutes, as_json, json_out, embed, rerank, cache, sets, workdir, quiet):
-    """LongMemEval (.json or .json.gz): memtier's ranking vs plain BM25, official protocol.
+def longmemeval_cmd(state, path, limit, max_minutes, ranking_only, as_json, json_out, embed, rerank, cache, sets,
+                    workdir, quiet):
+    """LongMemEval (.json or .json.gz): what memtier delivers vs plain BM25, official protocol.
 
-    Each question's haystack is written through the ledger (haystack dates as
-    timestamps), then ranked at the question date, at depth ≥ 50 so every k is
-    scored: recall_any/recall_all/ndcg_any @ 1,3,5,10,30,50, session and turn
-    level, strict and no-abstention averaging, per question type.
+    Default (through the host): each question's haystack is lived through the
+    hooks in a fresh workspace (user turns as prompts, assistant turns as the
+    replies at agent_end, session_end and consolidation at each session's
+    close, haystack dates as the clock), then the question is asked at its
+    date; scored: an answer session's turn in the delivered block (any / all
+    answer sessions), precision, items per layer, tokens; the official
+    metrics of the recall's candidate list beside BM25's.
+
+    --ranking-only: the haystack is written through the ledger and ranked with
+    Retriever.rank at depth ≥ 50 (recall_any/recall_all/ndcg_any @
+    1,3,5,10,30,50, session and turn level, strict and no-abstention
+    averaging, per question type).
     """
     from ..evaluation import longmemeval as lme
     from ..evaluation.report import lme_extras, lme_scores, lme_table, stats
@@ -216,6 +302,9 @@ def longmemeval_cmd(state, path, limit, max_minutes, as_json, json_out, embed, r
     questions = lme.load(p)[:limit]
     if not questions:
         raise EvalDataError(f"{p}: no questions")
+    if not ranking_only:
+        return _longmemeval_host(state, p, questions, max_minutes, as_json, json_out, embed, rerank, cache, sets,
+                                 workdir, quiet)
     work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
     try:
         opts, mode, cfg = _options(state, embed, rerank, cache, sets, work)
@@ -265,13 +354,24 @@ def longmemeval_cmd(state, path, limit, max_minutes, as_json, json_out, embed, r
 @eval_.command("locomo")
 @click.argument("path", type=click.Path(dir_okay=True))
 @click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N conversations.")
+@_ranking_only
 @_common
 @click.pass_obj
-def locomo_cmd(state, path, limit, as_json, json_out, embed, rerank, cache, sets, workdir, quiet):
-    """LoCoMo (.json): evidence recall@5/10/20 (official recall_acc) per category, memtier vs BM25.
+def locomo_cmd(state, path, limit, ranking_only, as_json, json_out, embed, rerank, cache, sets, workdir, quiet):
+    """LoCoMo (.json): evidence delivered (or recalled) per category, memtier vs BM25.
 
-    Each conversation's turns are written with their session dates (speaker A
-    as "user", speaker B as "assistant"); every question is ranked against it.
+    Default (through the host): each conversation is lived through the hooks
+    (speaker A's turns as prompts, speaker B's as the replies at agent_end,
+    session_end and consolidation at each session's close, the session dates
+    as the clock); each question is then the first prompt of a fresh session
+    in a throwaway copy, the day after the last session, and the block
+    before_prompt_build returns is scored: evidence delivered (any / all),
+    precision, items per layer, tokens; evidence recall@5/10/20 of the
+    recall's candidate list beside BM25's.
+
+    --ranking-only: the turns are written with their session dates (speaker
+    A as "user", speaker B as "assistant") and every question is ranked with
+    Retriever.rank (official recall_acc @5/10/20).
     """
     from ..evaluation import locomo as lc
     from ..evaluation.report import locomo_extras, locomo_scores, locomo_table, stats
@@ -281,6 +381,8 @@ def locomo_cmd(state, path, limit, as_json, json_out, embed, rerank, cache, sets
     convs = lc.load(p)[:limit]
     if not convs:
         raise EvalDataError(f"{p}: no conversations")
+    if not ranking_only:
+        return _locomo_host(state, p, convs, as_json, json_out, embed, rerank, cache, sets, workdir, quiet)
     work = Path(tempfile.mkdtemp(prefix="memtier-eval-", dir=workdir))
     try:
         opts, mode, cfg = _options(state, embed, rerank, cache, sets, work)
@@ -317,6 +419,87 @@ def locomo_cmd(state, path, limit, as_json, json_out, embed, rerank, cache, sets
         },
     }
     _emit(doc, as_json, json_out, locomo_table)
+
+
+def _longmemeval_host(state, p, questions, max_minutes, as_json, json_out, embed, rerank, cache, sets, workdir,
+                      quiet):
+    from ..evaluation import host_replay as hr
+    from ..evaluation import longmemeval as lme
+    from ..evaluation.delivered import block_summary
+    from ..evaluation.report import host_table, lme_extras, lme_scores, lme_table, stats
+
+    with _host_run(state, embed, rerank, cache, sets, workdir) as (rp, cfg, flags, mode):
+        prog = Progress(quiet)
+        t0 = time.perf_counter()
+        tick = prog.bound("memtier")
+        deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
+        per_question, blocks, seconds = [], [], []
+        for i, q in enumerate(questions):
+            if i and deadline is not None and time.monotonic() > deadline:  # at least one question
+                break
+            t = time.perf_counter()
+            row, block = hr.longmemeval_question(q, rp)
+            seconds.append(time.perf_counter() - t)
+            per_question.append(row)
+            blocks.append({**block, **{avg: lme.included(q, avg) for avg in lme.AVERAGINGS}})
+            tick(i + 1, len(questions))
+        planned, questions = len(questions), questions[:len(per_question)]
+        mem = {avg: lme.aggregate(per_question, avg) for avg in lme.AVERAGINGS}
+        t1 = time.perf_counter()
+        bm25_seconds: list[float] = []
+
+        def bm25_rank(q):
+            t = time.perf_counter()
+            out = lme.bm25_rank_longmemeval(q)
+            bm25_seconds.append(time.perf_counter() - t)
+            return out
+
+        base = lme.evaluate_longmemeval(questions, bm25_rank, prog.bound("bm25"))
+        wall = time.perf_counter() - t0
+    host = {avg: block_summary([b for b in blocks if b[avg]]) for avg in lme.AVERAGINGS}
+    doc = {
+        "memtier": lme_scores(mem),
+        "bm25": lme_scores(base),
+        "host": host,
+        "meta": {
+            "benchmark": "longmemeval", "path": str(p), "questions": len(questions), "planned": planned,
+            "strict_n": mem["strict"]["n"], "noabs_n": mem["noabs"]["n"], **_host_meta(rp, cfg, flags, mode),
+            "tokens": host["noabs"].get("tokens", stats([])), "seconds": stats(seconds),
+            "bm25_seconds": stats(bm25_seconds), "memtier_seconds": round(t1 - t0, 1), "wall_seconds": round(wall, 1),
+            "memtier": lme_extras(mem), "bm25": lme_extras(base),
+        },
+    }
+    _emit(doc, as_json, json_out, lambda d: lme_table(d) + "\n" + host_table(d))
+
+
+def _locomo_host(state, p, convs, as_json, json_out, embed, rerank, cache, sets, workdir, quiet):
+    from ..evaluation import host_replay as hr
+    from ..evaluation import locomo as lc
+    from ..evaluation.report import host_table, locomo_extras, locomo_scores, locomo_table, stats
+
+    with _host_run(state, embed, rerank, cache, sets, workdir) as (rp, cfg, flags, mode):
+        prog = Progress(quiet)
+        t0 = time.perf_counter()
+        res = hr.locomo(convs, rp, prog.bound("memtier"))
+        t1 = time.perf_counter()
+        base = lc.evaluate_locomo(convs, lc.BM25LoCoMo(), prog.bound("bm25"))
+        t2 = time.perf_counter()
+    mem = res["ranking"]
+    n = mem["overall"]["n"]
+    doc = {
+        "memtier": locomo_scores(mem),
+        "bm25": locomo_scores(base),
+        "host": res["block"],
+        "meta": {
+            "benchmark": "locomo", "path": str(p), "conversations": len(convs),
+            "questions": n, "excluded": mem["excluded"], **_host_meta(rp, cfg, flags, mode),
+            "tokens": res["block"]["overall"].get("tokens", stats([])),
+            "seconds": {"mean": round((t1 - t0) / max(n, 1), 4)},
+            "memtier_seconds": round(t1 - t0, 1), "bm25_seconds": round(t2 - t1, 2), "wall_seconds": round(t2 - t0, 1),
+            "memtier": locomo_extras(mem), "bm25": locomo_extras(base),
+        },
+    }
+    _emit(doc, as_json, json_out, lambda d: locomo_table(d) + "\n" + host_table(d))
 
 
 # ---------------------------------------------------------------- ablations
@@ -375,13 +558,16 @@ def ablations_longmemeval(state, path, limit, as_json, json_out, embed, rerank, 
               help="Inter turns between the preferences and the question (2 messages each).")
 @click.option("--limit", type=click.IntRange(1), default=None,
               help="At most N questions per variant and form (in user order).")
-@_json_flags("{memtier, bm25, meta}")
+@click.option("--unrelated", type=click.IntRange(0), default=UNRELATED_PROMPTS, show_default=True,
+              help="Inter-chat user turns sent as prompts to each workspace (a deterministic sample; 0: none): "
+                   "the false-delivery rate is the share handed any standing item or skill.")
+@_json_flags("{memtier, bm25, host, meta}")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Build the workspaces here and keep each one, as <variant>-<form>/<item> (default: a "
                    "temporary folder, each workspace deleted when scored).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @click.pass_obj
-def prefeval_cmd(state, path, variant, form, turns, limit, as_json, json_out, workdir, quiet):
+def prefeval_cmd(state, path, variant, form, turns, limit, unrelated, as_json, json_out, workdir, quiet):
     """PrefEval recall (single, multi): is the user's standing preference delivered? memtier vs plain BM25.
 
     memtier runs through the reference host with the user's config (--config,
@@ -389,7 +575,10 @@ def prefeval_cmd(state, path, variant, form, turns, limit, as_json, json_out, wo
     written through the ledger and closed with agent_end and session_end, then
     the question goes through before_prompt_build on day 30. Scores:
     hit@delivered (a gold message in the delivered block) and hit@1/5/10 of
-    the ranking; BM25 "delivers" its top k at the same k.
+    the ranking; BM25 "delivers" its top k at the same k. The block's own
+    figures (under "host"): precision (items of the question's own exchange),
+    items per layer, tokens, wrong standing items per question, and the
+    false-delivery rate over --unrelated inter-chat prompts per workspace.
     """
     from ..config import load_config
     from ..evaluation import prefeval as pe
@@ -405,7 +594,7 @@ def prefeval_cmd(state, path, variant, form, turns, limit, as_json, json_out, wo
     # every workspace carries the evaluated config in its memtier.yaml; $MEMTIER_CONFIG (already folded
     # into it) would make the host read that file instead
     env_config = os.environ.pop("MEMTIER_CONFIG", None)
-    memtier = pe.MemtierPrefEval(cfg, work, keep=keep)
+    memtier = pe.MemtierPrefEval(cfg, work, keep=keep, unrelated=unrelated)
     for note in memtier.notes:
         click.echo(f"memtier eval: {note}", err=True)
     try:
@@ -424,8 +613,9 @@ def prefeval_cmd(state, path, variant, form, turns, limit, as_json, json_out, wo
     doc = {
         "memtier": result["memtier"],
         "bm25": result["bm25"],
+        "host": result["host"],
         "meta": {
-            "benchmark": "prefeval", "path": str(root), "turns": turns, "limit": limit,
+            "benchmark": "prefeval", "unrelated_per_workspace": unrelated, "path": str(root), "turns": turns, "limit": limit,
             "variants": variants, "forms": forms, "mode": mode, "preset": cfg.preset,
             "config": None if cfg.source == "<defaults>" else cfg.source,
             "embedder": emb, "reranker": rr, "top_k": cfg.retrieval.top_k, "token_budget": cfg.packing.token_budget,

@@ -51,6 +51,7 @@ import yaml
 
 from ..errors import ConfigError, EvalDataError
 from ..store.files import atomic_write
+from .delivered import block_row, block_summary, covered, delivered  # noqa: F401  (covered: this module's API)
 
 VARIANTS = ("single", "multi")
 FORMS = ("explicit", "choice", "persona")
@@ -376,7 +377,7 @@ class MemtierPrefEval:
 
     Every workspace is assembled at the same path from a *base* — the inter
     sessions written once per run (and, in multi, the user's exchanges on top) —
-    with its episodic ledgers hard-linked and everything else (``.index/``,
+    with its episodic and semantic ledgers hard-linked and everything else (``.index/``,
     traces, whatever the hooks keep) copied: the saved index then still matches
     its ledgers (same paths, same files), so only what is new is indexed. A base's
     ledgers are made read-only, and a session that must append to a linked
@@ -396,6 +397,9 @@ class MemtierPrefEval:
     workspaces: int = 0
     backends: dict = field(default_factory=dict)  # what the first workspace's retriever used
     prefix: str = ""  # folder of the kept workspaces (the run sets "<variant>-<form>")
+    unrelated: int = 0  # inter user turns sent as prompts to each layout's workspace (the false-delivery rate)
+    unrelated_rows: list = field(default_factory=list)  # their block rows (the run resets it per variant/form)
+    last_delivery: Any = None  # the block of the last question asked (.delivered.Delivery)
 
     def __post_init__(self):
         from .. import plugin
@@ -425,10 +429,10 @@ class MemtierPrefEval:
             ws.mkdir(parents=True)
             (ws / "memtier.yaml").write_text(self._yaml, encoding="utf-8")
         else:
-            episodic = base / "memory" / "episodic"
+            linked = [base / "memory" / sub for sub in LINKED]
 
             def link_or_copy(src, dst):
-                if link and Path(src).is_relative_to(episodic) and src.endswith(".jsonl"):
+                if link and any(Path(src).is_relative_to(d) for d in linked) and src.endswith(".jsonl"):
                     try:
                         return os.link(src, dst)
                     except OSError:
@@ -438,7 +442,7 @@ class MemtierPrefEval:
             shutil.copytree(base, ws, copy_function=link_or_copy,
                             ignore=None if link else shutil.ignore_patterns(".index"))
             if not link:
-                for path in (ws / "memory" / "episodic").rglob("*.jsonl"):
+                for path in _ledgers(ws):
                     path.chmod(0o644)
         self.workspaces += 1
         return ws
@@ -454,7 +458,7 @@ class MemtierPrefEval:
             retriever.vectors(retriever.semantic)
         retriever.save()
         reset_services()
-        for path in (ws / "memory" / "episodic").rglob("*.jsonl"):
+        for path in _ledgers(ws):
             path.chmod(0o444)
         shutil.rmtree(base, ignore_errors=True)
         ws.rename(base)
@@ -467,7 +471,7 @@ class MemtierPrefEval:
         if not self.keep:
             shutil.rmtree(ws, ignore_errors=True)
             return
-        for path in (ws / "memory" / "episodic").rglob("*.jsonl"):
+        for path in _ledgers(ws):
             _own(path)
         dest = self.workdir / self.prefix / name
         shutil.rmtree(dest, ignore_errors=True)
@@ -527,15 +531,15 @@ class MemtierPrefEval:
             self._templates[key] = (base, keys)
         return self._templates[key]
 
-    def ask(self, ws: Path, q: Question, now: float, keys: dict[str, Key]) -> tuple[list[set], list[set]]:
-        """``before_prompt_build`` for the question in a session of its own: (delivered, candidates) as key sets;
-        the question's own entry (written after recall) is never among them."""
+    def deliver(self, ws: Path, sid: str, text: str, now: float, keys: dict[str, Key]):
+        """``text`` through ``before_prompt_build`` as the first prompt of session ``sid``: the block it is handed
+        (:class:`.delivered.Delivery`; the prompt's own entry, written after recall, is never in it)."""
         from ..events import PromptEvent
 
-        ctx = self._ctx(ws, f"question-{q.owner}")
+        ctx = self._ctx(ws, sid)
         retriever = self._memory(ctx).retriever
         retriever.last_result = None
-        self.host.before_prompt_build(PromptEvent(q.text, timestamp=now), ctx)
+        addition = self.host.before_prompt_build(PromptEvent(text, timestamp=now), ctx)
         result = retriever.last_result
         if not self.backends:
             self.backends = {"embedder": getattr(retriever.embedder, "name", None),
@@ -543,12 +547,33 @@ class MemtierPrefEval:
                              else getattr(retriever.reranker, "name", type(retriever.reranker).__name__)}
         if result is None:
             self.failed += 1
-            return [], []
-        return [covered(h, keys) for h in result.hits], [covered(h, keys) for h in result.candidates]
+        return delivered(result, addition.prepend_context or "", keys)
+
+    def ask(self, ws: Path, q: Question, now: float, keys: dict[str, Key]) -> tuple[list[set], list[set]]:
+        """The question in a session of its own: (delivered, candidates) as key sets (the whole block: the
+        recalled items and bound Hooks' lines); the delivery itself is kept as ``last_delivery``."""
+        d = self.last_delivery = self.deliver(ws, f"question-{q.owner}", q.text, now, keys)
+        return [i.keys for i in d.items], [i.keys for i in d.candidates]
 
     def score(self, ws: Path, q: Question, lay: Layout, keys: dict[str, Key]) -> list[dict]:
-        """The rows of one question asked in workspace ``ws`` (recall: one row of hit metrics)."""
-        return [score_question(*self.ask(ws, q, lay.now, keys), lay.gold(q))]
+        """The rows of one question asked in workspace ``ws``: hit metrics, and the block's figures (precision:
+        items of the question's own exchange; ``wrong_standing``: standing items or skills that are not)."""
+        gold = lay.gold(q)
+        row = score_question(*self.ask(ws, q, lay.now, keys), gold)
+        d = self.last_delivery
+        wrong = sum(1 for i in d.items if i.layer in ("global", "workspace") and not i.keys & gold)
+        return [{**row, **block_row(d, gold), "wrong_standing": wrong}]
+
+    def send_unrelated(self, ws: Path, lay: Layout, keys: dict[str, Key]) -> None:
+        """``self.unrelated`` of the inter chats' user turns (a deterministic sample, spread over all of them),
+        each the first prompt of a session of its own on the question day; their rows go to ``unrelated_rows``.
+        ``ws`` is thrown away afterwards (the prompts are recorded there as a host would)."""
+        prefs = {k for q in lay.questions for k in lay.gold(q)}  # the user's own preference exchanges
+        for n, text in enumerate(unrelated_sample(lay, self.unrelated)):
+            d = self.deliver(ws, f"unrelated-{n}", text, lay.now + 60 + n, keys)
+            row = block_row(d, set())
+            row["standing_preferences"] = sum(1 for i in d.items if i.layer in ("global", "workspace") and i.keys & prefs)
+            self.unrelated_rows.append(row)
 
     def __call__(self, lay: Layout) -> list[dict[str, float]]:
         base, inter_keys = self._template([s for s in lay.sessions if s.owner is None])
@@ -560,6 +585,8 @@ class MemtierPrefEval:
         if len(lay.questions) == 1:
             q = lay.questions[0]
             rows = self.score(ws, q, lay, keys)
+            if self.unrelated:  # in the same throwaway workspace, each in a session of its own
+                self.send_unrelated(ws, lay, keys)
             self._finish(ws, lay.name)
             return rows
         user_base = self.workdir / "user-base"
@@ -569,6 +596,10 @@ class MemtierPrefEval:
             qws = self._start(user_base)
             rows += self.score(qws, q, lay, keys)
             self._finish(qws, f"{lay.name}-q{q.owner}")
+        if self.unrelated:
+            uws = self._start(user_base)
+            self.send_unrelated(uws, lay, keys)
+            self._finish(uws, f"{lay.name}-unrelated")
         shutil.rmtree(user_base, ignore_errors=True)
         return rows
 
@@ -579,10 +610,25 @@ class MemtierPrefEval:
         shutil.rmtree(self.ws, ignore_errors=True)
 
 
-def covered(hit, keys: dict[str, Key]) -> set[Key]:
-    """The messages a recalled hit stands for: itself (an episodic entry) and its ``sources`` (the entries a
-    fact or a standing-knowledge node came from); entries that are no message (the question's) are dropped."""
-    return {keys[e] for e in (hit.id, *hit.sources) if e in keys}
+def unrelated_sample(lay: Layout, n: int) -> list[str]:
+    """``n`` user turns of the layout's inter chats, evenly spread, the offset fixed by the layout's name."""
+    import zlib
+
+    pool = [text for s in lay.sessions if s.owner is None for role, text in s.messages if role == "user" and text.strip()]
+    if n <= 0 or not pool:
+        return []
+    if n >= len(pool):
+        return pool
+    step = len(pool) / n
+    offset = zlib.crc32(lay.name.encode()) % max(int(step), 1)
+    return [pool[(offset + int(i * step)) % len(pool)] for i in range(n)]
+
+
+LINKED = ("episodic", "semantic")  # the ledgers a workspace shares with its base (hard links, read-only there)
+
+
+def _ledgers(ws: Path) -> list[Path]:
+    return [p for sub in LINKED for p in (ws / "memory" / sub).rglob("*.jsonl")]
 
 
 def _appends_to(base: Path, lay: Layout) -> bool:
@@ -613,7 +659,7 @@ def run(root: Path, *, variants: Sequence[str], forms: Sequence[str], turns: int
         memtier: MemtierPrefEval, k: int, progress: Callable[[str], ProgressFn] | None = None) -> dict[str, Any]:
     """Both systems on every (variant, form): ``{"memtier": {v: {f: scores}}, "bm25": ..., "seconds": ...}``."""
     inter = inter_sessions(load_inter(root, turns))
-    out: dict[str, Any] = {"memtier": {}, "bm25": {}, "seconds": {"memtier": {}, "bm25": {}}}
+    out: dict[str, Any] = {"memtier": {}, "bm25": {}, "host": {}, "seconds": {"memtier": {}, "bm25": {}}}
     bm25 = BM25PrefEval(k)
     for form in forms:
         items = load_items(root, form)
@@ -623,9 +669,33 @@ def run(root: Path, *, variants: Sequence[str], forms: Sequence[str], turns: int
             for system, scorer in (("memtier", memtier), ("bm25", bm25)):
                 t0 = time.perf_counter()
                 tick = progress(f"{system} {variant}/{form}") if progress else None
+                memtier.unrelated_rows = []
                 rows = evaluate(lays, scorer, tick)
                 out[system].setdefault(variant, {})[form] = aggregate(rows)
+                if system == "memtier":
+                    out["host"].setdefault(variant, {})[form] = host_summary(rows, memtier.unrelated_rows)
                 out["seconds"][system].setdefault(variant, {})[form] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def host_summary(rows: Sequence[dict], unrelated: Sequence[dict]) -> dict[str, Any]:
+    """The block figures of the questions (:func:`.delivered.block_summary`, precision = items of the
+    question's own exchange), wrong standing items per question, and over the unrelated prompts: the
+    false-delivery rate (the share handed any standing item or skill), the share handed one drawn from the
+    user's own preference exchanges, and how many were sent."""
+    out = block_summary(rows)
+    out["wrong_standing_per_question"] = round(sum(r["wrong_standing"] for r in rows) / len(rows), 4) if rows else 0.0
+    u = block_summary(unrelated)
+    out["unrelated"] = {"sent": len(unrelated),
+                        "false_delivery": round(sum(1 for r in unrelated if r["standing"]) / len(unrelated), 4)
+                        if unrelated else None,
+                        "standing_per_prompt": round(sum(r["standing"] for r in unrelated) / len(unrelated), 3)
+                        if unrelated else None,
+                        # handed a standing item drawn from the user's own preference exchanges (the rest of the
+                        # false deliveries are standing items extracted from the chats themselves)
+                        "false_delivery_preferences": round(sum(1 for r in unrelated if r["standing_preferences"])
+                                                            / len(unrelated), 4) if unrelated else None,
+                        "items_by_layer": u.get("items_by_layer"), "tokens": u.get("tokens")}
     return out
 
 
@@ -650,6 +720,18 @@ def table(doc: dict[str, Any]) -> str:
                 note = "" if target is None else f"≥ {target:.2f} {'met' if r['hit@delivered'] >= target else 'not met'}"
                 lines.append(f"{variant + '/' + form:18s} {system:8s} {r['hit@delivered']:9.3f} {r['hit@1']:6.3f} "
                              f"{r['hit@5']:6.3f} {r['hit@10']:6.3f} {r['n']:4d} {secs:6.1f}s  {note}")
+    for variant, forms in doc.get("host", {}).items():
+        for form, h in forms.items():
+            if not h.get("n"):
+                continue
+            u, by = h["unrelated"], h["items_by_layer"]
+            fd = "not measured (--unrelated 0)" if u["false_delivery"] is None else \
+                f"{u['false_delivery']:.3f} of {u['sent']} unrelated prompts handed a standing item or skill"
+            lines.append(f"{variant + '/' + form:18s} block: precision {h['precision']:.3f}, {h['items_per_prompt']:.2f} "
+                         f"items (episodic {by['episodic']:.2f}, semantic {by['semantic']:.2f}, global "
+                         f"{by['global']:.2f}, workspace {by['workspace']:.2f}, hooks {by['hooks']:.2f}), "
+                         f"{h['tokens']['mean']:.0f} tokens; wrong standing items per question "
+                         f"{h['wrong_standing_per_question']:.3f}; false delivery {fd}")
     lines.append(f"wall {meta['wall_seconds']:.1f} s; {meta['workspaces']} workspaces"
                  + (f"; {meta['failed_recalls']} recalls FAILED (see the log)" if meta["failed_recalls"] else ""))
     return "\n".join(lines)

@@ -218,3 +218,26 @@ def flatten(table: dict[str, Any], prefix: Sequence[str] = ()) -> dict[str, floa
         else:
             out[".".join((*prefix, k))] = v
     return out
+
+
+# ---------------------------------------------------------------- through the host
+
+
+def host_table(doc: dict[str, Any]) -> str:
+    """The delivered-block figures of a through-the-host run (``doc["host"]``: group → block summary)."""
+    meta = doc["meta"]
+    lines = ["", f"Through the host ({meta['mode']}): what before_prompt_build delivered to each question",
+             f"{'group':18s}{'n':>5s}{'any':>7s}{'all':>7s}{'prec':>7s}{'items':>7s}  "
+             f"{'epi':>5s}{'sem':>5s}{'glob':>5s}{'wksp':>5s}{'hook':>5s}{'tok':>6s}{'p95':>6s}"]
+    for group, s in doc["host"].items():
+        if not s.get("n"):
+            continue
+        by = s["items_by_layer"]
+        lines.append(f"{group:18s}{s['n']:5d}{s['delivered_any']:7.3f}{s['delivered_all']:7.3f}{s['precision']:7.3f}"
+                     f"{s['items_per_prompt']:7.2f}  {by['episodic']:5.2f}{by['semantic']:5.2f}{by['global']:5.2f}"
+                     f"{by['workspace']:5.2f}{by['hooks']:5.2f}{s['tokens']['mean']:6.0f}{s['tokens']['p95']:6.0f}")
+    lines.append("any/all: the question's evidence (any of it / all of it) among the delivered items; prec: the "
+                 "share of delivered items that are evidence; items by layer and tokens are per prompt.")
+    lines.append("The ranking table above scores the host recall's candidate list (the ranking the block was "
+                 f"packed from: {meta.get('candidate_depth', '16')} episodes and facts deep, plus standing items).")
+    return "\n".join(lines)
