@@ -387,6 +387,47 @@ def test_memtier_inside_openclaw(toolchain, built_plugin, tmp_path, sidecar_pids
             own.stdout.close()
 
 
+def test_a_supplement_decided_at_before_tool_call_reaches_the_models_next_request(toolchain, built_plugin, tmp_path,
+                                                                                  sidecar_pids):
+    """Pulse's supplement in the real OpenClaw: memtier's pre_tool answers a call with a supplement (here what
+    a bound Hook delivers); the plugin keeps it and tool_result_persist appends it to that call's result, so the
+    scripted model's next request carries it, once, after that call's own output."""
+    note = "memtier-e2e-note: the nightly job on db-7 holds a lock until 06:00"
+    model = ScriptedModel({"RUN-NOTE": [("exec", {"command": "echo first-call"}),
+                                        ("exec", {"command": "echo second-call"})]})
+    try:
+        oc = OpenClaw(toolchain, tmp_path / "oc", model)
+        hooks = oc.workspace / "memory" / "hooks"
+        hooks.mkdir(parents=True)
+        (hooks / "e2e.yaml").write_text(
+            "hooks:\n"
+            "  - id: db-lock\n"
+            f"    entry: {json.dumps(note)}\n"
+            "    events: [pre_tool]\n"
+            "    when:\n"
+            "      all:\n"
+            "        - tool: exec\n"
+            "        - arg: {path: command, matches: first-call}\n")
+        oc.install(built_plugin, {"command": [sys.executable, "-m", "memtier_plugin"], "idleExitSeconds": 600})
+        oc.turn("Check the database. RUN-NOTE", "agent:main:e2e-note")
+        sidecar_pids.append(_endpoint(oc.workspace)["pid"])
+        first, after_first, after_second = model.requests[:3]
+        assert note not in json.dumps(first)
+        results = [m for m in after_first["messages"] if m.get("role") == "tool"]
+        assert len(results) == 1 and "first-call" in str(results[0]["content"]) and note in str(results[0]["content"])
+        assert str(results[0]["content"]).index("first-call") < str(results[0]["content"]).index(note)
+        # delivered with the call it was decided for, once: the second call's result carries none
+        results = [str(m.get("content")) for m in after_second["messages"] if m.get("role") == "tool"]
+        assert len(results) == 2 and note in results[0] and note not in results[1] and "second-call" in results[1]
+        assert json.dumps(after_second).count(note) == 1
+        # memtier recorded the tool's own output, not the note it added
+        tools = [e.content for e in Ledger(oc.workspace / "memory").read(["main"]).entries.values() if e.role == "tool"]
+        assert sorted(tools) == ['exec({"command":"echo first-call"}) -> first-call',
+                                 'exec({"command":"echo second-call"}) -> second-call']
+    finally:
+        model.close()
+
+
 HOLD_RM = '''
 """A stand-in for the pre-commit check: holds `rm -rf` with evidence (memtier's own check comes later)."""
 import json, os
@@ -526,6 +567,40 @@ def test_a_rebuilt_prompt_gets_the_same_memory_and_is_recorded_once(toolchain, t
     prompts = [e.content for e in Ledger(ws / "memory").read(["main"]).entries.values() if e.role == "user"]
     # r1 once, its admission m1 once, r2 once: a rebuild of one request is not a new prompt
     assert sorted(prompts) == sorted(["we deploy with make ship on tuesdays"] + ["how do we deploy?"] * 3)
+
+
+def test_without_the_middleware_a_supplement_goes_into_the_transcripts_copy_of_its_result_once(toolchain, tmp_path,
+                                                                                              sidecar_pids):
+    """Where OpenClaw does not run the plugin's tool-result middleware (the harness here has none, as a host
+    where the plugin is not explicitly enabled), tool_result_persist appends the kept supplement to the call's
+    result as the transcript keeps it (the model reads it from the next turn on): that call's, once."""
+    ws = tmp_path / "ws"
+    (ws / "memory" / "hooks").mkdir(parents=True)
+    (ws / "memory" / "hooks" / "ship.yaml").write_text(
+        "hooks:\n  - id: ship-freeze\n    entry: \"memtier-e2e-freeze: no ships during the audit\"\n"
+        "    events: [pre_tool]\n    when: {tool: exec}\n")
+    config = {"workspace": str(ws), "command": [sys.executable, "-m", "memtier_plugin"], "idleExitSeconds": 120,
+              "promptTimeoutMs": 14000, "toolTimeoutMs": 14000}
+    ctx = {"agentId": "main", "sessionId": "s1", "sessionKey": "k1", "runId": "r1"}
+    tool = {"hook": "before_tool_call", "event": {"toolName": "exec", "params": {"command": "make ship"}, "runId": "r1",
+                                                  "toolCallId": "c1"}, "ctx": ctx}
+
+    def persist(call_id):
+        return {"hook": "tool_result_persist", "ctx": {"sessionKey": "k1", "toolName": "exec", "toolCallId": call_id},
+                "event": {"toolName": "exec", "toolCallId": call_id,
+                          "message": {"role": "toolResult", "toolCallId": call_id, "toolName": "exec",
+                                      "content": [{"type": "text", "text": "shipped"}]}}}
+
+    out = drive(toolchain, tmp_path, config, [{**PROMPT, "ctx": ctx}, {"sleepMs": 1500}, tool, persist("c0"),
+                                              persist("c1"), persist("c1")])["out"]
+    sidecar_pids.append(_endpoint(ws)["pid"])
+    decided, other, first, again = out[1:]
+    assert decided["result"] is None and decided["error"] is None  # allowed: the supplement has no place here
+    assert other["result"] is None, "another call's result is left as it is"
+    content = first["result"]["message"]["content"]
+    assert content == [{"type": "text", "text": "shipped\n\n[memtier] bound memory for this call:\n"
+                                                "- [ship-freeze] memtier-e2e-freeze: no ships during the audit"}]
+    assert again["result"] is None, "delivered once"
 
 
 # ---- issue 30: the plugin trusts only its own sidecar; clips on code points ----------------------

@@ -795,3 +795,167 @@ def test_train_policy_hidden_is_bounded_by_what_a_policy_file_holds(tmp_path):
             "--features", ",".join(KNOWN_FEATURES), "-q", "--json", "--out", str(out), env=LEXICAL)
     pol = read_policy(out)
     assert pol.hidden_w.shape == (MAX_HIDDEN, len(KNOWN_FEATURES))
+
+
+# ---- the policy memtier ships (issue 26): the default when scheduling.policy is unset ----------------------
+def test_the_shipped_default_policy_reads_through_the_users_reader_and_is_package_data():
+    import glob
+    import tomllib
+    from pathlib import Path
+
+    from memtier_plugin.intervention.policy import DEFAULT_POLICY, load_policy
+
+    pol = read_policy(DEFAULT_POLICY)  # the hardened reader: size, node count, every number bounded
+    assert pol.embedder == "bge-small-en-int8" and pol.uses_evidence and not pol.uses_pairs
+    assert pol.meta["seed"] == 0 and len(pol.meta["train_topics"]) == 10 and pol.meta["held_topics"] == []
+    assert load_policy(DEFAULT_POLICY).source == str(DEFAULT_POLICY)
+    # setuptools expands package-data globs from the package folder: one of them takes the file into the wheel
+    pkg = Path(__import__("memtier_plugin").__file__).parent
+    globs = tomllib.loads((pkg.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    found = {Path(p) for g in globs["memtier_plugin"] for p in glob.glob(str(pkg / g), recursive=True)}
+    assert DEFAULT_POLICY in found
+
+
+def test_an_unset_policy_is_the_default_none_turns_it_off_and_a_users_file_replaces_it(tmp_path):
+    from memtier_plugin.intervention.policy import DEFAULT_POLICY, is_default, policy_path
+
+    def path(value):
+        return policy_path(load_config(flags={"paths.workspace": str(tmp_path), "scheduling.policy": value}))
+
+    assert policy_path(load_config(flags={"paths.workspace": str(tmp_path)})) == DEFAULT_POLICY
+    assert path("") == DEFAULT_POLICY and is_default(path(""))
+    assert path("none") is None and path(" None ") is None
+    assert path("mine.yaml") == tmp_path / "mine.yaml" and not is_default(path("mine.yaml"))
+
+
+def test_without_bge_small_the_default_policy_is_left_aside_with_one_info_line_never_an_error(tmp_path, caplog):
+    """A workspace without the embedder (standing.embedder: none, or nothing fetched) is not misconfigured: the
+    fixed rule decides, as before issue 26, and no call gets the failed-check supplement."""
+    from memtier_plugin.events import HookContext, PromptEvent, ToolCallEvent
+    from memtier_plugin.memory import Memory
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    mem = Memory(load_config(flags={"paths.workspace": str(ws), "standing.embedder": "none"}))
+    ctx = HookContext(agent_id="main", session_key="s", session_id="s1", run_id="r1", project="p",
+                      workspace_dir=str(ws))
+    mem.on_prompt(PromptEvent("I avoid graphic violence. What series should I watch?"), ctx)
+    with caplog.at_level(logging.INFO, logger="memtier_plugin"):
+        for option in ("Narcos, a series full of graphic violence", "The Great British Bake Off"):
+            answer = mem.on_pre_tool(ToolCallEvent("select_option", {"option": option}), ctx)
+            assert answer is None or (not answer.block and "check" not in (answer.supplement or ""))
+    lines = [r for r in caplog.records if "scheduling.policy" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO and "default intervention policy" in lines[0].getMessage()
+
+
+def _default_host(ws, policy_line: str = ""):
+    """(host, ctx) of a workspace with the default config (plus ``policy_line`` under scheduling), after a session
+    stating a preference and a weekday-only deploy rule; ``ctx(n)`` is run n's context."""
+    from memtier_plugin import plugin
+    from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent
+    from memtier_plugin.host import Host
+    from memtier_plugin.memory import reset_services
+
+    ws.mkdir()
+    if policy_line:
+        (ws / "memtier.yaml").write_text(f"scheduling:\n  {policy_line}\n")
+    reset_services()
+    host = Host()
+    host.register(plugin, "memtier")
+
+    def ctx(n):
+        return HookContext(agent_id="main", session_id=f"s{n}", run_id=f"r{n}", project="home", workspace_dir=str(ws))
+
+    for n, said in enumerate(("I avoid shows with graphic violence.",
+                              "I always keep my meeting notes in Notion, never in plain files.",
+                              "Production deploys only on weekdays, never on Saturday or Sunday.")):
+        host.before_prompt_build(PromptEvent(said), ctx(100 + n))
+        host.agent_end(AgentEndEvent(success=True), ctx(100 + n))
+        host.session_end(SessionEndEvent(reason="completed"), ctx(100 + n))
+    return host, ctx
+
+
+def _bge_or_skip():
+    from memtier_plugin.models import embedders as E
+
+    if not E.OnnxBGE().available():
+        pytest.skip("bge-small not fetched (memtier model setup --embedder): the default policy reads it")
+
+
+@pytest.mark.embed
+def test_the_default_policy_acts_on_a_call_against_a_preference_through_the_host(tmp_path):
+    """The issue's probe with the README's setup (bge-small, no scheduling.policy): "I avoid graphic violence"
+    and a call selecting a violent show got neither a hold nor a supplement; the default policy now acts on it
+    with the preference as evidence. The Notion/Obsidian case (Pulse §4.4.3) stays silent; `policy: none` is
+    the fixed rule alone again."""
+    from memtier_plugin.events import PromptEvent, ToolCallEvent
+
+    _bge_or_skip()
+    for policy_line, acts in (("", True), ("policy: none", False)):
+        host, ctx = _default_host(tmp_path / f"ws{int(acts)}", policy_line)
+        task = "What series should I watch tonight?"
+        host.before_prompt_build(PromptEvent(task), ctx(1))
+        violent = ToolCallEvent("select_option", {"request": task,
+                                                  "option": "Hannibal, a horror series full of graphic violence"})
+        answer = host.pre_tool(violent, ctx(1))
+        if acts:
+            said = (answer.block_reason if answer.block else answer.supplement) or ""
+            assert "graphic violence" in said, said
+        else:
+            assert answer is None or not (answer.block or answer.supplement), answer
+        host.before_prompt_build(PromptEvent("Save these meeting notes to Obsidian this time."), ctx(2))
+        quiet = host.pre_tool(ToolCallEvent("save_note", {"app": "Obsidian", "title": "meeting notes"}), ctx(2))
+        assert quiet is None or not (quiet.block or quiet.supplement), quiet
+
+
+@pytest.mark.embed
+def test_under_the_default_policy_the_fixed_rules_hold_stands_and_the_policy_is_not_read(tmp_path):
+    import datetime as dt
+
+    from memtier_plugin.events import PromptEvent, ToolCallEvent
+    from memtier_plugin.memory import memory_for
+
+    _bge_or_skip()
+    host, ctx = _default_host(tmp_path / "ws")
+    host.before_prompt_build(PromptEvent("Ship the release to production."), ctx(1))
+    saturday = dt.datetime(2026, 12, 5, 11, 0, tzinfo=dt.timezone.utc)
+    held = host.pre_tool(ToolCallEvent("deploy", {"env": "production", "when": saturday.isoformat()}), ctx(1))
+    assert held.block and "Saturday" in held.block_reason and "Production deploys" in held.block_reason
+    decision = memory_for(ctx(1)).last_decision
+    assert decision.action == "intervene" and "policy" not in decision.features  # the rule's hold, the file unread
+
+
+def test_a_policy_hold_whose_reason_is_a_rule_with_computable_bounds_is_a_supplement(tmp_path):
+    """The fixed rule computes days, times and amounts; a call it let through is within them (or they do not
+    bear on it). A learned hold quoting such a rule first ("never book flights before 8am" for a $165 hotel,
+    the README demo's false hold under the default policy) is a supplement; a hold on what a preference
+    avoids stays a hold."""
+    from memtier_plugin.events import PromptEvent, ToolCallEvent
+    from memtier_plugin.memory import memory_for
+
+    host, ctx = _policy_workspace(tmp_path / "ws", _always("intervene"),
+                                  "Never book flights before 8am, I'm useless that early.")
+    host.before_prompt_build(PromptEvent("Book my trip to Berlin: the flights and a hotel."), ctx(1))
+    answer = host.pre_tool(ToolCallEvent("book_hotel", {"hotel": "Adlon", "price_per_night_usd": 165}), ctx(1))
+    assert answer is not None and not answer.block and "before 8am" in answer.supplement
+    decision = memory_for(ctx(1)).last_decision
+    assert decision.action == "supplement" and decision.features["no_hold"] == "bounds the fixed rule checks"
+    held = host.pre_tool(ToolCallEvent("book_flight", {"depart": "2026-12-01T06:15"}), ctx(1))
+    assert held.block and "before 8am" in held.block_reason  # the fixed rule's own hold, as ever
+    host2, ctx2 = _policy_workspace(tmp_path / "ws2", _always("intervene"), "I dislike seafood and fish dishes.")
+    host2.before_prompt_build(PromptEvent("Suggest a dinner for tonight."), ctx2(1))
+    assert host2.pre_tool(ToolCallEvent("select_option", {"option": "grilled fish tacos"}), ctx2(1)).block
+
+
+def test_a_policy_hold_on_a_preference_that_states_nothing_it_avoids_is_a_supplement(tmp_path):
+    """"I always want an aisle seat" says what is wanted, not what a call could go against: under the default
+    policy the README demo's deploy and calendar calls were held quoting it. A learned hold needs an avoided
+    clause to quote; without one it is a supplement."""
+    from memtier_plugin.events import PromptEvent, ToolCallEvent
+    from memtier_plugin.memory import memory_for
+
+    host, ctx = _policy_workspace(tmp_path / "ws", _always("intervene"), "I always want an aisle seat on flights.")
+    host.before_prompt_build(PromptEvent("Book the flight with an aisle seat, please."), ctx(1))
+    answer = host.pre_tool(ToolCallEvent("book_flight", {"flight": "UA 924", "seat": "14C"}), ctx(1))
+    assert answer is not None and not answer.block and "aisle seat" in answer.supplement
+    assert memory_for(ctx(1)).last_decision.features["no_hold"] == "states nothing it avoids"

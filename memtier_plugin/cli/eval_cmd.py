@@ -683,12 +683,22 @@ def intervention_cmd(state, path, limit, turns, topics, policy_file, as_json, js
     for note in info["notes"]:
         click.echo(f"memtier eval: {note}", err=True)
     rows = result["rows"]
-    decision = f"policy {cfg.scheduling.policy}" if cfg.scheduling.policy else "fixed rule"
+    from ..intervention.policy import is_default, policy_path
+
+    chosen = policy_path(cfg)  # unset: the policy memtier ships (docs/learning.md)
+    decision = "fixed rule" if chosen is None else f"{'default policy' if is_default(chosen) else 'policy'} {chosen}"
+    if chosen is not None and is_default(chosen):
+        from ..intervention.policy import load_policy
+
+        need = load_policy(chosen).embedder
+        if need and info["standing_embedder"] != need:  # pre_tool left the default aside: say what decided
+            decision = f"fixed rule (the default policy reads {need}, which standing.embedder does not give here)"
+            chosen = None
     doc = {"memtier": iv.metrics(rows["memtier"]), "baseline": iv.metrics(rows["baseline"]), "meta": {
         "benchmark": "prefeval-intervention", "path": str(root), "questions": result["questions"], "limit": limit,
         "turns": turns,
         "topics": _topic_list(topics), "decision": decision, "mode": cfg.scheduling.mode,
-        "policy": cfg.scheduling.policy or None, "preset": cfg.preset,
+        "policy": str(chosen) if chosen else None, "preset": cfg.preset,
         "config": None if cfg.source == "<defaults>" else cfg.source, "standing_embedder": cfg.standing.embedder,
         "embedder": info["embedder"], "standing_embedder_used": info["standing_embedder"],
         "features_traced": bool(rows_out), "baseline": f"BM25 top {iv.BM25_TOP} holds the preference (query = question + option)",

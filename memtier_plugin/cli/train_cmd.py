@@ -309,7 +309,7 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
         raise ConfigError(f"--train-topics: no topic {', '.join(unknown)} in {root} (known: {', '.join(names)})")
     held = [t for t in names if t not in chosen]
     feature_names = _feature_names(feature_set)
-    cfg.scheduling.policy = ""  # features are traced under the fixed rule, whatever the config names
+    cfg.scheduling.policy = "none"  # features are traced under the fixed rule, whatever the config names
     if rows_in:
         result, info = _traced_rows(Path(rows_in))
     else:

@@ -3,7 +3,7 @@
 The features are :mod:`.features`. The model is a softmax over the three
 actions, linear in standardised features (or with one hidden layer), trained by
 :mod:`memtier_plugin.learning.grpo` and stored in its own YAML file (never the
-user's config), named by ``scheduling.policy``, read through
+user's config), named by ``scheduling.policy`` (unset: the one memtier ships, :data:`DEFAULT_POLICY`), read through
 :mod:`memtier_plugin.store.artifacts` with every number checked. Inference is
 numpy only: a 3×F matrix product.
 """
@@ -239,9 +239,25 @@ def load_policy(path: Path) -> Policy:
     return hit[1]
 
 
+# The policy memtier ships (package data): `memtier train policy` on all 10 PrefEval dev topics, seed 0, with the
+# evidence features and bge-small (docs/learning.md, "The default policy"). It decides when scheduling.policy is
+# unset; it is read through read_policy like any user's file.
+DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "data" / "policy" / "default.yaml"
+OFF = "none"  # scheduling.policy: none → the fixed rule alone
+
+
 def policy_path(config) -> Path | None:
-    """``scheduling.policy`` with ``~`` expanded, a relative path taken in the workspace; None when unset."""
-    if not config.scheduling.policy:
+    """The policy file pre_tool reads: ``scheduling.policy`` with ``~`` expanded, a relative path taken in the
+    workspace; unset (or empty): :data:`DEFAULT_POLICY`; ``none``: None (the fixed rule alone)."""
+    value = (config.scheduling.policy or "").strip()
+    if value.lower() == OFF:
         return None
-    p = Path(config.scheduling.policy).expanduser()
+    if not value:
+        return DEFAULT_POLICY
+    p = Path(value).expanduser()
     return p if p.is_absolute() else config.workspace / p
+
+
+def is_default(path: Path | None) -> bool:
+    """``path`` is the policy memtier ships (what an unset ``scheduling.policy`` reads)."""
+    return path == DEFAULT_POLICY

@@ -3,8 +3,12 @@
 The fixed rule (:func:`.rules.decide`) sees the call, the task's words, the
 standing items that apply (scored lexically: pre_tool stays well under a
 millisecond) and the earlier identical calls that failed. When it does not
-hold the call and ``scheduling.policy`` names a learned policy, the policy
-decides (:meth:`PreCommit.decide`), within ``scheduling.policy_timeout_ms``.
+hold the call, the learned policy decides (:meth:`PreCommit.decide`), within
+``scheduling.policy_timeout_ms``: the file ``scheduling.policy`` names, else the
+one memtier ships (``none``: the fixed rule alone). The shipped policy reads
+the bge-small embedder; where ``standing.embedder`` does not give it, the fixed
+rule decides and one info line says so (a user's own file is refused with an
+error line instead).
 A hold of the fixed rule stands whatever the policy file says (the file is not
 even read then). A policy that cannot be used is refused once, with one logged
 line, and the fixed rule decides; the refusal is remembered until the file
@@ -25,7 +29,7 @@ from ..events import ToolDecision
 from ..store.tool_entries import call_prefix
 from ..redact import redact
 from . import features as policy_features, policy as learned  # by module: looked up at each call
-from .rules import CHECKED_KINDS, Decision, Evidence, decide
+from .rules import CHECKED_KINDS, Decision, Evidence, computable, decide
 
 log = logging.getLogger(__name__)
 BOUND_HEADER = "[memtier] bound memory for this call:"
@@ -108,7 +112,8 @@ class PreCommit:
 
     @property
     def policy(self):
-        """The learned policy ``scheduling.policy`` names, or None: unset, or unusable (logged once)."""
+        """The learned policy ``scheduling.policy`` names (unset: the shipped default), or None: ``none``, or
+        unusable (logged once)."""
         path = learned.policy_path(self.config)
         if path is None:
             return None
@@ -120,6 +125,10 @@ class PreCommit:
             return self._refused(f"{path}: cannot be used ({type(exc).__name__}: {exc})"[:500])
         emb = self._scorer().embedder
         if pol.embedder and getattr(emb, "name", "") != pol.embedder:
+            if learned.is_default(path):  # no model fetched (or standing.embedder: none): not a misconfiguration
+                return self._refused(f"the default intervention policy reads the {pol.embedder} embedder, which "
+                                     "standing.embedder does not give here (`memtier model setup --embedder`; "
+                                     "`scheduling.policy: none` turns it off)", level=logging.INFO)
             return self._refused(f"{path}: trained with the {pol.embedder} embedder, which "
                                  "standing.embedder does not give here")
         if pol.uses_pairs:
@@ -130,10 +139,10 @@ class PreCommit:
                                      f"set up ({SETUP_HINT})")
         return pol
 
-    def _refused(self, msg: str) -> None:
+    def _refused(self, msg: str, level: int = logging.ERROR) -> None:
         if self._policy_error != msg:
             self._policy_error = msg
-            log.error("memtier scheduling.policy: %s; the fixed rule decides", msg)
+            log.log(level, "memtier scheduling.policy: %s; the fixed rule decides", msg)
         return None
 
     def _evidence(self, policy, params: dict, task: str, project: str, state, ts: float, collect_pairs: bool):
@@ -158,7 +167,8 @@ class PreCommit:
     def _learned(self, rule: Decision, policy, tool: str, params: dict, task: str, project: str, state, ts: float,
                  collect_pairs: bool) -> Decision:
         """The learned policy's action for a call the fixed rule did not hold (Pulse §3.4). An explicit choice
-        in the task (an argument its words name) is silent, as the fixed rule has it. A failure keeps the
+        in the task (an argument its words name) is silent, as the fixed rule has it. A hold whose reason
+        would be an item that gives no ground for one (:func:`_no_hold`) is a supplement. A failure keeps the
         fixed rule's hold or supplement, and turns its silence into a supplement (never a silent allow)."""
         try:
             timeout_ms = self.config.scheduling.policy_timeout_ms
@@ -179,6 +189,10 @@ class PreCommit:
             action, probs = policy.act(feats)
             if explicit:
                 action = "silent"  # the task asks for this explicitly: a general habit neither holds nor nags
+            elif action == "intervene" and (why := _no_hold(policy_features.conflicting_item(scored, feats, policy)[0],
+                                                            scored)):
+                action = "supplement"  # the item it would quote gives no ground for a hold: tell, do not hold
+                out["no_hold"] = why
             out.update(policy=policy.source, policy_action=action, policy_probs=probs)
             return _quoting(action, scored, feats, policy, out)
         except Exception:
@@ -193,6 +207,21 @@ class PreCommit:
         if policy is None or rule.action != "silent":
             return rule
         return Decision("supplement", [], text, {**rule.features, flag: True})
+
+
+def _no_hold(first, scored: list) -> str:
+    """Why the learned policy may not hold a call ("" when it may). ``first``: the item its hold would quote
+    first; ``scored``: the evidence (item, applicability), best first. No hold when ``first`` bounds a day, a
+    time or an amount (the fixed rule computes those, and let the call through: "never book flights before
+    8am" does not hold a $165 hotel), nor when no item of the evidence (the top EVIDENCE_K) says something it
+    avoids, outside such bounds ("I always want an aisle seat": the features cannot tell a call against it
+    from one it does not bear on, as a deploy)."""
+    if computable(first.content):
+        return "bounds the fixed rule checks"
+    if not any(policy_features.polarity(it.content)[0] and not computable(it.content)
+               for it, _ in scored[:policy_features.EVIDENCE_K]):
+        return "states nothing it avoids"
+    return ""
 
 
 def _quoting(action: str, scored: list, feats: dict, policy, features_: dict) -> Decision:

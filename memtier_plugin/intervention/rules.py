@@ -121,6 +121,13 @@ def conflicts(item, tool: str, params: dict, ts: float) -> str | None:
     return None
 
 
+def computable(text: str) -> bool:
+    """The item's words bound a day, a time or an amount: its conflicts are this rule's to compute (a call
+    it lets through is within those bounds, or they do not bear on it), not a learned policy's to guess."""
+    b = bounds(text)
+    return bool(b.days or b.before is not None or b.amount is not None)
+
+
 def explicit_in_task(task_text: str, params: dict) -> bool:
     """The current task's own words name what the call does (an argument value of substance)."""
     words = token_set(task_text)

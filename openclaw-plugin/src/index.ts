@@ -11,7 +11,11 @@
  * - before_tool_call → `block`/`blockReason`, a params rewrite, or nothing,
  *   decided within toolTimeoutMs (well under OpenClaw's 15 s fail-closed
  *   budget). When memory cannot check the call it says so in the log and
- *   allows it, or blocks it with toolCheckUnavailable: "block".
+ *   allows it, or blocks it with toolCheckUnavailable: "block". A supplement
+ *   (OpenClaw's answer has no place for one) is kept for the call.
+ * - the tool-result middleware → the call's kept supplement appended to its
+ *   result, which the model reads at its next decision; where the middleware is
+ *   not registered, tool_result_persist appends it to the transcript's copy.
  * - after_tool_call, agent_end, before_compaction, session_end → recorded.
  * - memory_search, memory_get → the tools of the same names.
  */
@@ -19,12 +23,14 @@
 import { resolveConfig } from "./config.js";
 import { SidecarClient } from "./client.js";
 import {
-  MAX_TEXT, OWN_TOOLS, PromptAnswers, RunStarts, WRAPPER_TOOLS, memtierCtx, messagesOf, payloadOf, promptOf,
+  MAX_TEXT, OWN_TOOLS, PendingSupplements, PromptAnswers, RunStarts, WRAPPER_TOOLS, memtierCtx, messagesOf, payloadOf,
+  promptOf, withNote, withoutNote,
 } from "./mapping.js";
 import type {
   AfterToolCallEvent, AgentContext, AgentEndEvent, AgentTool, BeforeCompactionEvent, BeforePromptBuildEvent,
   BeforePromptBuildResult, BeforeToolCallEvent, BeforeToolCallResult, PluginApi, SessionContext, SessionEndEvent,
-  ToolContext, ToolFactoryContext, ToolResult,
+  ToolContext, ToolFactoryContext, ToolResult, ToolResultMiddlewareContext, ToolResultMiddlewareEvent,
+  ToolResultPersistContext, ToolResultPersistEvent, ToolResultPersistResult,
 } from "./types.js";
 
 /** Messages of the conversation so far sent with before_prompt_build (memtier's recall reads the prompt). */
@@ -54,6 +60,7 @@ export function register(api: PluginApi): void {
   const client = new SidecarClient(cfg, api.logger);
   const runs = new RunStarts();
   const answered = new PromptAnswers<BeforePromptBuildResult>();
+  const supplements = PendingSupplements.shared();
   const orNothing = (r: BeforePromptBuildResult) => (r.prependContext || r.prependSystemContext ? r : undefined);
   const debug = (msg: string) => api.logger.debug?.(`memtier: ${msg}`);
 
@@ -90,7 +97,10 @@ export function register(api: PluginApi): void {
         event: { tool_name: event.toolName, params: paramsOf(event.params, MAX_PARAMS_JSON), tool_call_id: event.toolCallId ?? "" },
       }, cfg.toolTimeoutMs);
       if (d?.block) return { block: true, blockReason: String(d.block_reason || "blocked by memtier") };
-      if (d?.supplement) api.logger.warn(String(d.supplement));
+      if (d?.supplement) {
+        supplements.put(PendingSupplements.key(event.toolCallId ?? ctx?.toolCallId, ctx?.sessionKey, event.toolName),
+          String(d.supplement));
+      }
       if (d?.params && typeof d.params === "object" && !Array.isArray(d.params)) return { params: d.params };
       return undefined;
     } catch (err) {
@@ -101,6 +111,23 @@ export function register(api: PluginApi): void {
     }
   }, { timeoutMs: cfg.toolTimeoutMs + HOST_MARGIN_MS });
 
+  // The kept supplement goes with its call's result. Through the tool-result middleware it is in the result
+  // the model reads at its next decision of this run; where the middleware is not registered (an installed
+  // plugin needs contracts.agentToolResultMiddleware and explicit enablement), tool_result_persist (synchronous:
+  // the note is in hand) writes it into the transcript, which the model reads from the next turn on.
+  const noteFor = (toolCallId: unknown, sessionKey: unknown, toolName: unknown) =>
+    supplements.take(PendingSupplements.key(toolCallId, sessionKey, toolName));
+  api.registerAgentToolResultMiddleware?.((event: ToolResultMiddlewareEvent, ctx: ToolResultMiddlewareContext) => {
+    const note = noteFor(event.toolCallId, ctx?.sessionKey, event.toolName);
+    const result = note ? withNote(event.result, note) : undefined;
+    return result ? { result } : undefined;
+  }, { runtimes: ["openclaw"] });
+  api.on("tool_result_persist", (event: ToolResultPersistEvent, ctx: ToolResultPersistContext): ToolResultPersistResult | undefined => {
+    const note = noteFor(event.toolCallId ?? ctx?.toolCallId, ctx?.sessionKey, event.toolName ?? ctx?.toolName);
+    const message = note ? withNote(event.message, note) : undefined;
+    return message ? { message } : undefined;
+  });
+
   const observe = (hook: string, body: unknown): Promise<void> =>
     client.call(hook, body, cfg.observeTimeoutMs).then(
       () => undefined,
@@ -109,11 +136,15 @@ export function register(api: PluginApi): void {
 
   api.on("after_tool_call", async (event: AfterToolCallEvent, ctx: ToolContext) => {
     if (WRAPPER_TOOLS.has(event.toolName) || OWN_TOOLS.has(event.toolName)) return;
+    // the result carries the supplement memtier gave (the middleware ran first): memtier records the tool's own
+    const note = supplements.delivered(PendingSupplements.key(event.toolCallId ?? ctx?.toolCallId, ctx?.sessionKey,
+      event.toolName));
+    const result = note === undefined ? event.result : withoutNote(event.result, note);
     await observe("post_tool", {
       ctx: memtierCtx(ctx, cfg.project, event.runId),
       event: {
         tool_name: event.toolName, params: paramsOf(event.params, MAX_TEXT), tool_call_id: event.toolCallId ?? "",
-        result: payloadOf(event.result), error: typeof event.error === "string" ? event.error : null,
+        result: payloadOf(result), error: typeof event.error === "string" ? event.error : null,
         duration_ms: typeof event.durationMs === "number" ? event.durationMs : null,
       },
     });

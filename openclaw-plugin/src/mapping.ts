@@ -184,3 +184,98 @@ export class RunStarts {
     return all;
   }
 }
+
+/**
+ * Supplements memtier gave at before_tool_call, kept until that call's result is
+ * written: OpenClaw's before_tool_call has no place for one, so tool_result_persist
+ * appends it to the call's result, which the model reads at its next decision.
+ * Keyed by the call id (else session and tool name); bounded, oldest dropped first.
+ * One store a process: OpenClaw may load the plugin a second time to run its
+ * tool-result middleware, and that instance must find what before_tool_call kept.
+ */
+export class PendingSupplements {
+  private notes = new Map<string, string>();
+  private given = new Map<string, string>();
+
+  constructor(private readonly max = 256) {}
+
+  static shared(): PendingSupplements {
+    const slot = Symbol.for("memtier-openclaw.pending-supplements");
+    const g = globalThis as unknown as Record<symbol, PendingSupplements | undefined>;
+    return (g[slot] ??= new PendingSupplements());
+  }
+
+  static key(toolCallId: unknown, sessionKey: unknown, toolName: unknown): string {
+    return typeof toolCallId === "string" && toolCallId ? `id:${toolCallId}`
+      : `tool:${typeof sessionKey === "string" ? sessionKey : ""}\u0000${typeof toolName === "string" ? toolName : ""}`;
+  }
+
+  put(key: string, note: string): void {
+    const had = this.notes.get(key);
+    this.notes.delete(key);
+    this.notes.set(key, had ? `${had}\n${note}` : note);
+    while (this.notes.size > this.max) this.notes.delete(this.notes.keys().next().value as string);
+  }
+
+  /** The note kept for ``key``, removed (each is delivered once), or undefined. */
+  take(key: string): string | undefined {
+    const note = this.notes.get(key);
+    this.notes.delete(key);
+    if (note !== undefined) {
+      this.given.set(key, note);
+      while (this.given.size > this.max) this.given.delete(this.given.keys().next().value as string);
+    }
+    return note;
+  }
+
+  /** The note ``take`` gave for ``key`` (after_tool_call then sees it in the result), removed, or undefined. */
+  delivered(key: string): string | undefined {
+    const note = this.given.get(key);
+    this.given.delete(key);
+    return note;
+  }
+}
+
+/**
+ * A tool result (a message or a result: ``content`` text or parts) with ``note``
+ * after its text, a blank line between: appended to its last text part (a model
+ * provider may read only one), else as a text part of its own. Undefined when
+ * ``value`` is not an object. Copied, never changed in place.
+ */
+export function withNote(value: unknown, note: string): Record<string, unknown> | undefined {
+  if (!value || typeof value !== "object" || Array.isArray(value)) return undefined;
+  const m = value as Record<string, unknown>;
+  if (typeof m.content === "string") return { ...m, content: m.content ? `${m.content}\n\n${note}` : note };
+  const parts = Array.isArray(m.content) ? [...m.content] : [];
+  for (let i = parts.length - 1; i >= 0; i--) {
+    const p = parts[i] as { type?: unknown; text?: unknown } | null;
+    if (p && typeof p === "object" && p.type === "text" && typeof p.text === "string") {
+      parts[i] = { ...p, text: p.text ? `${p.text}\n\n${note}` : note };
+      return { ...m, content: parts };
+    }
+  }
+  return { ...m, content: [...parts, { type: "text", text: note }] };
+}
+
+/** ``withNote`` undone: ``value`` without the ``note`` it appended (``value`` itself when it has none). */
+export function withoutNote(value: unknown, note: string): unknown {
+  if (!value || typeof value !== "object" || Array.isArray(value)) return value;
+  const m = value as Record<string, unknown>;
+  const cut = (text: string) => (text === note ? "" : text.endsWith(`\n\n${note}`) ? text.slice(0, -note.length - 2) : undefined);
+  if (typeof m.content === "string") {
+    const text = cut(m.content);
+    return text === undefined ? value : { ...m, content: text };
+  }
+  if (!Array.isArray(m.content)) return value;
+  for (let i = m.content.length - 1; i >= 0; i--) {
+    const p = m.content[i] as { type?: unknown; text?: unknown } | null;
+    if (!p || typeof p !== "object" || p.type !== "text" || typeof p.text !== "string") continue;
+    const text = cut(p.text);
+    if (text === undefined) return value;
+    const parts = [...m.content];
+    if (text) parts[i] = { ...p, text };
+    else parts.splice(i, 1);
+    return { ...m, content: parts };
+  }
+  return value;
+}

@@ -76,6 +76,42 @@ export interface AfterToolCallEvent {
   durationMs?: number;
 }
 
+/** tool_result_persist (synchronous): the tool result message about to be written to the transcript. */
+export interface ToolResultPersistEvent {
+  toolName?: string;
+  toolCallId?: string;
+  message: unknown;
+  isSynthetic?: boolean;
+}
+
+export interface ToolResultPersistContext {
+  agentId?: string;
+  sessionKey?: string;
+  toolName?: string;
+  toolCallId?: string;
+}
+
+export interface ToolResultPersistResult {
+  message?: unknown;
+}
+
+/** registerAgentToolResultMiddleware: a tool's result after it ran, before the model reads it. */
+export interface ToolResultMiddlewareEvent {
+  toolCallId: string;
+  toolName: string;
+  args: Record<string, unknown>;
+  isError?: boolean;
+  result: unknown;
+}
+
+export interface ToolResultMiddlewareContext {
+  runtime: string;
+  agentId?: string;
+  sessionId?: string;
+  sessionKey?: string;
+  runId?: string;
+}
+
 export interface AgentEndEvent {
   runId?: string;
   messages: unknown[];
@@ -131,6 +167,11 @@ export interface PluginApi {
   logger: PluginLogger;
   on: (hook: string, handler: (event: any, ctx: any) => unknown, opts?: { priority?: number; timeoutMs?: number }) => void;
   registerTool: (tool: (ctx: ToolFactoryContext) => AgentTool, opts?: { name?: string }) => void;
+  /** Needs `contracts.agentToolResultMiddleware` in the manifest and the plugin explicitly enabled. */
+  registerAgentToolResultMiddleware?: (
+    handler: (event: ToolResultMiddlewareEvent, ctx: ToolResultMiddlewareContext) => { result: unknown } | undefined,
+    options?: { runtimes?: string[] },
+  ) => void;
   registerService: (service: {
     id: string;
     start: (ctx: ServiceContext) => void | Promise<void>;
