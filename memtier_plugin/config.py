@@ -199,8 +199,9 @@ class SchedulingConfig:
     # supplement / intervene on conflicting calls (intervention.py); combined: hooks and intervention
     mode: str = field(default="combined", metadata={"choices": ("retrieval", "hooks", "intervention", "combined")})
     # a learned policy file (`memtier train policy`; docs/learning.md): decides silent / supplement / intervene
-    # for standing preferences once the fixed rule finds no hard conflict; "" the one memtier ships
-    # (memtier_plugin/data/policy/default.yaml, needs bge-small); "none" the fixed rule alone
+    # for standing preferences once the fixed rule finds no hard conflict; "default" the one memtier ships
+    # (memtier_plugin/data/policy/default.yaml, needs bge-small; opt-in, docs/learning.md); "" or "none" the fixed
+    # rule alone
     policy: str = ""
     # the policy's evidence and features (an embedding on a task's first call) get this long; past it the
     # call gets a supplement saying the check did not finish (never a silent allow), the work finishes aside

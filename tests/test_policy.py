@@ -816,15 +816,15 @@ def test_the_shipped_default_policy_reads_through_the_users_reader_and_is_packag
     assert DEFAULT_POLICY in found
 
 
-def test_an_unset_policy_is_the_default_none_turns_it_off_and_a_users_file_replaces_it(tmp_path):
+def test_default_names_the_shipped_policy_unset_or_none_is_the_fixed_rule_and_a_users_file_replaces_it(tmp_path):
     from memtier_plugin.intervention.policy import DEFAULT_POLICY, is_default, policy_path
 
     def path(value):
         return policy_path(load_config(flags={"paths.workspace": str(tmp_path), "scheduling.policy": value}))
 
-    assert policy_path(load_config(flags={"paths.workspace": str(tmp_path)})) == DEFAULT_POLICY
-    assert path("") == DEFAULT_POLICY and is_default(path(""))
-    assert path("none") is None and path(" None ") is None
+    assert policy_path(load_config(flags={"paths.workspace": str(tmp_path)})) is None  # opt-in (docs/learning.md)
+    assert path("default") == DEFAULT_POLICY and is_default(path(" Default "))
+    assert path("") is None and path("none") is None and path(" None ") is None
     assert path("mine.yaml") == tmp_path / "mine.yaml" and not is_default(path("mine.yaml"))
 
 
@@ -836,7 +836,8 @@ def test_without_bge_small_the_default_policy_is_left_aside_with_one_info_line_n
 
     ws = tmp_path / "ws"
     ws.mkdir()
-    mem = Memory(load_config(flags={"paths.workspace": str(ws), "standing.embedder": "none"}))
+    mem = Memory(load_config(flags={"paths.workspace": str(ws), "standing.embedder": "none",
+                                    "scheduling.policy": "default"}))
     ctx = HookContext(agent_id="main", session_key="s", session_id="s1", run_id="r1", project="p",
                       workspace_dir=str(ws))
     mem.on_prompt(PromptEvent("I avoid graphic violence. What series should I watch?"), ctx)
@@ -891,7 +892,7 @@ def test_the_default_policy_acts_on_a_call_against_a_preference_through_the_host
     from memtier_plugin.events import PromptEvent, ToolCallEvent
 
     _bge_or_skip()
-    for policy_line, acts in (("", True), ("policy: none", False)):
+    for policy_line, acts in (("policy: default", True), ("", False)):
         host, ctx = _default_host(tmp_path / f"ws{int(acts)}", policy_line)
         task = "What series should I watch tonight?"
         host.before_prompt_build(PromptEvent(task), ctx(1))
@@ -916,7 +917,7 @@ def test_under_the_default_policy_the_fixed_rules_hold_stands_and_the_policy_is_
     from memtier_plugin.memory import memory_for
 
     _bge_or_skip()
-    host, ctx = _default_host(tmp_path / "ws")
+    host, ctx = _default_host(tmp_path / "ws", "policy: default")
     host.before_prompt_build(PromptEvent("Ship the release to production."), ctx(1))
     saturday = dt.datetime(2026, 12, 5, 11, 0, tzinfo=dt.timezone.utc)
     held = host.pre_tool(ToolCallEvent("deploy", {"env": "production", "when": saturday.isoformat()}), ctx(1))

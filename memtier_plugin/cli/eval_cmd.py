@@ -643,7 +643,8 @@ def _topic_list(value: str | None) -> list[str] | None:
 @click.option("--turns", type=click.IntRange(0), default=300, show_default=True,
               help="Inter turns among the preferences (2 messages each; the protocol's 300).")
 @click.option("--policy", "policy_file", type=click.Path(dir_okay=False), default=None,
-              help="Decide with this learned policy (sets scheduling.policy; `memtier train policy` writes one).")
+              help="Decide with this learned policy (sets scheduling.policy; `memtier train policy` writes one); "
+                   "'default': the one memtier ships; 'none': the fixed rule alone.")
 @_json_flags("{memtier, baseline, meta}")
 @click.option("--rows-out", type=click.Path(dir_okay=False), default=None,
               help="Also write every call's row (label, action, time, the policy's features) as JSON lines to "
@@ -672,7 +673,9 @@ def intervention_cmd(state, path, limit, turns, topics, policy_file, as_json, js
     cfg = load_config(getattr(state, "config_path", None),
                       flags={"paths.workspace": getattr(state, "workspace", None),
                              "preset": getattr(state, "preset", None)})
-    if policy_file:
+    if policy_file and policy_file.strip().lower() in ("default", "none"):
+        cfg.scheduling.policy = policy_file.strip().lower()  # the shipped policy, or the fixed rule alone
+    elif policy_file:
         from ..intervention.policy import read_policy
 
         read_policy(policy_file)  # a bad file: its one-line error now, not a fallback in every workspace
@@ -685,7 +688,7 @@ def intervention_cmd(state, path, limit, turns, topics, policy_file, as_json, js
     rows = result["rows"]
     from ..intervention.policy import is_default, policy_path
 
-    chosen = policy_path(cfg)  # unset: the policy memtier ships (docs/learning.md)
+    chosen = policy_path(cfg)  # 'default': the policy memtier ships (docs/learning.md); unset: the fixed rule
     decision = "fixed rule" if chosen is None else f"{'default policy' if is_default(chosen) else 'policy'} {chosen}"
     if chosen is not None and is_default(chosen):
         from ..intervention.policy import load_policy

@@ -3,7 +3,7 @@
 The features are :mod:`.features`. The model is a softmax over the three
 actions, linear in standardised features (or with one hidden layer), trained by
 :mod:`memtier_plugin.learning.grpo` and stored in its own YAML file (never the
-user's config), named by ``scheduling.policy`` (unset: the one memtier ships, :data:`DEFAULT_POLICY`), read through
+user's config), named by ``scheduling.policy`` (``default``: the one memtier ships, :data:`DEFAULT_POLICY`), read through
 :mod:`memtier_plugin.store.artifacts` with every number checked. Inference is
 numpy only: a 3×F matrix product.
 """
@@ -241,18 +241,22 @@ def load_policy(path: Path) -> Policy:
 
 # The policy memtier ships (package data): `memtier train policy` on all 10 PrefEval dev topics, seed 0, with the
 # evidence features and bge-small (docs/learning.md, "The default policy"). It decides when scheduling.policy is
-# unset; it is read through read_policy like any user's file.
+# "default"; it is read through read_policy like any user's file. It is opt-in, not the unset value: every PrefEval
+# call has a preference that bears on it, so it never learned to stay silent when none does (on the README demo
+# it supplements 22 of ~40 calls, the fixed rule 2), and it holds about one in five calls that follow the
+# preference (false interrupts 0.22 on the dev topics).
 DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "data" / "policy" / "default.yaml"
-OFF = "none"  # scheduling.policy: none → the fixed rule alone
+OFF = "none"  # scheduling.policy: none (or unset) → the fixed rule alone
+DEFAULT = "default"  # scheduling.policy: default → the shipped policy (opt-in: see DEFAULT_POLICY)
 
 
 def policy_path(config) -> Path | None:
     """The policy file pre_tool reads: ``scheduling.policy`` with ``~`` expanded, a relative path taken in the
-    workspace; unset (or empty): :data:`DEFAULT_POLICY`; ``none``: None (the fixed rule alone)."""
+    workspace; ``default``: :data:`DEFAULT_POLICY`; unset, empty or ``none``: None (the fixed rule alone)."""
     value = (config.scheduling.policy or "").strip()
-    if value.lower() == OFF:
+    if not value or value.lower() == OFF:
         return None
-    if not value:
+    if value.lower() == DEFAULT:
         return DEFAULT_POLICY
     p = Path(value).expanduser()
     return p if p.is_absolute() else config.workspace / p
