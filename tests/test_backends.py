@@ -57,7 +57,7 @@ def test_recall_eval_and_train_choose_the_same_backends_and_weights(configured, 
     assert hit["signals"]["sem"]["value"] > 0  # φsem came from an embedder: the config's hashing one
     assert "rerank.backend cross-encoder" in recall.stderr and missing_ce in recall.stderr
 
-    ev = memtier(cwd, "-w", str(ws), "--preset", "paper", "eval", "longmemeval",
+    ev = memtier(cwd, "-w", str(ws), "--preset", "paper", "eval", "longmemeval", "--ranking-only",
                  str(FIXTURES / "eval" / "longmemeval_tiny.json"), "--json", "-q")
     meta = json.loads(ev.stdout)["meta"]
     assert [meta["weights"][n] for n in NAMES] == LEARNED

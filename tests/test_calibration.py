@@ -95,6 +95,22 @@ def test_apply_orders_by_probability_and_leaves_out_what_falls_below_its_layer_t
     assert [h.id for h in kept] == ["near", "far"]
 
 
+def test_layers_are_merged_by_probability_and_each_keeps_its_own_order():
+    def episode(hid, score, raw):
+        return Hit(id=hid, content="x", timestamp="", session_id="", agent_id="", role="user", tier="episodic",
+                   score=score, raw_bm25=raw)
+
+    c = cal.load(cal.shipped_path("paper"))
+    # the ranking's order (a re-ranked head, say): b after a although b alone would score higher
+    a, b = episode("a", 0.5, 1.0), episode("b", 0.4, 30.0)
+    strong = _standing_hit("s", sem=1.0, cos=0.8, topic=0.9, lexical=0.5, route=0.9)
+    kept, _ = c.apply([a, b, strong], threshold=0.0)
+    assert [h.id for h in kept if h.tier == "episodic"] == ["a", "b"]
+    assert b.probability > a.probability  # calibration alone would have swapped them
+    first = max(a.probability, strong.probability)
+    assert kept[0].probability == first
+
+
 def test_without_an_embedder_a_standing_item_is_scored_by_the_lexical_model():
     h = _standing_hit("w", embedded=0.0, topic=0.9, lexical=0.6)
     assert cal.layer_of(h) == "global_lexical"

@@ -57,8 +57,12 @@ def test_hits_on_a_case_one_can_reason_about(tmp_path):
     root = pe.find_root(TINY)
     items = pe.load_items(root, "explicit")
     inter = pe.inter_sessions(pe.load_inter(root, 6))
+    # a topic route alone, without an embedder, is weak evidence: calibration gives the trap's preference
+    # p ≈ 0.18, under the shipped lexical threshold (0.2, fitted so that at most 5% of unrelated prompts get a
+    # standing item); a user who wants such matches lowers calibration.threshold, as here
     memtier = pe.MemtierPrefEval(load_config(flags={"paths.workspace": str(tmp_path / "user"),
-                                                    "standing.embedder": "none"}), tmp_path / "work")
+                                                    "standing.embedder": "none", "calibration.threshold": 0.1}),
+                                 tmp_path / "work")
     try:
         for variant in pe.VARIANTS:
             lays = pe.layouts(variant, items, inter)

@@ -256,7 +256,7 @@ def test_the_real_cross_encoder_prefers_the_passage_that_answers():
 def test_eval_cli_rerank_flag_reaches_the_report(tmp_path):
     from conftest import FIXTURES
 
-    proc = run_cli("eval", "locomo", str(FIXTURES / "eval" / "locomo_tiny.json"), "--no-embed", "--rerank",
+    proc = run_cli("eval", "locomo", str(FIXTURES / "eval" / "locomo_tiny.json"), "--ranking-only", "--no-embed", "--rerank",
                    "--json", "--quiet", "--workdir", str(tmp_path))
     assert "re-ranking the top" in proc.stdout
 
@@ -264,7 +264,7 @@ def test_eval_cli_rerank_flag_reaches_the_report(tmp_path):
 def test_eval_cli_rerank_without_the_model_is_one_line(tmp_path):
     from conftest import FIXTURES
 
-    proc = run_cli("eval", "locomo", str(FIXTURES / "eval" / "locomo_tiny.json"), "--no-embed", "--rerank",
+    proc = run_cli("eval", "locomo", str(FIXTURES / "eval" / "locomo_tiny.json"), "--ranking-only", "--no-embed", "--rerank",
                    "--quiet", "--workdir", str(tmp_path), env={"MEMTIER_MODELS_DIR": str(tmp_path / "empty")},
                    check=False)
     assert proc.returncode == 2

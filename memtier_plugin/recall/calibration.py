@@ -126,8 +126,8 @@ class Calibration:
         return _sigmoid(model.logit(features(hit)))
 
     def apply(self, hits: list, threshold: float | None = None) -> tuple[list, list[str]]:
-        """(the hits at or above their layer's threshold, best first by probability; the reasons the others were
-        left out). ``threshold`` (``calibration.threshold``; None or < 0: the file's) replaces the standing
+        """(the hits at or above their layer's threshold, merged by probability (:func:`merge_by_probability`);
+        the reasons the others were left out). ``threshold`` (``calibration.threshold``; None or < 0: the file's) replaces the standing
         layers' thresholds. Each hit's ``probability`` is set."""
         kept, left = [], []
         for h in hits:
@@ -139,14 +139,30 @@ class Calibration:
                 kept.append(h)
             else:
                 left.append(f"{h.id}: p={h.probability:.3f} below the {layer_of(h)} threshold {t:.3f}")
-        order = sorted(range(len(kept)), key=lambda i: (-kept[i].probability, i))
-        return [kept[i] for i in order], left
+        return merge_by_probability(kept), left
 
     def to_doc(self) -> dict[str, Any]:
         return {MARKER: VERSION, "threshold": {k: round(v, 6) for k, v in self.thresholds.items()},
                 "layers": {name: {"bias": round(m.bias, 6), "weights": {k: round(v, 6) for k, v in m.weights.items()}}
                            for name, m in self.models.items()},
                 **({"meta": self.meta} if self.meta else {})}
+
+
+def merge_by_probability(hits: list) -> list:
+    """Episodes and facts in the order their ranking gave them (fusion, re-ranking: the layer's own order),
+    standing items and skills best first, merged by probability: at each step the more probable of the two
+    heads goes first, so calibration decides between layers and never reorders a layer's ranking."""
+    episodes = [h for h in hits if layer_of(h) == "episode"]
+    standing = sorted((h for h in hits if layer_of(h) != "episode"), key=lambda h: -h.probability)
+    out, i, j = [], 0, 0
+    while i < len(episodes) or j < len(standing):
+        if j >= len(standing) or (i < len(episodes) and episodes[i].probability > standing[j].probability):
+            out.append(episodes[i])
+            i += 1
+        else:
+            out.append(standing[j])
+            j += 1
+    return out
 
 
 def _number(value: Any, where: str) -> float:
