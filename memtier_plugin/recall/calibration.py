@@ -295,14 +295,6 @@ def fit_layer(X: np.ndarray, y: np.ndarray, names: Iterable[str], l2: float = 1.
     return LayerModel(float(w[0]), {k: float(v) for k, v in zip(names, w[1:])})
 
 
-def log_loss(model: LayerModel, rows: list[dict[str, float]], y: list[int]) -> float:
-    total = 0.0
-    for feats, label in zip(rows, y):
-        p = min(max(_sigmoid(model.logit(feats)), 1e-12), 1 - 1e-12)
-        total -= math.log(p) if label else math.log(1 - p)
-    return total / max(1, len(y))
-
-
 def auc(scores: list[float], labels: list[int]) -> float:
     """Area under the ROC curve (ties count half); NaN with one class only."""
     pos = [s for s, l in zip(scores, labels) if l]
