@@ -13,7 +13,8 @@ Modules by purpose:
   :mod:`.tool_entries` (a tool outcome's text, ``name(args) -> outcome``);
 * the semantic tier: :mod:`.semantic` (facts, revision links, the fact record);
 * what memory delivered: :mod:`.traces` (trace, run_end, decision, foresight records);
-* what maintenance spent: :mod:`.costs`.
+* what maintenance spent: :mod:`.costs`;
+* what the user told memory to forget: :mod:`.tombstones` (``forgotten.jsonl``, ids only).
 
 Entry points: :class:`.episodic.Ledger`, :class:`.semantic.SemanticStore`, :func:`.traces.append`.
 """
