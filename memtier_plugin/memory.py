@@ -103,6 +103,18 @@ class Memory(Rooms):
             mark_revised(self.global_store, result.hits)
         return result
 
+    def search(self, query: str, ctx: HookContext, *, all_projects: bool = False):
+        """Recall for a person looking (``memtier search``, ``memtier ui``): no trace written;
+        ``all_projects``: episodes of every project and the standing knowledge for all of them."""
+        if not all_projects:
+            return self.recall(query, ctx, record_trace=False)
+        standing = None
+        if self.config.standing.enabled:
+            standing = self.scorer.hits(query, self.standing_items("", self.clock()))
+        return self.retriever.recall(query, agent_id=ctx.agent_id, project=None, session_id=ctx.session_id,
+                                     agents=self.visible_agents(ctx.agent_id), record_trace=False,
+                                     standing=standing)
+
     def recall_for(self, query: str, ctx: HookContext, ts: Any = None, *, start_task: bool = True):
         """(result, Foresight access or None) for a query of the agent: served from Foresight's cache when a
         prediction matches, else retrieved; ``start_task``: a prompt (the memory tools pass False)."""

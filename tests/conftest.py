@@ -20,27 +20,35 @@ MODELS_DIR = default_models_dir()
 # Set by .ci/run where npm is on PATH: there an openclaw-marked skip is a broken install step, not a
 # missing platform, so it fails the run (read here, before the fixture below clears MEMTIER_*).
 REQUIRE_OPENCLAW = os.environ.get("MEMTIER_REQUIRE_OPENCLAW") == "1"
-_openclaw_outcomes: dict[str, str] = {}
+# Set by .ci/run after it installed Chromium and the ui-test extra: a browser-marked skip there is a broken
+# install step, so it fails the run too.
+REQUIRE_BROWSER = os.environ.get("MEMTIER_REQUIRE_BROWSER") == "1"
+#: marker -> (required by the environment, outcome per test id)
+_REQUIRED = {"openclaw": (REQUIRE_OPENCLAW, "npm is on PATH (MEMTIER_REQUIRE_OPENCLAW=1)", {}),
+             "browser": (REQUIRE_BROWSER, "Chromium and Playwright were installed (MEMTIER_REQUIRE_BROWSER=1)", {})}
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if item.get_closest_marker("openclaw") is None:
-        return
-    if report.skipped and REQUIRE_OPENCLAW:
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        report.outcome = "failed"
-        report.longrepr = f"openclaw test skipped while npm is on PATH (MEMTIER_REQUIRE_OPENCLAW=1): {reason}"
-    if report.when == "call" or report.outcome != "passed":
-        _openclaw_outcomes.setdefault(item.nodeid, report.outcome)
+    for marker, (required, why, outcomes) in _REQUIRED.items():
+        if item.get_closest_marker(marker) is None:
+            continue
+        if report.skipped and required:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            report.outcome = "failed"
+            report.longrepr = f"{marker} test skipped while {why}: {reason}"
+        if report.when == "call" or report.outcome != "passed":
+            outcomes.setdefault(item.nodeid, report.outcome)
 
 
 def pytest_terminal_summary(terminalreporter):
-    if _openclaw_outcomes:
-        counts = Counter(_openclaw_outcomes.values())
-        terminalreporter.write_line("openclaw tests: " + ", ".join(f"{counts[k]} {k}" for k in ("passed", "failed", "skipped")))
+    for marker, (_, _, outcomes) in _REQUIRED.items():
+        if outcomes:
+            counts = Counter(outcomes.values())
+            terminalreporter.write_line(f"{marker} tests: " + ", ".join(f"{counts[k]} {k}"
+                                                                      for k in ("passed", "failed", "skipped")))
 
 
 @pytest.fixture(autouse=True)

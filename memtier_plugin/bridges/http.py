@@ -106,7 +106,7 @@ HOOK_EVENTS = {"before_prompt_build": PromptEvent, "pre_tool": ToolCallEvent, "p
                "agent_end": AgentEndEvent, "before_compaction": CompactionEvent, "session_end": SessionEndEvent}
 TOOLS = ("memory_search", "memory_get", "memory_add")
 _CTX_FIELDS = ("agent_id", "session_key", "session_id", "run_id", "project")
-_LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
 
 class RequestError(MemtierError):
@@ -686,7 +686,7 @@ def serve(workspace: Path | str, memory_root: Path | str, *, host: str = "127.0.
     Shutdown: stop accepting, drain requests in flight, save the index, remove
     ``endpoint.json``.
     """
-    if host not in _LOOPBACK:
+    if host not in LOOPBACK:
         raise MemtierError(f"--host {host}: the sidecar listens on loopback only (127.0.0.1 or ::1)")
     if max_body < 1024:
         raise MemtierError(f"--max-body {max_body}: expected at least 1024 bytes")

@@ -38,16 +38,12 @@ def search(state, query, agent, project, session, explain, top_k, budget, no_two
     memory = Memory(cfg)
     memory._retriever = Retriever(cfg, memory.ledger, progress=_progress())
     ctx = checked_context(HookContext(agent_id=agent, session_id=session, project=project or ""))
-    result = memory.recall(query, ctx, record_trace=False) if project is not None else \
-        _recall_all_projects(memory, query, ctx)
+    result = memory.search(query, ctx, all_projects=project is None)
     if as_json:
         click.echo(json_line({
             "query": query, "mode": result.mode, "stage1_sessions": result.stage1_sessions,
             "tokens": result.tokens, "elapsed_ms": round(result.elapsed_ms, 3), "left_out": result.left_out,
-            "hits": [{"id": h.id, "probability": h.probability, "score": h.score, "tier": h.tier, "layer": h.layer, "route": h.route,
-                      "sources": h.sources, "session_id": h.session_id,
-                      "agent_id": h.agent_id, "timestamp": h.timestamp, "content": h.content,
-                      "raw_bm25": h.raw_bm25, "signals": h.signals, "rerank": h.rerank} for h in result.hits],
+            "hits": [h.row() for h in result.hits],
             "block": result.block}))
         return
     if not result.hits:
@@ -57,16 +53,6 @@ def search(state, query, agent, project, session, explain, top_k, budget, no_two
         click.echo(explain_table(result))
     else:
         click.echo(printable_lines(result.block))
-
-
-def _recall_all_projects(memory, query, ctx):
-    """``memtier search`` without --project: episodes of every project, standing knowledge for all projects."""
-    standing = None
-    if memory.config.standing.enabled:
-        standing = memory.scorer.hits(query, memory.standing_items("", memory.clock()))
-    return memory.retriever.recall(query, agent_id=ctx.agent_id, project=None, session_id=ctx.session_id,
-                                   agents=memory.visible_agents(ctx.agent_id), record_trace=False,
-                                   standing=standing)
 
 
 def _p(hit) -> str:

@@ -66,6 +66,14 @@ class Hit:
         text = " ".join(self.content.split()).replace(CLOSE, "</ memtier-memory>")
         return f"- [{self.id} | {self.timestamp[:10]} | {src}] {text}"
 
+    def row(self) -> dict:
+        """The hit as JSON, every signal with it (``memtier search --json``, ``memtier ui``)."""
+        return {"id": self.id, "probability": self.probability, "score": self.score, "tier": self.tier,
+                "layer": self.layer, "route": self.route, "sources": self.sources, "session_id": self.session_id,
+                "agent_id": self.agent_id, "role": self.role, "standing": self.standing,
+                "timestamp": self.timestamp, "content": self.content, "raw_bm25": self.raw_bm25,
+                "signals": self.signals, "rerank": self.rerank}
+
     def explain_line(self) -> str:
         parts = " ".join(f"{k}={v['value']:.2f}" for k, v in self.signals.items())
         if self.probability is not None:
