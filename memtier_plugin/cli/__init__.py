@@ -41,6 +41,8 @@ COMMANDS = {
     "model": ("model_cmd", "model"),
     "serve": ("serve_cmd", "serve"),
     "mcp": ("mcp_cmd", "mcp"),
+    "forget": ("forget_cmd", "forget"),
+    "correct": ("forget_cmd", "correct"),
 }
 
 
