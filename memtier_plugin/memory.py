@@ -123,7 +123,7 @@ class Memory(Rooms):
         fs = self.foresight
         if fs is None:
             return self._hook_recall(query, ctx, ts), None
-        return ForesightRecall(fs, self._hook_recall, self.directory, self.config.memory_root)(
+        return ForesightRecall(fs, self._hook_recall, self.directory, self.config.memory_root, self.forgotten.ids)(
             query, ctx, self._now(ts), start_task=start_task)
 
     def _hook_recall(self, query: str, ctx: HookContext, ts: Any = None):

@@ -3,7 +3,8 @@
 :class:`Rooms` holds the ledger and, lazily, the retriever (``recall``), the chat
 model (``models``), the Global and Workspace layers and their scorers
 (``layers``), Foresight and the Hooks scheduler (``scheduling``) and the
-pre-commit check (``intervention``); it warms them up before a long-lived
+pre-commit check (``intervention``), and the one reader of what the user told memory to forget
+(:class:`~memtier_plugin.store.tombstones.Forgotten`) that every room asks before it offers an item; it warms them up before a long-lived
 process serves and stops their background work on close. The facade
 (:class:`memtier_plugin.memory.Memory`) adds the hooks.
 """
@@ -18,6 +19,7 @@ from typing import Any
 from .config import Config
 from .events import HookContext
 from .store.episodic import Ledger
+from .store.tombstones import Forgotten
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,7 @@ class Rooms:
         self.config = config
         self.clock = clock
         self.ledger = Ledger(config.memory_root, clock=clock)
+        self.forgotten = Forgotten(config.memory_root)  # one per Memory: a forget by any process applies at the next call
         self._lock = threading.RLock()  # a room made on first use may need another (Foresight: the retriever)
         self._retriever = self._model_client = self._global = self._scorer = self._lexical = None
         self._hooks = self._foresight = self._pre_commit = self._items = None
@@ -50,7 +53,7 @@ class Rooms:
         from .recall.retriever import COLD_EMBED, Retriever
 
         def make():
-            r = Retriever(self.config, self.ledger)
+            r = Retriever(self.config, self.ledger, forgotten=self.forgotten)
             r.cold_embed_limit = COLD_EMBED  # a hook never embeds a big cold store in place
             return r
         return self._retriever if self._retriever is not None else self._once("_retriever", make)
@@ -68,7 +71,8 @@ class Rooms:
     def global_store(self):
         from .layers.global_layer import GlobalStore
 
-        return self._once("_global", lambda: GlobalStore(self.config.memory_root, fsync=self.ledger.fsync))
+        return self._once("_global", lambda: GlobalStore(self.config.memory_root, fsync=self.ledger.fsync,
+                                                         forgotten=self.forgotten))
 
     def workspace_store(self, sub: str, project: str):
         """The project's skills (``procedural``) or working state (``state``) ledger."""
@@ -122,7 +126,7 @@ class Rooms:
         def make():
             hooks = self.config.hooks
             sched = HookScheduler(self.config.memory_root / "hooks", clock=self.clock, max_entries=hooks.max_entries,
-                                  max_chars=hooks.max_chars)
+                                  max_chars=hooks.max_chars, skip=self.forgotten.__contains__)
             sched.load_in_background()
             return sched
         return self._hooks if self._hooks is not None else self._once("_hooks", make)
@@ -137,11 +141,12 @@ class Rooms:
             history=self._tool_history))
 
     def standing_items(self, project: str, now: float) -> list:
-        """Every standing item in scope: current Global nodes for ``project`` and its skills."""
+        """Every standing item in scope: current Global nodes for ``project`` and its skills, none forgotten."""
         from .layers.standing import StandingItems
 
         items = self._items or self._once("_items", StandingItems)
-        return items(self.global_store, self.workspace_store("procedural", project), self.scorer.tree, project, now)
+        return items(self.global_store, self.workspace_store("procedural", project), self.scorer.tree, project, now,
+                     forgotten=self.forgotten.ids())
 
     def directory(self, project: str, now: float) -> dict[str, list[str]]:
         """The visible topic directory (MemSidecar I): topic → the standing items of ``project`` under it."""
@@ -152,13 +157,18 @@ class Rooms:
         return directory(self.standing_items(project, now), self.scorer.tree)
 
     def session_messages(self, ctx: HookContext) -> list[tuple[str, str, str]]:
-        """(entry id, role, text) of the session's entries of this agent, in order (the last 400)."""
+        """(entry id, role, text) of the session's entries of this agent, in order (the last 400), none forgotten
+        (maintenance never learns standing knowledge from a forgotten entry)."""
         self.retriever.refresh()
-        return self.retriever.episodic.session_entries(ctx.session_id, ctx.agent_id)[-400:]
+        gone = self.forgotten.ids()
+        return [m for m in self.retriever.episodic.session_entries(ctx.session_id, ctx.agent_id)
+                if m[0] not in gone][-400:]
 
     def _tool_history(self, prefix: str, agent_id: str) -> list[tuple[float, str, str]]:
         self.retriever.refresh()
-        return self.retriever.episodic.tool_history(prefix, self.visible_agents(agent_id))
+        gone = self.forgotten.ids()
+        return [r for r in self.retriever.episodic.tool_history(prefix, self.visible_agents(agent_id))
+                if r[1] not in gone]
 
     def _extractor(self):
         return self.model_client if self.config.standing.extractor == "model" else None

@@ -1,4 +1,5 @@
-"""The memory tools an agent calls on purpose: memory_search, memory_get, memory_add.
+"""The memory tools an agent calls on purpose: memory_search, memory_get, memory_add, memory_forget,
+memory_correct.
 
 Plain functions over one workspace's :class:`~memtier_plugin.memory.Memory`,
 free of pluggy and of any transport: the sidecar (``memtier serve``), the MCP
@@ -7,6 +8,10 @@ answers alike everywhere. Scoping is the hooks' scoping: ``ctx.agent_id`` is
 checked before it becomes a path (:class:`~memtier_plugin.errors.InvalidIdError`),
 an agent reads only the episodic ledgers it may read
 (``agents.global_read``), and project-shared facts are visible to every agent.
+
+memory_forget and memory_correct are the user's verbs (:mod:`memtier_plugin.forgetting`),
+offered to agents and runtimes that act for the user; nothing forgotten is ever
+handed out by memory_search or memory_get.
 
 Each answer is a JSON-ready dict. A search writes no trace (the agent asked;
 nothing was delivered on memory's initiative) and does not touch run state.
@@ -21,6 +26,7 @@ from .errors import MemtierError
 from .events import HookContext
 from .intake import checked_context, query_text
 from .memory import Memory
+from . import forgetting
 
 #: Roles an added entry may take (the ledger's own roles, less ``fact``: facts come from consolidation).
 ADD_ROLES = ROLES
@@ -67,6 +73,8 @@ def memory_get(mem: Memory, ctx: HookContext, entry_id: str) -> dict[str, Any]:
     if not isinstance(entry_id, str) or not entry_id.strip() or len(entry_id) > MAX_ID_CHARS:
         raise MemtierError(f"memory_get: 'id' must be an entry or fact id, got {str(entry_id)[:60]!r}")
     entry_id = entry_id.strip()
+    if entry_id in mem.forgotten:
+        return {"found": False, "id": entry_id}
     retriever = mem.retriever
     retriever.refresh()
     visible = mem.visible_agents(ctx.agent_id)
@@ -106,3 +114,24 @@ def memory_add(mem: Memory, ctx: HookContext, content: str, *, role: str = "user
     return {"id": rec["id"], "agent_id": rec["agent_id"], "session_id": rec["session_id"],
             "project": rec["project"], "role": rec["role"], "timestamp": rec["timestamp"],
             "redacted": rec["provenance"].get("redacted", [])}
+
+
+def memory_forget(mem: Memory, ctx: HookContext, ids: list[str]) -> dict[str, Any]:
+    """Forget ``ids`` and what was derived only from them (:func:`memtier_plugin.forgetting.forget`).
+
+    Returns ``{"forgotten": [{id, layer}], "derived": [{id, layer, because_of}], "already": [ids]}``;
+    an unknown id is an error naming it, and then nothing is forgotten.
+    """
+    checked_context(ctx)
+    out = forgetting.forget(mem, ids, reason="tool")
+    if out["unknown"]:
+        raise MemtierError(f"memory_forget: no memory item has the id {', '.join(out['unknown'][:5])}; "
+                           "nothing was forgotten")
+    return {k: out[k] for k in ("forgotten", "derived", "already")}
+
+
+def memory_correct(mem: Memory, ctx: HookContext, item_id: str, text: str) -> dict[str, Any]:
+    """Replace a fact's or standing item's value (:func:`memtier_plugin.forgetting.correct`):
+    ``{"old", "new", "layer"}``."""
+    checked_context(ctx)
+    return forgetting.correct(mem, item_id, text)

@@ -11,7 +11,9 @@ Protocol (JSON in, JSON out, UTF-8)::
     POST /v1/<hook>   {"ctx": {...}, "event": {...}}   hook = before_prompt_build | pre_tool |
                                                               post_tool | agent_end |
                                                               before_compaction | session_end
-    POST /v1/<tool>   {"ctx": {...}, "params": {...}}  tool = memory_search | memory_get | memory_add
+    POST /v1/<tool>   {"ctx": {...}, "params": {...}}  tool = memory_search | memory_get | memory_add |
+                                                              memory_forget {"ids": [...]} |
+                                                              memory_correct {"id", "text"}
     GET  /health
     GET  /v1/challenge?nonce=<hex>                     (no token: the server proves it holds it)
 
@@ -104,7 +106,7 @@ FAILED_WRITES_PER_MIN = 20
 CHALLENGE_PREFIX = "memtier-sidecar-challenge-v1"
 HOOK_EVENTS = {"before_prompt_build": PromptEvent, "pre_tool": ToolCallEvent, "post_tool": ToolResultEvent,
                "agent_end": AgentEndEvent, "before_compaction": CompactionEvent, "session_end": SessionEndEvent}
-TOOLS = ("memory_search", "memory_get", "memory_add")
+TOOLS = ("memory_search", "memory_get", "memory_add", "memory_forget", "memory_correct")
 _CTX_FIELDS = ("agent_id", "session_key", "session_id", "run_id", "project")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
@@ -306,6 +308,10 @@ class Sidecar:
                 return tools.memory_search(mem, ctx, params.get("query"), limit=params.get("limit"))
             if name == "memory_get":
                 return tools.memory_get(mem, ctx, params.get("id"))
+            if name == "memory_forget":
+                return tools.memory_forget(mem, ctx, params.get("ids"))
+            if name == "memory_correct":
+                return tools.memory_correct(mem, ctx, params.get("id"), params.get("text"))
             return tools.memory_add(mem, ctx, params.get("content"), role=params.get("role") or "user")
         except MemtierError as exc:  # a bad argument (InvalidIdError included)
             raise RequestError(400, str(exc)) from None

@@ -42,6 +42,8 @@ COMMANDS = {
     "serve": ("serve_cmd", "serve"),
     "mcp": ("mcp_cmd", "mcp"),
     "ui": ("ui_cmd", "ui"),
+    "forget": ("forget_cmd", "forget"),
+    "correct": ("forget_cmd", "correct"),
 }
 
 

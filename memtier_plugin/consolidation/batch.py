@@ -57,6 +57,7 @@ from ..store.episodic import SYSTEM_PREFIX, Ledger, tail_records, utc_iso
 from ..store.records import entry_problem
 from ..redact import redact
 from ..store.semantic import SemanticStore, fact_id, fact_problem, fact_record, to_fact
+from ..store.tombstones import Forgotten
 from ..tokenize import count_tokens
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,7 @@ class Consolidator:
         self.clock = clock
         self.ledger = Ledger(self.root, clock=clock)
         self.store = SemanticStore(self.root)
+        self.forgotten = Forgotten(self.root)  # what the user told memory to forget is never promoted
         self._global = None  # the Global layer's store, made at the first batch that needs it
         self.promoted: set[str] = set()
         self._scan_pos: dict[str, int] = {}
@@ -192,6 +194,8 @@ class Consolidator:
         """Why a valid entry is not consolidated (already done, system text, too short), or None."""
         if rec.get("promoted") is True or rec["id"] in self.promoted:
             return "already promoted"
+        if rec["id"] in self.forgotten:
+            return "forgotten"
         if rec.get("role") == "system" or rec["content"].startswith(SYSTEM_PREFIX):
             return "system entry"
         tokens = rec.get("tokens") if isinstance(rec.get("tokens"), int) else count_tokens(rec["content"])
@@ -283,7 +287,8 @@ class Consolidator:
         project = entry.get("project") or ""
         pf = self.store.project(project, refresh=False)
         key = revision_key(f)
-        same = pf.same_key(f)
+        gone = self.forgotten.ids()  # a forgotten fact neither holds back nor is revised by a new statement
+        same = [r for r in pf.same_key(f) if r["id"] not in gone]
         supersedes, marker_by = None, None
         if same:
             for r in same:
@@ -296,7 +301,7 @@ class Consolidator:
             if order({"effective_time": f.effective_time, "timestamp": entry["timestamp"]}) < order(newest):
                 marker_by = newest["id"]  # an older statement arriving late: history, not current
                 for r in pf.same_key(f, current=False):  # ... unless the history already holds it
-                    if norm_value(r["value"]) == norm_value(f.value):
+                    if r["id"] not in gone and norm_value(r["value"]) == norm_value(f.value):
                         placed.duplicates += 1
                         own.append(r)
                         return r["id"]
@@ -306,7 +311,7 @@ class Consolidator:
                 supersedes = same[olds.index(old)]["id"] if old is not None else newest["id"]
         # Content duplicates: current facts under another key (one under the same key with another
         # value is a revision, however alike the wording) and what this entry already became.
-        near = [r for r in pf.near(f) if key is None or revision_key(to_fact(r)) != key]
+        near = [r for r in pf.near(f) if r["id"] not in gone and (key is None or revision_key(to_fact(r)) != key)]
         seen = {r["id"] for r in near}
         near += [r for r in own if r["id"] not in seen]
         olds = [to_fact(r) for r in near]
@@ -433,7 +438,7 @@ class Consolidator:
             key = (entry["agent_id"], entry["session_id"], entry.get("project") or "")
             sessions.setdefault(key, []).append((entry["id"], entry.get("role") or "user", entry["content"]))
         if self._global is None:  # one per consolidator: later batches read only what is new
-            self._global = GlobalStore(self.root, fsync=self.store.fsync)
+            self._global = GlobalStore(self.root, fsync=self.store.fsync, forgotten=self.forgotten)
         store = self._global
         try:
             for (agent, session, project), msgs in sessions.items():

@@ -14,7 +14,11 @@ whose content a current node already holds is dropped (the stored wording
 stays); one with the attribute of a current node in the same scope retires
 that node only (per attribute: revising the hotel budget leaves "aisle seat"
 alone); anything else is inserted. Standing knowledge has validity, not age:
-a node is current until retired or out of its ``applies`` window.
+a node is current until retired or out of its ``applies`` window. What the user
+told memory to forget (store/tombstones.py) is never learned again: a candidate
+whose every source entry is forgotten is dropped, and a forgotten node does not
+hold back a new statement of the same thing. :meth:`GlobalStore.revise` is the
+user's own correction (``memtier correct``): a new node that retires the old one.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ..store import jsonl
 from ..store.episodic import append_lines, clean_id, new_id, parse_iso, utc_iso
 from ..store.files import TailReader
 from ..store.paths import is_valid_id
+from ..store.tombstones import Forgotten
 from .extract import Candidate
 from ..redact import redact
 from ..tokenize import jaccard, token_set
@@ -109,10 +114,11 @@ class Node:
 class GlobalStore:
     """Read, fold and upsert ``memory/global/knowledge.jsonl`` (safe across processes)."""
 
-    def __init__(self, memory_root: Path | str, *, fsync: bool = True):
+    def __init__(self, memory_root: Path | str, *, fsync: bool = True, forgotten: Forgotten | None = None):
         self.root = Path(memory_root)
         self.path = self.root / SUB / FILE
         self.fsync = fsync
+        self.forgotten = forgotten if forgotten is not None else Forgotten(self.root)
         self.nodes: dict[str, Node] = {}
         self._tail = TailReader(self.path)
         self._lock = threading.RLock()
@@ -184,28 +190,64 @@ class GlobalStore:
     def upsert(self, candidates: list[Candidate], *, agent_id: str, session_id: str, project: str,
                ts: float) -> list[dict]:
         """Insert new knowledge, retire what a candidate revises; returns the records written."""
+        gone = self.forgotten.ids()
+        candidates = [c for c in candidates if not (c.entry_ids and all(i in gone for i in c.entry_ids))]
         if not candidates:
             return []
         tree = topic_tree(self.root)
+
+        def decide() -> list[dict]:
+            out: list[dict] = []
+            for cand in candidates:
+                recs = self._decide(cand, tree, agent_id=agent_id, session_id=session_id, project=project, ts=ts)
+                for rec in recs:
+                    self._fold(rec)
+                out.extend(recs)
+            return out
+        return self._locked(decide)
+
+    def _locked(self, decide) -> list[dict]:
+        """Read, ``decide()`` the records to write, append them: one step across processes (flock)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.root / SUB / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # read-decide-append is one step across processes
+            fcntl.flock(fd, fcntl.LOCK_EX)
             with self._lock:
                 self.refresh()
-                out: list[dict] = []
-                for cand in candidates:
-                    recs = self._decide(cand, tree, agent_id=agent_id, session_id=session_id,
-                                        project=project, ts=ts)
-                    for rec in recs:
-                        self._fold(rec)
-                    out.extend(recs)
+                out = decide()
                 if out:
                     append_lines(self.path, b"".join(jsonl.dumps(r) for r in out), fsync=self.fsync)
                     self.refresh()
                 return out
         finally:
             os.close(fd)
+
+    def revise(self, node_id: str, content: str, *, ts: float) -> dict:
+        """The user's correction of current node ``node_id``: a new node with ``content`` (redacted; the old
+        one's kind, attribute and scope, ``provenance.corrects`` naming it) and a ``retired`` record for the
+        old one. Returns the new node. Raises ValueError when ``node_id`` is not a current node."""
+        tree = topic_tree(self.root)
+
+        def decide() -> list[dict]:
+            old = self.nodes.get(node_id)
+            if old is None:
+                raise ValueError(f"{node_id}: no such standing item")
+            if old.retired_by is not None:
+                raise ValueError(f"{node_id}: not current (revised by {old.retired_by}); correct that one")
+            text = redact(content)[0]
+            route = tree.route(text)
+            r = old.rec
+            rec = {"v": jsonl.SCHEMA_VERSION, "kind": "knowledge", "id": new_id("gk", ts), "timestamp": utc_iso(ts),
+                   "node_kind": r["node_kind"], "content": text, "attribute": r.get("attribute", ""),
+                   "topics": tree.top(route, 4), "applies": r.get("applies") or {"projects": "*"},
+                   "provenance": {"entry_ids": [], "session_id": "", "agent_id": "", "speaker": "user",
+                                  "form": "stated", "corrects": node_id}}
+            retired = {"v": jsonl.SCHEMA_VERSION, "kind": "retired", "id": new_id("up", ts), "timestamp": utc_iso(ts),
+                       "node_id": node_id, "by": rec["id"], "reason": "corrected by the user"}
+            for x in (rec, retired):
+                self._fold(x)
+            return [rec, retired]
+        return self._locked(decide)[0]
 
     def _decide(self, cand: Candidate, tree, *, agent_id: str, session_id: str, project: str,
                 ts: float) -> list[dict]:
@@ -214,7 +256,8 @@ class GlobalStore:
         if not toks:
             return []
         scope = [project] if cand.project_scoped and project else "*"
-        same_scope = [n for n in self.nodes.values() if n.retired_by is None
+        gone = self.forgotten.ids()
+        same_scope = [n for n in self.nodes.values() if n.retired_by is None and n.id not in gone
                       and (n.rec.get("applies") or {}).get("projects", "*") == scope]
         for n in same_scope:
             if n.tokens == toks or jaccard(n.tokens, toks) >= DUPLICATE_JACCARD:

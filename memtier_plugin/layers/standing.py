@@ -65,14 +65,18 @@ class Item:
 
 class StandingItems:
     """Every standing item in scope: the current Global nodes for a project and the project's skills, each
-    built once (records never change, so items are cached by id)."""
+    built once (records never change, so items are cached by id). An id in ``forgotten`` (the user told memory
+    to forget it: store/tombstones.py) is never an item: this is where every standing candidate is gathered."""
 
     def __init__(self):
         self._cache: dict[str, Item] = {}
 
-    def __call__(self, global_store, skills, tree: TopicTree, project: str, now: float) -> list[Item]:
+    def __call__(self, global_store, skills, tree: TopicTree, project: str, now: float, *,
+                 forgotten: frozenset = frozenset()) -> list[Item]:
         items = []
         for n in global_store.current(project, now):
+            if n.id in forgotten:
+                continue
             it = self._cache.get(n.id)
             if it is None:
                 r, prov = n.rec, n.rec.get("provenance") or {}
@@ -82,6 +86,8 @@ class StandingItems:
                                               prov.get("session_id", ""))
             items.append(it)
         for r in current_skills(skills):
+            if r["id"] in forgotten:
+                continue
             it = self._cache.get(r["id"])
             if it is None:
                 prov = r.get("provenance") or {}

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..vocabulary import TIERS
 from ..store import traces
+from ..store.tombstones import Forgotten
 from .backends import Backends
 from .backends import choose as choose_backends
 from .calibration import for_config as calibration_for
@@ -150,12 +151,17 @@ class Retriever:
     """Holds the episodic and semantic indexes of one memory root and answers queries."""
 
     def __init__(self, config: Config, ledger: Ledger | None = None, *, progress=None,
-                 backends: Backends | None = None, vector_cache: Path | None = None):
+                 backends: Backends | None = None, vector_cache: Path | None = None,
+                 forgotten: Forgotten | None = None):
         """``backends``: the embedder, re-ranker and weights to use (default: :func:`.backends.choose` of
         ``config``, its notes logged as warnings); ``vector_cache``: where φsem vectors are cached
-        (default ``<memory>/.index/vectors``). Evaluation passes both to share one model and cache."""
+        (default ``<memory>/.index/vectors``). Evaluation passes both to share one model and cache.
+        ``forgotten``: the workspace's forgotten ids (the Memory's one reader; default a reader of its own):
+        a forgotten entry or fact is never a candidate (:meth:`_mask`)."""
         self.config = config
         self.root = Path(config.memory_root)
+        self.forgotten = forgotten if forgotten is not None else Forgotten(self.root)
+        self._gone: dict[str, tuple] = {}  # index kind -> (ids, index object, n, mask): forgotten docs
         self.ledger = ledger or Ledger(self.root)
         if backends is None:
             backends = choose_backends(config)
@@ -585,9 +591,30 @@ class Retriever:
         return docs.astype(np.int64), cos.astype(np.float64)
 
     # ---- ranking ---------------------------------------------------------
+    def forgotten_docs(self, idx: DocIndex) -> np.ndarray | None:
+        """A mask over ``idx``'s docs of the forgotten ones (None: none is), rebuilt only when another id was
+        forgotten or the index grew (one ``stat`` of ``forgotten.jsonl`` otherwise)."""
+        ids = self.forgotten.ids()
+        if not ids:
+            return None
+        held = self._gone.get(idx.kind)
+        if held is not None and held[0] is ids and held[1] is idx and held[2] == idx.n:
+            return held[3]
+        mask = np.zeros(idx.n, dtype=bool)
+        for i in ids:
+            doc = idx.pos.get(i)
+            if doc is not None and doc < idx.n:
+                mask[doc] = True
+        self._gone[idx.kind] = (ids, idx, idx.n, mask)
+        return mask
+
     def _mask(self, idx: DocIndex, docs: np.ndarray, agents: list[str] | None, project: str | None) -> np.ndarray:
-        """Visibility of ``docs``: not [system], the agent may read it, same project, recalled role, current."""
+        """Visibility of ``docs``: not [system], not forgotten, the agent may read it, same project, recalled
+        role, current."""
         keep = ~idx.col("system")[docs]
+        gone = self.forgotten_docs(idx)
+        if gone is not None:
+            keep &= ~gone[docs]
         if agents is not None:
             allowed = np.zeros(len(idx.agents.names) + 1, dtype=bool)
             allowed[[idx.agents.code[a] for a in agents if a in idx.agents.code]] = True

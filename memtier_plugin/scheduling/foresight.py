@@ -83,7 +83,7 @@ class Served:
     similarity: float = 0.0
     wait_ms: float = 0.0
     wait_saved_ms: float = 0.0
-    reason: str = "hit"  # hit | no task | no match | late | failed
+    reason: str = "hit"  # hit | no task | no match | late | failed | forgotten (held an id the user forgot)
 
     @property
     def hit(self) -> bool:
@@ -436,11 +436,14 @@ class ForesightRecall:
     queries, from a result retrieved earlier in this turn), else retrieved; both traced.
 
     ``recall(query, ctx, when)``: the hook's own retrieval; ``directory(project, when)``: the topic
-    directory predictions are made over; ``memory_root``: where the traces go.
+    directory predictions are made over; ``memory_root``: where the traces go; ``forgotten()``: the ids the
+    user told memory to forget: a prepared result that holds one is not served (it is retrieved again).
     """
 
-    def __init__(self, fs: Foresight, recall: Callable, directory: Callable, memory_root):
+    def __init__(self, fs: Foresight, recall: Callable, directory: Callable, memory_root,
+                 forgotten: Callable[[], frozenset] = frozenset):
         self.fs, self.recall, self.directory, self.memory_root = fs, recall, directory, memory_root
+        self.forgotten = forgotten
 
     def __call__(self, query: str, ctx, when: float, *, start_task: bool = True):
         """(result, access). ``start_task``: a prompt (the memory tools pass False); the first prompt of a task
@@ -461,6 +464,9 @@ class ForesightRecall:
         if start_task:  # a prompt: what was retrieved for the last one predates what the user just said
             fs.forget_retrieved(key)
         access = fs.lookup(key, query)
+        if access.hit and self._holds_forgotten(access.result):
+            fs.forget_retrieved(key)
+            access = Served(None, access.prediction, access.similarity, access.wait_ms, reason="forgotten")
         if not access.hit:
             result = self.recall(query, ctx, when)
             try:  # a later query of the same need is served from it
@@ -471,6 +477,10 @@ class ForesightRecall:
             result = access.result
         self._trace(query, result, access, ctx, when, served=access.hit)
         return result, access
+
+    def _holds_forgotten(self, result) -> bool:
+        gone = self.forgotten()
+        return bool(gone) and any(h.id in gone for h in [*result.hits, *getattr(result, "candidates", [])])
 
     def _trace(self, query: str, result, access: Served, ctx, when: float, *, served: bool) -> None:
         from ..store import traces

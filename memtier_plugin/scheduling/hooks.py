@@ -448,7 +448,10 @@ class HookScheduler:
                  max_chars: int = MAX_CHARS, task_ttl_s: float = TASK_TTL_S, max_tasks: int = MAX_TASKS,
                  event_steps: int = EVENT_STEPS, event_candidates: int = EVENT_CANDIDATES, refresh_s: float = 1.0,
                  resolve_entry: Callable[[str], str | None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 skip: Callable[[str], bool] | None = None, clock: Callable[[], float] = time.monotonic):
+        """``skip(id)``: True for an id the user told memory to forget (store/tombstones.py): a hook whose
+        key or bound entry it names is never delivered."""
+        self.skip = skip
         self.files = HookFiles(hooks_dir) if hooks_dir is not None else None
         self.max_entries, self.max_chars = max_entries, max_chars
         self.task_ttl_s, self.max_tasks, self.event_steps = task_ttl_s, max_tasks, event_steps
@@ -646,6 +649,9 @@ class HookScheduler:
         """Merge matched hooks by entry text, then keep entries in load order within the caps."""
         merged: dict[str, list] = {}  # normalised text -> [text, entry_id, [keys], source]
         for hook in held:
+            if self.skip is not None and (self.skip(hook.key) or (hook.entry_id and self.skip(hook.entry_id))):
+                out.skipped.append((hook.key, "forgotten"))
+                continue
             text = hook.entry
             if not text and hook.entry_id:
                 text = self._resolve(hook.entry_id)
