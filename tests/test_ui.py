@@ -234,6 +234,22 @@ def test_forgotten_items_leave_every_view(page):
     assert rows and all(r["forgotten"] and r["content"] is None for r in rows)
 
 
+def test_forget_and_correct_through_the_api(page):
+    status, body = page.api("forget", body={"ids": ["ep-20000101-000000000000"]})
+    assert status == 200 and body["unknown"] == ["ep-20000101-000000000000"] and not body["forgotten"]
+    hit = next(h for h in page.api("search?q=" + QUERY + "&agent=assistant")[1]["hits"] if h["content"] == HOSTILE_IMG)
+    status, body = page.api("forget", body={"ids": [hit["id"]]})
+    assert status == 200 and body["forgotten"] == [{"id": hit["id"], "layer": "episode"}]
+    assert hit["id"] not in {h["id"] for h in page.api("search?q=" + QUERY + "&agent=assistant")[1]["hits"]}
+    fact = page.api("facts")[1]["projects"][0]["chains"][0][-1]
+    status, body = page.api("correct", body={"id": fact["id"], "text": "The user now prefers window seats"})
+    assert status == 200 and body["old"] == fact["id"]
+    chains = [c for p in page.api("facts")[1]["projects"] for c in p["chains"] if fact["id"] in {f["id"] for f in c}]
+    assert chains and chains[0][-1]["content"] == "The user now prefers window seats"
+    status, body = page.api("correct", body={"id": hit["id"], "text": "x"})
+    assert status == 400 and hit["id"] in body["error"]  # forgotten: one line saying so
+
+
 def test_memtier_ui_prints_its_url_and_exits_on_sigterm(workspace):
     proc = subprocess.Popen([sys.executable, "-m", "memtier_plugin", "-w", str(workspace), "ui", "--json", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -48,7 +48,6 @@ from .. import __version__
 from ..errors import MemtierError
 from ..memory import Memory
 from ..store.paths import checked_id, is_valid_id
-from ..store.tombstones import Forgotten
 from . import ui_views as views
 from .http import LOOPBACK, RequestError, parse_body
 
@@ -88,7 +87,7 @@ class UI:
 
     def __init__(self, mem: Memory):
         self.mem = mem
-        self.forgotten = Forgotten(mem.config.memory_root)
+        self.forgotten = mem.forgotten  # the Memory's own: a forget by any process applies at the next call
         self._lock = threading.Lock()  # one call at a time: the rooms are shared (no file lock is held)
 
     def get(self, name: str, query: dict[str, str]) -> dict:

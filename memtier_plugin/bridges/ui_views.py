@@ -83,16 +83,20 @@ def global_layer(mem: Memory, forgotten: frozenset[str]) -> dict[str, Any]:
                        for t in topics], "problems": store.problems[:50]}
 
 
-def workspace_layer(mem: Memory, forgotten: frozenset[str]) -> dict[str, Any]:
-    """Each project's current skills (with the revisions they superseded) and its latest working state."""
-    root = mem.config.memory_root
-    names = set()
+def _workspace_projects(mem: Memory) -> list[str]:
+    """Projects with skills or working state (the project is in each record; file names are derived)."""
+    root, names = mem.config.memory_root, set()
     for sub in ("procedural", "state"):
         for path in sorted((root / sub).glob("*.jsonl")) if (root / sub).is_dir() else ():
             names.update(rec.get("project", "") for rec, _, problem in iter_records(path)
                          if not problem and isinstance(rec.get("project", ""), str))
+    return sorted(names)
+
+
+def workspace_layer(mem: Memory, forgotten: frozenset[str]) -> dict[str, Any]:
+    """Each project's current skills (with the revisions they superseded) and its latest working state."""
     out = []
-    for project in sorted(names):
+    for project in _workspace_projects(mem):
         store = mem.workspace_store("procedural", project)
         every = {r["id"]: r for r in store.refresh() if r.get("kind") == "skill"}
         skills = []
@@ -123,7 +127,7 @@ def _texts(mem: Memory) -> dict[str, str]:
     store = mem.global_store
     store.refresh()
     out.update((n.id, n.rec["content"]) for n in store.nodes.values())
-    for project in {p["project"] for p in workspace_layer(mem, frozenset())["projects"]}:
+    for project in _workspace_projects(mem):
         out.update((r["id"], r.get("content", "")) for r in mem.workspace_store("procedural", project).refresh())
     return out
 

@@ -62,9 +62,10 @@ function actions(id, canCorrect) {
       yes.disabled = true;
       try {
         const res = await api('forget', { ids: [id] });
-        const n = (res.forgotten || []).length + (res.derived || []).length;
-        say('forgot ' + n + ' item(s): ' + [...(res.forgotten || []), ...(res.derived || [])]
-          .map((f) => f.id || f).join(', '));
+        if (res.unknown && res.unknown.length) throw new Error('not found, nothing forgotten: ' + res.unknown.join(', '));
+        const done = [...res.forgotten, ...res.derived].map((f) => f.id);
+        say(done.length ? 'forgot ' + done.join(', ') + (res.derived.length ? ' (with what was derived only from it)' : '')
+          : 'already forgotten: ' + res.already.join(', '));
         await show(current);
       } catch (e) { say(e.message, true); yes.disabled = false; }
     });
@@ -101,6 +102,14 @@ function item(row, meta, canCorrect, extraClass) {
     actions(row.id, canCorrect));
 }
 
+// A revision chain, oldest first: the last is current, the ones before it are shown retired.
+function chainBox(chain, meta, canCorrect) {
+  return el('div', { className: 'chain' }, ...chain.map((x, i) => {
+    const last = i === chain.length - 1;
+    return item(x, [...meta(x), last ? 'current' : 'superseded'], canCorrect && last, last ? '' : 'retired');
+  }));
+}
+
 const VIEWS = {
   async episodes() {
     const d = await api('episodes');
@@ -112,7 +121,7 @@ const VIEWS = {
         out.push(el('h3', {}, 'session ' + (s.session_id || '(none)') + ' · ' + s.entries.length + ' entries'));
         for (const e of s.entries) {
           out.push(item(e, [e.timestamp, e.role, e.project && ('project ' + e.project),
-            e.promoted && ('facts ' + e.fact_ids.join(', ')), e.cognitive_weight ? 'cw ' + e.cognitive_weight : '']));
+            e.promoted && (e.fact_ids.length ? 'facts ' + e.fact_ids.join(', ') : 'promoted'), e.cognitive_weight ? 'cw ' + e.cognitive_weight : '']));
         }
       }
     }
@@ -127,10 +136,8 @@ const VIEWS = {
     for (const p of d.projects) {
       out.push(el('h2', {}, 'project ' + (p.project || '(none)')));
       for (const chain of p.chains) {
-        out.push(el('div', { className: 'chain' }, ...chain.map((f, i) => item(f,
-          [f.timestamp, f.fact_kind, f.attribute, f.supersedes && ('revises ' + f.supersedes),
-            i < chain.length - 1 ? 'superseded' : 'current', f.sources.length ? 'from ' + f.sources.join(', ') : ''],
-          i === chain.length - 1, i < chain.length - 1 ? 'retired' : ''))));
+        out.push(chainBox(chain, (f) => [f.timestamp, f.fact_kind, f.attribute,
+          f.supersedes && ('revises ' + f.supersedes), f.sources.length ? 'from ' + f.sources.join(', ') : ''], true));
       }
     }
     out.push(problems(d.problems));
@@ -161,9 +168,7 @@ const VIEWS = {
       out.push(el('h2', {}, 'project ' + (p.project || '(none)')));
       out.push(el('h3', {}, p.skills.length + ' skill(s)'));
       for (const chain of p.skills) {
-        out.push(el('div', { className: 'chain' }, ...chain.map((s, i) => item(s,
-          [s.timestamp, 'worked ' + s.count + '×', i < chain.length - 1 ? 'superseded' : 'current'], false,
-          i < chain.length - 1 ? 'retired' : ''))));
+        out.push(chainBox(chain, (s) => [s.timestamp, 'worked ' + s.count + '×'], false));
       }
       if (p.state) {
         const st = p.state;
@@ -203,13 +208,14 @@ const VIEWS = {
       const rows = t.delivered.map((h) => el('tr', {},
         el('td', {}, h.id, h.forgotten ? el('span', { className: 'badge gone' }, ' forgotten') : null),
         el('td', {}, h.tier), el('td', {}, num(h.probability, 3)), el('td', {}, num(h.score, 3)),
-        el('td', {}, Object.entries(h.signals).map(([k, v]) => k + '=' + num(v, 2)).join(' ')),
+        el('td', { className: 'signals' }, Object.entries(h.signals).map(([k, v]) => k + '=' + num(v, 2)).join(' ')),
         el('td', { className: 'content' }, h.forgotten ? '' : (h.content === null ? '(not found)' : h.content))));
       box.append(el('table', {}, el('tr', {}, ...['delivered', 'tier', 'p', 'score', 'signals', 'text'].map((c) => el('th', {}, c))), ...rows));
       if (t.left_out.length) box.append(el('div', { className: 'left-out' }, el('b', {}, 'left out'),
         ...t.left_out.map((w) => el('div', {}, w))));
       out.push(box);
     }
+    if (d.traces.length) out[1].open = true;  // the newest prompt, opened
     out.push(problems(d.problems));
     return out;
   },
