@@ -41,6 +41,7 @@ COMMANDS = {
     "model": ("model_cmd", "model"),
     "serve": ("serve_cmd", "serve"),
     "mcp": ("mcp_cmd", "mcp"),
+    "purge": ("purge_cmd", "purge"),
 }
 
 
