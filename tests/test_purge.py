@@ -269,3 +269,26 @@ def test_a_concurrent_writer_loses_no_record_while_purges_replace_its_file(demo_
                  if isinstance(i, str)}
     assert set(acknowledged) - set(forgotten) <= delivered  # the trace appends survived too
     every_file_parses(memory)
+
+
+def test_a_running_daemon_reads_a_purged_ledger_again_from_its_checkpoint(tmp_path):
+    from memtier_plugin.config import load_config
+    from memtier_plugin.consolidation.batch import Consolidator
+
+    cfg = load_config(flags={"paths.workspace": str(tmp_path / "ws")})
+    memory, ledger, ts = cfg.memory_root, Ledger(cfg.memory_root), 1790000000.0
+
+    def add(n: int) -> dict:
+        return ledger.add(agent_id="a", session_id="s", project="p", timestamp=ts + n,
+                          content=f"We decided to deploy the atlas service {n} with a blue green rollout every "
+                                  f"Friday morning, and the database for service {n} is postgres.")
+
+    first = [add(n) for n in range(6)]
+    cons = Consolidator(cfg)  # one daemon, kept across the purge as a running one is
+    assert set(cons.run_batch().promoted) == {e["id"] for e in first}
+    tombstones.append(memory, [tombstones.forget_record(first[0]["id"], "episode")])
+    assert purging.purge(cfg)["purged"] == [first[0]["id"]]
+    later = [add(n) for n in range(10, 16)]  # appended to the ledger the purge replaced
+    report = cons.run_batch()
+    assert set(report.promoted) == {e["id"] for e in later} and not report.errors
+    checkpoints_on_boundaries(memory)
