@@ -105,6 +105,10 @@ def test_purge_leaves_no_byte_of_the_forgotten_text_and_every_other_entry(demo_w
     ids, texts = forget_entry_and_derived(memory, "aisle seat, vegetarian meals")
     assert len(ids) >= 3  # the entry, its standing items, its facts
     assert all(files_holding(memory, t) for t in texts)  # they are there before
+    vectors = memory / ".index" / "vectors"  # derived from the text: the vector cache goes with it
+    vectors.mkdir(parents=True)
+    (vectors / "minilm-384.lock").touch()
+    (vectors / "minilm-384.keys").write_bytes(texts[0].encode())
 
     out = json.loads(run_cli("purge", "--json").stdout)
     assert sorted(out["purged"]) == sorted(ids) and out["files_rewritten"] > 0 and out["index_rebuilt"]
@@ -136,6 +140,8 @@ def test_purge_leaves_no_byte_of_the_forgotten_text_and_every_other_entry(demo_w
     # a second purge finds nothing left to do
     again = json.loads(run_cli("purge", "--json").stdout)
     assert again == {"purged": [], "files_rewritten": 0, "index_rebuilt": False, "still_quoted": []}
+    assert "nothing to purge" in run_cli("purge").stdout
+    assert sorted(p.name for p in vectors.iterdir()) == ["minilm-384.lock"]
 
 
 def _fact(entry_id: str, value: str, ts: str) -> dict:
