@@ -46,7 +46,7 @@ from typing import Any, Callable
 import orjson
 
 from .store import jsonl, tombstones
-from .store.files import atomic_write, read_lines
+from .store.files import atomic_write, iter_records, read_lines
 
 log = logging.getLogger(__name__)
 
@@ -415,8 +415,6 @@ def _plan(root: Path, ids: frozenset[str], files: list[Path]) -> Plan:
 
 
 def _iter(path: Path):
-    from .store.files import iter_records
-
     try:
         yield from iter_records(path)
     except FileNotFoundError:
