@@ -16,7 +16,8 @@ replaced by ``[purged]``. Other episodic entries are never changed: an entry
 that quotes a forgotten text is the user's own, reported in ``still_quoted``
 (forget it too). The derived index and the vector cache under ``.index/`` are
 deleted (and the index rebuilt when a config is at hand): they are rebuilt from
-the ledgers, so nothing is lost.
+the ledgers, so nothing is lost. What each record becomes is
+:mod:`store.scrub`'s; this module reads and replaces the files.
 
 Crash safety: the whole purge runs under the consolidation batch lock
 (``memory/.daemon/lock``), so no batch interleaves. It works in two passes.
@@ -47,23 +48,10 @@ import orjson
 
 from .store import jsonl, tombstones
 from .store.files import atomic_write, iter_records, read_lines
+from .store.scrub import DROP, PRIMARY, Plan, kind_of
 
 log = logging.getLogger(__name__)
 
-MARK = "[purged]"
-#: A forgotten text this long (characters) is searched for inside other records' strings; a shorter
-#: one only replaces a string that is exactly it ("Noted." is everywhere and names nothing).
-MIN_TEXT = 12
-#: A sentence of a forgotten text this long is searched for too (a skill's goal keeps the user's sentences).
-MIN_SENTENCE = 24
-PRIMARY = ("entry", "fact", "knowledge", "skill", "state")
-#: The field naming the item a change record is about: the record goes with its item.
-SUBJECT = {"cw_update": "entry_id", "promoted": "entry_id", "superseded": "fact_id", "retired": "node_id",
-           "store_cost": "entry_id"}
-TEXT_FIELDS = ("content", "value", "goal", "goals", "progress", "pending", "artifacts", "steps")
-_CUT = re.compile(r" …\[cut \d+ chars\]$")
-_SENTENCE = re.compile(r"(?<=[.!?;:])\s+|\n+")
-_DROP = object()
 JOURNAL = Path(".daemon") / "batch.json"
 CHECKPOINTS = Path(".daemon") / "checkpoints.json"
 MOVE = Path(".daemon") / "purge.json"  # a checkpoint being moved by a purge (file, new size and digest, offset)
@@ -81,141 +69,6 @@ def _crash_point() -> None:
 
 
 _steps = 0
-
-
-# ---------------------------------------------------------------- what to remove
-def _norm(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _strings(value) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
-
-
-def _kind(rec: dict) -> str:
-    kind = rec.get("kind", "entry")
-    return kind if isinstance(kind, str) else ""
-
-
-class Plan:
-    """The forgotten ids, the texts their records hold, and their places in revision chains."""
-
-    def __init__(self, ids: frozenset[str]):
-        self.ids = ids
-        self.texts: set[str] = set()      # whole forgotten texts (normalised), searched inside strings
-        self.short: set[str] = set()      # too short to search for: replaced only where a string is exactly one
-        self.parent: dict[str, str | None] = {}  # forgotten fact/skill id -> what it superseded
-        self.child: dict[str, str] = {}  # fact id -> the fact that superseded it
-        self._re: re.Pattern | None = None
-
-    def learn(self, rec: dict) -> None:
-        """Take the texts of a forgotten item's record."""
-        sup = rec.get("supersedes")
-        self.parent[rec["id"]] = sup if isinstance(sup, str) and sup else None
-        for field in TEXT_FIELDS:
-            for text in _strings(rec.get(field)):
-                text = _norm(_CUT.sub("", text))
-                if len(text) >= MIN_TEXT:
-                    self.texts.add(text)
-                    self.texts.update(s for s in map(str.strip, _SENTENCE.split(text)) if len(s) >= MIN_SENTENCE)
-                elif text:
-                    self.short.add(text)
-        self._re = None
-
-    def ancestor(self, item_id: str | None) -> str | None:
-        """The nearest version of a chain that is not forgotten, from ``item_id`` back."""
-        seen = set()
-        while item_id in self.ids and item_id not in seen:
-            seen.add(item_id)
-            item_id = self.parent.get(item_id)
-        return item_id
-
-    def _kept_successor(self, item_id: str) -> bool:
-        """Whether a newer version of ``item_id`` that is not forgotten exists (it will supersede the older one)."""
-        seen = set()
-        while item_id in self.child and item_id not in seen:
-            seen.add(item_id)
-            item_id = self.child[item_id]
-            if item_id not in self.ids:
-                return True
-        return False
-
-    def _pattern(self) -> re.Pattern | None:
-        if self._re is None and self.texts:
-            self._re = re.compile("|".join(re.escape(t) for t in sorted(self.texts, key=len, reverse=True)))
-        return self._re
-
-    def holds(self, text: str) -> bool:
-        """Whether ``text`` holds a forgotten text (or is a clipped copy of one)."""
-        return self.scrub(text) != text
-
-    def scrub(self, text: str) -> str:
-        if _norm(text) in self.short:
-            return MARK
-        pat = self._pattern()
-        if pat is None:
-            return text
-        out = pat.sub(MARK, text)
-        flat = _norm(out)
-        if flat != out and pat.search(flat):  # the copy's whitespace differs (a skill's goal is re-spaced)
-            out = pat.sub(MARK, flat)
-        head = _norm(_CUT.sub("", out))
-        if head != _norm(out) and len(head) >= MIN_TEXT and any(t.startswith(head) for t in self.texts):
-            return MARK  # a clipped copy ("…[cut N chars]") of a forgotten text
-        return out
-
-    def quotes(self, text: str) -> bool:
-        """Whether ``text`` holds a forgotten text long enough to search for (not merely a short one)."""
-        pat = self._pattern()
-        return pat is not None and (pat.search(text) is not None or pat.search(_norm(text)) is not None)
-
-    def _is_ref(self, value: str) -> bool:
-        """A string naming a forgotten id: the id itself, or "id: why" (a trace's left_out)."""
-        return value in self.ids or value.split(":", 1)[0] in self.ids
-
-    def clean(self, value):
-        """``value`` without references to forgotten ids and with their texts scrubbed."""
-        if isinstance(value, str):
-            return self.scrub(value)
-        if isinstance(value, list):
-            return [self.clean(v) for v in value
-                    if not (isinstance(v, str) and self._is_ref(v))
-                    and not (isinstance(v, dict) and v.get("id") in self.ids)]
-        if isinstance(value, dict):
-            return {k: self.clean(v) for k, v in value.items()}
-        return value
-
-    def record(self, rec: dict, final: bool) -> Any:
-        """What ``rec`` becomes: itself, a scrubbed copy, a replacement, or ``_DROP``.
-
-        ``final`` False (the first pass) keeps forgotten records as they are, so their texts stay readable.
-        """
-        kind = _kind(rec)
-        if kind in PRIMARY and rec.get("id") in self.ids:
-            if not final:
-                return rec
-            if kind == "fact":  # the older version it retired stays retired (by its newer version, if kept)
-                older = self.ancestor(rec["id"])
-                if older and not self._kept_successor(rec["id"]):
-                    return {"v": jsonl.SCHEMA_VERSION, "kind": "superseded", "fact_id": older, "by": rec["id"],
-                            "project": rec.get("project") or "", "timestamp": rec.get("timestamp")}
-            return _DROP
-        if rec.get(SUBJECT.get(kind, "")) in self.ids:
-            return _DROP
-        out = self.clean(rec)
-        if kind in ("fact", "skill") and out.get("supersedes") in self.ids:
-            older = self.ancestor(out["supersedes"])
-            if kind == "fact" or older:
-                out["supersedes"] = older
-            else:
-                del out["supersedes"]
-        return out
 
 
 # ---------------------------------------------------------------- files
@@ -266,14 +119,14 @@ def _lines(path: Path, plan: Plan, final: bool, quoted: set[str] | None) -> tupl
         if not isinstance(rec, dict):  # not ours to judge, unless it holds forgotten text
             new.append(b"" if plan.holds(raw.decode("utf-8", "replace")) else raw)
             continue
-        if quoted is not None and _kind(rec) == "entry" and rec.get("id") not in plan.ids \
+        if quoted is not None and kind_of(rec) == "entry" and rec.get("id") not in plan.ids \
                 and isinstance(rec.get("content"), str) and plan.holds(rec["content"]):
             if plan.quotes(rec["content"]):
                 quoted.add(rec["id"])
             new.append(raw)  # another entry: the user's own words, never changed here
             continue
         out = plan.record(rec, final)
-        new.append(b"" if out is _DROP else raw if out == rec else jsonl.dumps(out))
+        new.append(b"" if out is DROP else raw if out == rec else jsonl.dumps(out))
     return old, new
 
 
@@ -371,11 +224,11 @@ def _rewrite_journal(root: Path, plan: Plan, final: bool) -> bool:
         return False
     if not isinstance(data, dict):
         return False
-    facts = {p: [r for r in (plan.record(x, final) for x in recs if isinstance(x, dict)) if r is not _DROP]
+    facts = {p: [r for r in (plan.record(x, final) for x in recs if isinstance(x, dict)) if r is not DROP]
              for p, recs in (data.get("facts") or {}).items() if isinstance(recs, list)}
     promoted = [{**i, "record": plan.record(i["record"], final)} for i in data.get("promoted") or []
                 if isinstance(i, dict) and isinstance(i.get("record"), dict)]
-    out = {**data, "facts": facts, "promoted": [i for i in promoted if i["record"] is not _DROP]}
+    out = {**data, "facts": facts, "promoted": [i for i in promoted if i["record"] is not DROP]}
     if out == data:
         return False
     atomic_write(path, orjson.dumps(out))
@@ -407,9 +260,9 @@ def _plan(root: Path, ids: frozenset[str], files: list[Path]) -> Plan:
     plan = Plan(ids)
     records = (rec for path in files for rec, _n, problem in _iter(path) if not problem)
     for rec in [*records, *_journal_records(root)]:
-        if _kind(rec) == "fact" and isinstance(rec.get("supersedes"), str) and isinstance(rec.get("id"), str):
+        if kind_of(rec) == "fact" and isinstance(rec.get("supersedes"), str) and isinstance(rec.get("id"), str):
             plan.child.setdefault(rec["supersedes"], rec["id"])
-        if _kind(rec) in PRIMARY and rec.get("id") in ids:
+        if kind_of(rec) in PRIMARY and rec.get("id") in ids:
             plan.learn(rec)
     return plan
 

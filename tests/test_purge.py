@@ -102,7 +102,18 @@ def test_purge_leaves_no_byte_of_the_forgotten_text_and_every_other_entry(demo_w
     memory = ws / "memory"
     monkeypatch.setenv("MEMTIER_WORKSPACE", str(ws))
     before = all_entries(memory)
+    from memtier_plugin.config import load_config
+    from memtier_plugin.events import HookContext
+    from memtier_plugin.memory import Memory
+
+    # a long-running process (a sidecar) that had the entry in its index before the purge
+    running = Memory(load_config(flags={"paths.workspace": str(ws)}))
+    travel = HookContext(agent_id="assistant", session_id="s-new", run_id="r-new", project="travel",
+                         workspace_dir=str(ws))
+    query = "which seat and meals do I want when you book my flight?"
+    first = {h.id for h in running.recall(query, travel, record_trace=False).hits}
     ids, texts = forget_entry_and_derived(memory, "aisle seat, vegetarian meals")
+    assert first & set(ids)  # it delivered what is about to be purged
     assert len(ids) >= 3  # the entry, its standing items, its facts
     assert all(files_holding(memory, t) for t in texts)  # they are there before
     vectors = memory / ".index" / "vectors"  # derived from the text: the vector cache goes with it
@@ -126,11 +137,10 @@ def test_purge_leaves_no_byte_of_the_forgotten_text_and_every_other_entry(demo_w
     assert all(after[i] == before[i] for i in after)  # every other entry intact, its folded weight too
     # the tombstone file names ids only, and records the purge
     assert set(tombstones.Forgotten(memory).purged()) == set(ids)
+    # the running process reads the replaced files: the purged items are gone from what it delivers
+    got = running.recall(query, travel, record_trace=False)
+    assert not {h.id for h in got.hits} & set(ids) and not any(t in got.block for t in texts)
     # what else memory held is still delivered
-    from memtier_plugin.config import load_config
-    from memtier_plugin.events import HookContext
-    from memtier_plugin.memory import Memory
-
     mem = Memory(load_config(flags={"paths.workspace": str(ws)}))
     ctx = HookContext(agent_id="ops", session_id="s-new", run_id="r-new", project="payments", workspace_dir=str(ws))
     got = mem.recall("the payments worker is stuck again, how do I restart it?", ctx, record_trace=False)
