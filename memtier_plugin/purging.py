@@ -264,7 +264,34 @@ def _plan(root: Path, ids: frozenset[str], files: list[Path]) -> Plan:
             plan.child.setdefault(rec["supersedes"], rec["id"])
         if kind_of(rec) in PRIMARY and rec.get("id") in ids:
             plan.learn(rec)
+    for hook in _hooks(root):  # a forgotten hook's text: searched for, though its file is the user's own
+        if hook.id in ids or hook.key in ids:
+            plan.learn({"id": hook.key, "content": hook.entry})
     return plan
+
+
+def _hooks(root: Path) -> list:
+    from .scheduling.hooks import HOOKS_DIR, SUFFIXES, load_hooks_file
+
+    out = []
+    for path in sorted((root / HOOKS_DIR).glob("*")) if (root / HOOKS_DIR).is_dir() else []:
+        if path.suffix in SUFFIXES:
+            try:
+                out.extend(load_hooks_file(path))
+            except Exception as exc:  # a bad hooks file is the hooks loader's to report
+                log.debug("%s: not read for the purge: %s", path, exc)
+    return out
+
+
+def _left_in(root: Path, plan: Plan) -> list[str]:
+    """Files under ``root`` (but the derived index) that still hold a forgotten text, raw or as JSON writes it:
+    the user's own files (hooks), and ledgers with another entry quoting one."""
+    if not plan.texts:
+        return []
+    forms = {t.encode() for t in plan.texts} | {orjson.dumps(t)[1:-1] for t in plan.texts}
+    pat = re.compile(b"|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and not p.is_symlink()
+                  and p.relative_to(root).parts[0] != ".index" and pat.search(p.read_bytes()))
 
 
 def _iter(path: Path):
@@ -325,7 +352,7 @@ def purge(target, *, progress: Callable[[str], None] | None = None) -> dict:
 
     ``target``: a Memory, a Config or a memory root. Returns ``{"purged": [ids not purged before],
     "files_rewritten": n, "index_rebuilt": bool, "still_quoted": [ids of other entries quoting a
-    forgotten text]}``: ids only, never content. The index is rebuilt when a config is at hand (a
+    forgotten text], "left_in": [files under the root still holding one: those, and hook files]}``: ids only, never content. The index is rebuilt when a config is at hand (a
     Memory or a Config), else left deleted for the next reader to rebuild.
     """
     from .consolidation.checkpoints import BatchLock
@@ -333,7 +360,7 @@ def purge(target, *, progress: Callable[[str], None] | None = None) -> dict:
     root, config = _root_and_config(target)
     forgotten = tombstones.Forgotten(root)
     ids, pending = forgotten.ids(), forgotten.pending_purge()
-    out = {"purged": [], "files_rewritten": 0, "index_rebuilt": False, "still_quoted": []}
+    out = {"purged": [], "files_rewritten": 0, "index_rebuilt": False, "still_quoted": [], "left_in": []}
     if not pending:  # nothing forgotten since the last purge finished
         return out
     rewritten: set[Path] = set()
@@ -357,5 +384,6 @@ def purge(target, *, progress: Callable[[str], None] | None = None) -> dict:
         _crash_point()
         tombstones.append(root, [tombstones.purged_record(t) for t in pending])
     log.info("purged %d forgotten items (%d files rewritten)", len(pending), len(rewritten))
-    out.update(purged=list(pending), files_rewritten=len(rewritten), still_quoted=sorted(quoted))
+    out.update(purged=list(pending), files_rewritten=len(rewritten), still_quoted=sorted(quoted),
+               left_in=_left_in(root, plan))
     return out

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 from memtier_plugin import purging
-from memtier_plugin.store import tombstones
+from memtier_plugin.store import tombstones, traces
 from memtier_plugin.store.episodic import Ledger
 from memtier_plugin.store.semantic import Fact, SemanticStore, fact_id, fact_record
 
@@ -130,6 +130,7 @@ def test_purge_leaves_no_byte_of_the_forgotten_text_and_every_other_entry(demo_w
     quoting = [orjson.loads(line)["id"] for p in files_holding(memory, "hotels under $200 a night")
                for line in (memory / p).read_bytes().splitlines() if b"hotels under $200 a night" in line]
     assert quoting == out["still_quoted"] and len(quoting) == 1
+    assert out["left_in"] == files_holding(memory, "hotels under $200 a night")  # the one ledger holding it
     every_file_parses(memory)
     checkpoints_on_boundaries(memory)
     after = all_entries(memory)
@@ -149,9 +150,27 @@ def test_purge_leaves_no_byte_of_the_forgotten_text_and_every_other_entry(demo_w
     assert any("payworker" in after[i]["content"] for i in delivered if i in after)
     # a second purge finds nothing left to do
     again = json.loads(run_cli("purge", "--json").stdout)
-    assert again == {"purged": [], "files_rewritten": 0, "index_rebuilt": False, "still_quoted": []}
+    assert again == {"purged": [], "files_rewritten": 0, "index_rebuilt": False, "still_quoted": [], "left_in": []}
     assert "nothing to purge" in run_cli("purge").stdout
     assert sorted(p.name for p in vectors.iterdir()) == ["minilm-384.lock"]
+
+
+def test_a_forgotten_hook_leaves_the_traces_and_its_own_file_is_named(tmp_path):
+    memory = tmp_path / "memory"
+    (memory / "hooks").mkdir(parents=True)
+    text = "The staging database password is hunter2-xyz-789, rotate it monthly."
+    (memory / "hooks" / "team.yaml").write_text(
+        f'hooks:\n  - id: staging-db\n    entry: "{text}"\n    events: [query]\n    when: {{tool: {{in: [psql]}}}}\n')
+    traces.append(memory, "a", {"v": 1, "kind": "trace", "run_id": "r", "agent_id": "a", "session_id": "s",
+                                "query": "what is the staging password?", "delivered": [
+                                    {"id": "staging-db", "score": 1.0, "signals": {}, "text": text}],
+                                "left_out": [f"other: {text}"], "tokens": 9}, 1790000000.0)
+    tombstones.append(memory, [tombstones.forget_record("staging-db", "hook")])
+    out = purging.purge(memory)
+    assert out["purged"] == ["staging-db"] and out["left_in"] == ["hooks/team.yaml"]
+    (trace,) = [orjson.loads(line) for p in (memory / "traces").rglob("*.jsonl") for line in p.read_bytes().splitlines()]
+    assert trace["delivered"] == [] and trace["left_out"] == ["other: [purged]"]
+    assert files_holding(memory, text) == ["hooks/team.yaml"]  # the user's own file: named, not rewritten
 
 
 def _fact(entry_id: str, value: str, ts: str) -> dict:

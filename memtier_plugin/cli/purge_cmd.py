@@ -32,5 +32,8 @@ def purge(state, as_json):
                f"rewritten, index {'rebuilt' if out['index_rebuilt'] else 'deleted (rebuilt when next opened)'}")
     for item in out["purged"]:
         click.echo(f"  {item}")
+    if out["left_in"]:
+        click.echo(f"still holding a forgotten text (your own files, or entries that quote it): "
+                   f"{', '.join(out['left_in'])}")
     if out["still_quoted"]:
         click.echo(f"other entries still quote a forgotten text (forget them too): {', '.join(out['still_quoted'])}")
