@@ -24,7 +24,7 @@ ROOT_ROOMS = {
     "vocabulary": "base", "tokenize": "base", "dates": "base",
     # the facade
     "memory": "facade", "tools": "facade", "intake": "facade", "plugin": "facade", "host": "facade",
-    "rooms": "facade", "runs": "facade", "forgetting": "facade",
+    "rooms": "facade", "runs": "facade", "forgetting": "facade", "purging": "facade",
     "__main__": "cli",
     # deprecated paths the docs once showed users (LAYOUT.md §3.7): last in the order, so nothing imports them
     "ledger": "shims", "retrieval": "shims", "memory_hooks": "shims",

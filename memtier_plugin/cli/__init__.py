@@ -44,6 +44,7 @@ COMMANDS = {
     "ui": ("ui_cmd", "ui"),
     "forget": ("forget_cmd", "forget"),
     "correct": ("forget_cmd", "correct"),
+    "purge": ("purge_cmd", "purge"),
 }
 
 

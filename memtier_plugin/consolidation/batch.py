@@ -138,6 +138,7 @@ class Consolidator:
         self._global = None  # the Global layer's store, made at the first batch that needs it
         self.promoted: set[str] = set()
         self._scan_pos: dict[str, int] = {}
+        self._scan_ino: dict[str, int] = {}  # the file each read position belongs to
         self._queue: dict[str, list[tuple[int, dict, int]]] = {}  # (line end, record, line start)
         self._reported: set[tuple[str, int]] = set()               # quarantined (file, offset) already logged
         self._own_client = False
@@ -168,14 +169,18 @@ class Consolidator:
             cp = cps.get(rel, 0)
             pos = self._scan_pos.get(rel)
             queue = self._queue.get(rel, [])
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            size = st.st_size
+            if self._scan_ino.get(rel, st.st_ino) != st.st_ino:
+                pos = None  # replaced whole (memtier purge): read again from its checkpoint, which the purge kept true
+            self._scan_ino[rel] = st.st_ino
             if pos is None or pos < cp:
                 pos, queue = cp, []
             else:
                 queue = [q for q in queue if q[0] > cp]
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                continue
             if size < pos:
                 log.warning("%s: file shrank below its checkpoint; reading it again", path)
                 pos, queue, cps[rel] = 0, [], 0

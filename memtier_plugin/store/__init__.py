@@ -15,6 +15,8 @@ Modules by purpose:
 * what memory delivered: :mod:`.traces` (trace, run_end, decision, foresight records);
 * what maintenance spent: :mod:`.costs`;
 * what the user told memory to forget: :mod:`.tombstones` (``forgotten.jsonl``, ids only).
+* what a purge makes of each record: :mod:`.scrub` (the forgotten texts and their copies, the
+  records about forgotten items, revision chains spliced around them).
 
 Entry points: :class:`.episodic.Ledger`, :class:`.semantic.SemanticStore`, :func:`.traces.append`.
 """

@@ -161,6 +161,23 @@ def iter_records(path: Path, start: int = 0, *, final: bool = True) -> Iterator[
         yield rec, lineno, None
 
 
+def _locked_append_fd(path: Path) -> int:
+    """An O_APPEND descriptor of ``path`` holding its exclusive lock, on the file the name names now.
+
+    A file replaced whole while we waited for its lock (``memtier purge`` rewrites a ledger under the
+    same lock) is opened again: an append into the replaced one would be lost.
+    """
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
 def append_lines(path: Path, data: bytes, *, fsync: bool = True) -> int:
     """Append whole lines under an exclusive lock; after a torn tail, close it (``TORN_END``) first.
 
@@ -168,9 +185,8 @@ def append_lines(path: Path, data: bytes, *, fsync: bool = True) -> int:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = _locked_append_fd(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             size = os.fstat(fd).st_size
             start = size
