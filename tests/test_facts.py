@@ -472,3 +472,36 @@ def test_an_agent_reports_a_booking_without_a_colon_as_an_event():
                           "confirmation LT-8812.", role="assistant", timestamp=TS)
     (event,) = [f for f in facts if f.fact_kind == "event"]
     assert event.attribute == "booked" and event.content.startswith("Booked Hotel Lutetia") and "User" not in event.content
+
+
+@pytest.mark.parametrize("text, bad_attribute", [
+    ("Caroline: Thanks, Mel! Have a good one.", "caroline"),
+    ("Melanie: Wow, that sounds amazing!", "melanie"),
+    ("Caroline: I've always had a love for horses!", "caroline"),
+    ("Jon Smith: Did you see the game last night?", "jon_smith"),
+])
+def test_a_transcript_speaker_label_is_never_a_key(text, bad_attribute):
+    assert all(f.attribute != bad_attribute and not f.attribute.startswith(bad_attribute + "_")
+               for f in extract_facts(text, timestamp=TS))
+
+
+def test_a_transcript_line_is_read_as_its_speakers_words():
+    (f,) = [f for f in extract_facts("Caroline: I went to the LGBTQ support group yesterday.", timestamp=TS)
+            if f.fact_kind == "event"]
+    assert "lgbtq" in f.attribute and not f.attribute.startswith("caroline")
+
+
+@pytest.mark.parametrize("text, attribute, value", [
+    ("Seat: 14C", "seat", "14C"),
+    ("Budget: $500 a night", "budget", "$500 a night"),
+    ("Owner: Maria Lopez", "owner", "Maria Lopez"),
+])
+def test_a_key_value_line_is_still_a_key_value(text, attribute, value):
+    assert any(f.attribute == attribute and f.value == value for f in extract_facts(text, timestamp=TS))
+
+
+def test_a_labelled_sentence_is_read_as_the_sentence():
+    facts = extract_facts("Caroline: Kids are amazingly resilient in tough situations.", timestamp=TS)
+    assert all(not f.attribute.startswith("caroline") for f in facts)
+    facts = extract_facts("Hotel: Lisbon Marriott Parque, Nov 10 to 14", timestamp=TS)
+    assert any(f.attribute == "hotel" and f.value.startswith("Lisbon Marriott") for f in facts)

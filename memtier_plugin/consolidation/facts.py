@@ -411,6 +411,9 @@ def extract_facts(text: str, *, role: str = "user", timestamp: str | None = None
         return []
     if role == "tool" and (text := tool_statement(text)) is None:
         return []
+    if (m := P.SPEAKER_LABEL.match(text.strip())) and P.UTTERANCE.search(m["said"]) \
+            and not P.ACTION_KEY.match(m["who"]) and not P.KV_KEY_BAD.match(m["who"]):
+        text = m["said"]  # a transcript line: its speaker's label is no attribute
     day = _day(timestamp)
     out: list[Fact] = []
     seen: set[tuple[str, str, str, str]] = set()

@@ -338,6 +338,18 @@ NOW_KV = re.compile(
     r"lowered|bumped|switched|set)\s+to|(?:changed|moved|switched)\s+to)\s+" + _V + _END,
     F,
 )
+# "Caroline: Thanks, Mel!": a transcript line, the speaker's name then their words. The label is
+# never a key; the words are read as the message. A "Key: value" line is kept as one when its value
+# reads as a value ("Seat: 14C", "Budget: $500"), not as someone talking (a first- or second-person
+# word, a question or exclamation, a greeting or an acknowledgement first, or a sentence of five words
+# or more with a verb: "Caroline: Kids are amazingly resilient").
+SPEAKER_LABEL = re.compile(r"^(?P<who>[A-Z][a-z]+(?:\s[A-Z][a-z]+)?):\s+(?P<said>\S.*)$", re.S)
+UTTERANCE = re.compile(
+    r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|you|you're|your|we|we're|our|us)\b|[!?]|"
+    r"^(?:hi|hey|hello|thanks|thank|wow|oh|ah|aw+|yeah|yes|no|ok|okay|sure|great|haha|lol|omg|congrats)\b|"
+    r"^(?=(?:\S+\s+){3,}\S).*\b(?:is|are|was|were|am|been|have|has|had|do|does|did|can|could|will|would)\b",
+    F,
+)
 COLON_KV = re.compile(r"^(?P<k>[A-Za-z][\w '/-]{0,38}?)\s*(?::|=)\s+(?P<v>\S.{0,118})$")
 YOUR_KV = re.compile(r"\byour\s+(?P<k>[a-z][\w' -]{1,40}?)\s+(?:is|are)\s+(?P<v>[^,;]{2,80}?)" + _END, F)
 ING_VALUE = re.compile(r"\w+ing\b|going\b|not\b", F)

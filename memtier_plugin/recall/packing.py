@@ -105,7 +105,12 @@ def has_content(text: str) -> bool:
 
 
 def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packed:
-    """Greedy in rank order: take a hit if it says something of its own, is not a duplicate and fits both budgets.
+    """Greedy in rank order: take a hit if it says something of its own, is not a duplicate, does not repeat
+    what a hit already taken was made from, and fits both budgets.
+
+    A fact or standing item whose every source entry is already in the block (the
+    entry itself, or another item made from it) says that entry again: the slot
+    goes to the next hit instead.
 
     An acknowledgement ("Noted.", "Perfect, thanks.") matched only through the
     message it answers never spends a slot.
@@ -116,6 +121,7 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
     """
     taken: list[Hit] = []
     sets: list[frozenset] = []
+    covered: dict[str, str] = {}  # source entry id -> the taken hit that stands for it
     left: list[str] = []
     used_tokens = 0
     used_chars = 0
@@ -132,6 +138,9 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
         if dup is not None:
             left.append(f"{hit.id}: duplicate of {dup.id}")
             continue
+        if hit.sources and all(src in covered for src in hit.sources):
+            left.append(f"{hit.id}: repeats {covered[hit.sources[0]]} (made from the same entry)")
+            continue
         line = hit.line()
         cost = count_tokens(line)
         if used_tokens + cost > budget:
@@ -143,6 +152,8 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
             continue
         taken.append(hit)
         sets.append(ts)
+        for src in hit.sources:
+            covered.setdefault(src, hit.id)
         used_tokens += cost
         used_chars += len(line)
     return Packed(taken, left, used_tokens)
