@@ -315,3 +315,25 @@ def test_forget_and_correct_over_mcp(ws):
     hits = {x["id"] for x in after.structured_content["hits"]}
     assert fixed.structured_content["new"] in hits
     assert not hits & {ids["e_aisle"], ids["f_aisle"], ids["g_aisle"], ids["f_veg"]}
+
+
+def test_a_skill_goes_only_with_the_last_of_its_run_s_entries(ws):
+    from test_standing import DEPLOY, run, skill_records
+
+    h = host()
+    run(h, ws, ["Deploy atlas 2.4 to production"], [DEPLOY], session="d1", run_id="d1-r1", ts=T0,
+        reply="atlas 2.4 is live on production.")
+    (skill,) = skill_records(ws)
+    sources = skill["provenance"]["entry_ids"]
+    prompt = next(i for i in sources if i == entries(ws)["Deploy atlas 2.4 to production"])
+    out = json.loads(run_cli("-w", str(ws), "forget", prompt, "--json").stdout)
+    assert out["derived"] == []  # the run's reply is a source too: the skill stays
+    ask = "Deploy atlas 2.5 to production"
+    c = HookContext(agent_id="deployer", session_id="d2", run_id="d2-r1", project="atlas", workspace_dir=str(ws))
+    assert skill["id"] in h.before_prompt_build(PromptEvent(ask, timestamp=T0 + DAY), c).prepend_context
+    rest = [i for i in sources if i != prompt]
+    out = json.loads(run_cli("-w", str(ws), "forget", *rest, "--json").stdout)
+    assert out["derived"] == [{"id": skill["id"], "layer": "skill", "because_of": rest[0]}]
+    c2 = HookContext(agent_id="deployer", session_id="d3", run_id="d3-r1", project="atlas", workspace_dir=str(ws))
+    assert skill["id"] not in (h.before_prompt_build(PromptEvent(ask, timestamp=T0 + 2 * DAY), c2).prepend_context
+                               or "")
