@@ -55,10 +55,12 @@ def test_tools_are_listed_with_their_arguments(tmp_path):
             return {t.name: t.input_schema for t in (await s.list_tools()).tools}
 
     tools = run(go())
-    assert sorted(tools) == ["memory_add", "memory_get", "memory_search"]
+    assert sorted(tools) == ["memory_add", "memory_correct", "memory_forget", "memory_get", "memory_search"]
     assert tools["memory_search"]["required"] == ["query"] and "limit" in tools["memory_search"]["properties"]
     assert tools["memory_get"]["required"] == ["id"]
     assert tools["memory_add"]["required"] == ["content"]
+    assert tools["memory_forget"]["required"] == ["ids"] and tools["memory_forget"]["properties"]["ids"]["type"] == "array"
+    assert tools["memory_correct"]["required"] == ["id", "text"]
 
 
 def test_memory_added_through_mcp_is_recalled_by_the_hooks(tmp_path, monkeypatch):

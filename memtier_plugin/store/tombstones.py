@@ -134,6 +134,8 @@ class Forgotten:
             lines = [(self._reader.lines, rec) for _start, _end, rec in self._reader.read()]
             if self._reader.restarted:
                 self._records, self._purged = {}, frozenset()
+            elif not lines:
+                return  # nothing appended: the same set (the same object, so callers may cache by identity)
             purged: set[str] = set()
             for lineno, rec in lines:
                 if rec is None:
