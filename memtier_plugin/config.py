@@ -215,6 +215,9 @@ class HooksConfig:
     enabled: bool = True
     max_entries: int = field(default=6, metadata=_rng(1, 100))  # entries per delivery (MemSidecar: 6)
     max_chars: int = field(default=6000, metadata=_rng(1, 1_000_000))  # characters per delivery (MemSidecar: 6,000)
+    # hooks derived from memory when it is written (a standing rule's own hook, stored beside the node in
+    # memory/hooks/.derived/, retired with it; docs/hooks_memory.md); false: hand-written files only
+    from_memory: bool = True
 
 
 @dataclass

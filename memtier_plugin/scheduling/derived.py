@@ -1,0 +1,147 @@
+"""Hooks derived from memory when it is written, stored beside the node and retired with it (issue 27).
+
+MemSidecar §3.3 generates a hook's predicate when memory is written. When the
+maintenance path (:mod:`memtier_plugin.layers.maintain`) writes a standing rule
+or constraint, :func:`.rule_hooks.rule_proposal` proposes its hook (rules only:
+no model on this path), and :class:`DerivedHooks` appends it, as data, to
+``memory/hooks/.derived/hooks.jsonl``:
+
+``{"v": 1, "kind": "hooks", "node_id": "gk-…", "source": "rule", "timestamp", "entry": <the node's words>,
+"hold": bool, "hooks": [{"id", "events", "when"}]}``
+
+(``hooks: []`` records that the node was looked at and implies none). The
+folder starts with a dot, so the hand-written files' loader never reads it.
+:meth:`DerivedHooks.load` gives the scheduler the hooks of the nodes that are
+current now, each checked like a person's file: a retired node's hooks go with
+it, whoever retired it. A node another process wrote (the consolidation daemon)
+gets its hooks at the next load (in the scheduler's background refresh, never in
+an event). ``memtier inspect hooks`` lists them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+from ..store import jsonl
+from ..store.episodic import append_lines, utc_iso
+from ..store.files import iter_records
+from ..store.paths import is_valid_id
+from .hooks import HOOKS_DIR, Hook
+from .predicates import HookError
+from .rule_hooks import bound_hook, rule_proposal
+
+log = logging.getLogger(__name__)
+DERIVED_DIR, DERIVED_FILE = ".derived", "hooks.jsonl"
+
+
+def derived_path(memory_root: Path | str) -> Path:
+    return Path(memory_root) / HOOKS_DIR / DERIVED_DIR / DERIVED_FILE
+
+
+def record_problem(rec: dict) -> str | None:
+    """Why a derived-hooks record cannot be used, or None."""
+    if rec.get("kind") != "hooks":
+        return f"unknown record kind {str(rec.get('kind'))[:30]!r}"
+    if not is_valid_id(rec.get("node_id")) or rec.get("source") not in ("rule", "model"):
+        return "hooks record lacks a node id or a source (rule, model)"
+    if not isinstance(rec.get("entry"), str) or not isinstance(rec.get("hooks"), list):
+        return "hooks record lacks its entry text or its list of hooks"
+    return None
+
+
+class DerivedHooks:
+    """``memory/hooks/.derived/hooks.jsonl``: written at maintenance, read into the scheduler's ``memory`` source.
+
+    ``current()``: the records of memory that stand now (Global-layer nodes not retired), each a dict with
+    ``id``, ``content`` and ``node_kind``; asked at every load, so retirement needs no record here.
+    """
+
+    def __init__(self, memory_root: Path | str, current: Callable[[], Iterable[dict]], *, fsync: bool = True):
+        self.path = derived_path(memory_root)
+        self.current = current
+        self.fsync = fsync
+        self._lock = threading.Lock()
+        self._sig: tuple | None = None  # (this file's stat, the current node ids) at the last load
+        self.problems: list[str] = []
+
+    def records(self) -> dict[tuple[str, str], dict]:
+        """(node id, source) → its latest record."""
+        out: dict[tuple[str, str], dict] = {}
+        self.problems = []
+        if not self.path.exists():
+            return out
+        for rec, lineno, problem in iter_records(self.path):
+            problem = problem or record_problem(rec)
+            if problem:
+                self.problems.append(f"{self.path}:{lineno}: {problem}")
+                continue
+            out[(rec["node_id"], rec["source"])] = rec
+        return out
+
+    def write(self, written: Iterable[dict], ts: float) -> int:
+        """Propose and store the hooks of newly written records (rules; those already stored are kept);
+        the number of records appended."""
+        recs = [r for r in written if isinstance(r, dict) and r.get("kind") == "knowledge"]
+        if not recs:
+            return 0
+        with self._lock:
+            have = self.records()
+            lines = [jsonl.dumps(self._record(r, ts)) for r in recs if (r.get("id"), "rule") not in have]
+            if lines:
+                append_lines(self.path, b"".join(lines), fsync=self.fsync)
+            return len(lines)
+
+    @staticmethod
+    def _record(rec: dict, ts: float) -> dict:
+        proposal = rule_proposal(rec)
+        return {"v": jsonl.SCHEMA_VERSION, "kind": "hooks", "node_id": rec["id"], "source": "rule",
+                "timestamp": utc_iso(ts), "entry": str(rec.get("content", "")),
+                "hold": bool(proposal and proposal["hold"]), "hooks": [proposal["hook"]] if proposal else []}
+
+    def load(self, force: bool = False) -> list[Hook] | None:
+        """The hooks of the current nodes, when this file or the current nodes changed since the last load
+        (else None: :meth:`HookScheduler.add_source`'s contract). Current rules with no record yet (written
+        by another process) get one first."""
+        nodes = [r for r in self.current() if isinstance(r, dict) and is_valid_id(r.get("id"))]
+        try:
+            st = os.stat(self.path)
+            stat = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stat = None
+        sig = (stat, tuple(r["id"] for r in nodes))
+        if sig == self._sig and not force:
+            return None
+        have = self.records()
+        missing = [r for r in nodes if (r["id"], "rule") not in have and r.get("node_kind") in ("rule", "constraint")]
+        if missing:
+            self.write(missing, time.time())
+            have = self.records()
+        hooks: list[Hook] = []
+        for r in nodes:
+            for source in ("rule", "model"):
+                rec = have.get((r["id"], source))
+                for data in rec["hooks"] if rec else ():
+                    try:
+                        hooks.append(bound_hook(data, entry=rec["entry"], entry_id=r["id"], source=source,
+                                                hold=bool(rec.get("hold"))))
+                    except HookError as exc:  # a record edited by hand: that hook is skipped, named once
+                        self.problems.append(str(exc))
+                        log.warning("derived hook skipped: %s", exc)
+        try:
+            st = os.stat(self.path)
+            stat = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stat = None
+        self._sig = (stat, sig[1])
+        return hooks
+
+    def listing(self) -> list[dict]:
+        """Every stored record with ``current``: whether its node stands now (``memtier inspect hooks``)."""
+        current = {r["id"] for r in self.current() if isinstance(r, dict) and "id" in r}
+        return [{**rec, "current": node_id in current} for (node_id, _src), rec in self.records().items()]
+

@@ -1,0 +1,207 @@
+"""Issue 27, items 1-3: hooks written from memory, hooks at every event, working state delivered — through the
+reference host (memtier_plugin/host.py), with real files in a temporary workspace."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from memtier_plugin import plugin
+from memtier_plugin.cli import cli
+from memtier_plugin.events import (AgentEndEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent,
+                                   ToolResultEvent)
+from memtier_plugin.host import Host
+from memtier_plugin.memory import memory_for
+
+SAT = 1_793_437_200.0  # 2026-10-31, a Saturday (UTC)
+MON = SAT + 2 * 86400
+
+
+@pytest.fixture
+def host(workspace):
+    h = Host()
+    h.register(plugin, "memtier")
+    return h
+
+
+def ctx_of(workspace, session, run="r1", project="atlas") -> HookContext:
+    return HookContext(agent_id="ops", session_id=session, run_id=run, project=project, workspace_dir=str(workspace))
+
+
+def hooks_file(workspace, text: str) -> None:
+    folder = workspace / "memory" / "hooks"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "mine.yaml").write_text(text)
+
+
+def loaded(ctx) -> None:
+    """The hooks files as they are now (events load them in the background; a test needs them now)."""
+    memory_for(ctx).hook_scheduler.refresh()
+
+
+def state_rule(host, workspace) -> str:
+    """The user states the rule once; the run ends (maintenance writes it). The node's id."""
+    ctx = ctx_of(workspace, "s-rule")
+    host.before_prompt_build(PromptEvent("A rule going forward: production deploys only on weekdays.",
+                                         timestamp=MON - 7 * 86400), ctx)
+    host.agent_end(AgentEndEvent(success=True, timestamp=MON - 7 * 86400), ctx)
+    host.session_end(SessionEndEvent(), ctx)
+    nodes = [json.loads(line) for line in (workspace / "memory" / "global" / "knowledge.jsonl").read_text().splitlines()]
+    return next(n["id"] for n in nodes if "weekdays" in n.get("content", ""))
+
+
+@pytest.mark.parametrize("mode", ["combined", "hooks"])
+def test_a_weekday_rule_stated_once_holds_a_saturday_production_deploy_and_the_block_says_so(host, workspace,
+                                                                                          monkeypatch, mode):
+    monkeypatch.setenv("MEMTIER_SCHEDULING__MODE", mode)
+    assert not (workspace / "memory" / "hooks").exists() or not list((workspace / "memory" / "hooks").glob("*.y*ml"))
+    node_id = state_rule(host, workspace)
+    ctx = ctx_of(workspace, "s-sat")
+    loaded(ctx)
+    host.before_prompt_build(PromptEvent("ship atlas v2 now", timestamp=SAT), ctx)
+    sat = host.pre_tool(ToolCallEvent("deploy", {"app": "atlas", "env": "production"}, "c1", SAT), ctx)
+    assert sat.block, f"{mode}: the Saturday production deploy went through"
+    assert "bound memory for this call" in sat.block_reason and f"[rule | {node_id}]" in sat.block_reason
+    assert "weekdays" in sat.block_reason
+    again = host.pre_tool(ToolCallEvent("deploy", {"app": "atlas", "env": "production"}, "c2", SAT), ctx)
+    assert again.block  # a hold guards every such call, not once per task
+    staging = host.pre_tool(ToolCallEvent("deploy", {"app": "atlas", "env": "staging"}, "c3", SAT), ctx)
+    assert not staging.block
+    mon = ctx_of(workspace, "s-mon")
+    host.before_prompt_build(PromptEvent("ship atlas v2 now", timestamp=MON), mon)
+    assert not host.pre_tool(ToolCallEvent("deploy", {"app": "atlas", "env": "production"}, "c4", MON), mon).block
+    derived = workspace / "memory" / "hooks" / ".derived" / "hooks.jsonl"
+    rec = json.loads(derived.read_text().splitlines()[0])
+    assert rec["node_id"] == node_id and rec["source"] == "rule" and rec["hold"] is True
+
+
+def test_inspect_hooks_lists_the_derived_hook_and_it_is_retired_with_its_node(host, workspace, monkeypatch):
+    monkeypatch.setenv("MEMTIER_SCHEDULING__MODE", "hooks")
+    node_id = state_rule(host, workspace)
+    out = CliRunner().invoke(cli, ["-w", str(workspace), "inspect", "hooks", "--json"])
+    assert out.exit_code == 0, out.output
+    rows = [json.loads(line) for line in out.output.splitlines() if line.strip()]
+    mine = [r for r in rows if r["entry_id"] == node_id]
+    assert mine and mine[0]["source"] == f"rule {node_id}" and mine[0]["current"] and mine[0]["hold"]
+    assert "pre_tool" in mine[0]["events"]
+    # another process retires the node (a revision, forget): its hook goes at the scheduler's next load
+    with open(workspace / "memory" / "global" / "knowledge.jsonl", "a") as fh:
+        fh.write(json.dumps({"v": 1, "kind": "retired", "id": "up-x", "timestamp": "2026-10-30T00:00:00Z",
+                             "node_id": node_id, "by": "gk-other", "reason": "test"}) + "\n")
+    ctx = ctx_of(workspace, "s-sat")
+    mem = memory_for(ctx)
+    mem.hook_scheduler.refresh()
+    assert not [h for h in mem.hook_scheduler.hooks if h.entry_id == node_id]
+    host.before_prompt_build(PromptEvent("ship atlas v2 now", timestamp=SAT), ctx)
+    assert not host.pre_tool(ToolCallEvent("deploy", {"env": "production"}, "c1", SAT), ctx).block
+    out = CliRunner().invoke(cli, ["-w", str(workspace), "inspect", "hooks", "--history"])
+    assert out.exit_code == 0 and "retired" in out.output
+
+
+def test_a_hand_written_hook_on_the_same_node_wins(host, workspace, monkeypatch):
+    monkeypatch.setenv("MEMTIER_SCHEDULING__MODE", "hooks")
+    node_id = state_rule(host, workspace)
+    hooks_file(workspace, f"hooks:\n  - id: mine\n    entry_id: {node_id}\n    events: [pre_tool]\n"
+                          "    when: {tool: deploy}\n")
+    ctx = ctx_of(workspace, "s-sat")
+    mem = memory_for(ctx)
+    mem.hook_scheduler.refresh()
+    d = host.pre_tool(ToolCallEvent("deploy", {"env": "production"}, "c1", SAT), ctx)
+    assert not d.block and f"[mine | {node_id}]" in d.supplement  # the person's hook, which delivers, not holds
+
+
+def test_an_entry_id_hook_delivers_that_entry(host, workspace):
+    ctx = ctx_of(workspace, "s1")
+    host.before_prompt_build(PromptEvent("Runbook for pay-legacy-1: it moved to pay-app-2, use systemctl there.",
+                                         timestamp=MON), ctx)
+    host.agent_end(AgentEndEvent(success=True, timestamp=MON), ctx)
+    entry = next(json.loads(line) for p in (workspace / "memory" / "episodic").rglob("*.jsonl")
+                 for line in p.read_text().splitlines() if "Runbook for pay-legacy-1" in line)
+    hooks_file(workspace, f"hooks:\n  - id: legacy-host\n    entry_id: {entry['id']}\n    events: [pre_tool]\n"
+                          "    when: {arg: {path: host, equals: pay-legacy-1}}\n")
+    ctx2 = ctx_of(workspace, "s2")
+    loaded(ctx2)
+    d = host.pre_tool(ToolCallEvent("ssh", {"host": "pay-legacy-1"}, "c1", MON), ctx2)
+    assert f"[legacy-host | {entry['id']}]" in d.supplement and "moved to pay-app-2" in d.supplement
+
+
+def test_a_post_tool_hook_sees_the_error_and_delivers_at_the_next_decision(host, workspace):
+    hooks_file(workspace, "hooks:\n  - id: no-route\n    entry: \"Runbook: pay-legacy-1 is gone; use pay-app-2.\"\n"
+                          "    events: [post_tool]\n    when: {state: {key: error, contains: No route to host}}\n")
+    ctx = ctx_of(workspace, "s1")
+    loaded(ctx)
+    host.before_prompt_build(PromptEvent("restart the payments worker", timestamp=MON), ctx)
+    call = ToolCallEvent("ssh", {"host": "pay-legacy-1"}, "c1", MON)
+    assert "Runbook" not in (host.pre_tool(call, ctx).supplement or "")
+    host.post_tool(ToolResultEvent("ssh", call.params, "c1", result="ok", timestamp=MON), ctx)
+    assert "Runbook" not in (host.pre_tool(ToolCallEvent("ls", {}, "c2", MON), ctx).supplement or "")
+    host.post_tool(ToolResultEvent("ssh", call.params, "c3", error="ssh: connect: No route to host",
+                                   timestamp=MON), ctx)
+    nxt = host.pre_tool(ToolCallEvent("ssh", {"host": "pay-app-2"}, "c4", MON), ctx)
+    assert "Runbook: pay-legacy-1 is gone" in (nxt.supplement or "")
+    # delivered once: the next decision does not get it again
+    assert "Runbook" not in (host.pre_tool(ToolCallEvent("ls", {}, "c5", MON), ctx).supplement or "")
+
+
+def test_a_post_tool_delivery_waits_for_the_next_prompt_when_no_call_comes(host, workspace):
+    hooks_file(workspace, "hooks:\n  - id: no-route\n    entry: \"Runbook: pay-legacy-1 is gone; use pay-app-2.\"\n"
+                          "    events: [post_tool]\n    when: {state: {key: error, contains: No route to host}}\n")
+    ctx = ctx_of(workspace, "s1")
+    loaded(ctx)
+    host.before_prompt_build(PromptEvent("restart the payments worker", timestamp=MON), ctx)
+    host.post_tool(ToolResultEvent("ssh", {"host": "pay-legacy-1"}, "c1", error="No route to host",
+                                   timestamp=MON), ctx)
+    host.agent_end(AgentEndEvent(success=False, timestamp=MON), ctx)
+    block = host.before_prompt_build(PromptEvent("what now?", timestamp=MON), ctx_of(workspace, "s1", "r2"))
+    assert "Runbook: pay-legacy-1 is gone" in block.prepend_context and "[no-route]" in block.prepend_context
+
+
+def test_a_phase_hook_holds_only_in_its_phase(host, workspace):
+    hooks_file(workspace, "hooks:\n  - id: after-failure\n    entry: \"After a failed step, check the runbook first.\"\n"
+                          "    events: [pre_tool]\n    when: {phase: recover}\n")
+    ctx = ctx_of(workspace, "s1")
+    loaded(ctx)
+    host.before_prompt_build(PromptEvent("restart the payments worker", timestamp=MON), ctx)
+    first = host.pre_tool(ToolCallEvent("ssh", {"host": "a"}, "c1", MON), ctx)
+    assert "check the runbook" not in (first.supplement or "")  # phase plan
+    host.post_tool(ToolResultEvent("ssh", {"host": "a"}, "c1", result="done", timestamp=MON), ctx)
+    assert "check the runbook" not in (host.pre_tool(ToolCallEvent("ls", {}, "c2", MON), ctx).supplement or "")
+    host.post_tool(ToolResultEvent("ls", {}, "c2", error="permission denied", timestamp=MON), ctx)
+    assert "check the runbook" in host.pre_tool(ToolCallEvent("cat", {"path": "notes"}, "c3", MON), ctx).supplement
+
+
+def test_the_next_session_of_a_project_starts_with_its_pending_steps(host, workspace):
+    ctx = ctx_of(workspace, "s1")
+    host.before_prompt_build(PromptEvent("Migrate the atlas database to schema 0042.", timestamp=MON), ctx)
+    host.pre_tool(ToolCallEvent("db_migrate", {"version": "0042"}, "c1", MON), ctx)
+    host.post_tool(ToolResultEvent("db_migrate", {"version": "0042"}, "c1", result="ok", timestamp=MON), ctx)
+    host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content":
+                   "Applied migration 0042. Still pending: apply migration 0043 after the backup finishes."}],
+                   success=True, timestamp=MON), ctx)
+    host.session_end(SessionEndEvent(), ctx)
+    nxt = ctx_of(workspace, "s2")
+    first = host.before_prompt_build(PromptEvent("Good morning, let's continue.", timestamp=MON + 3600), nxt)
+    assert "apply migration 0043" in first.prepend_context and "working state" in first.prepend_context
+    ws_id = first.prepend_context.split("[ws-", 1)[1].split(" ", 1)[0]
+    second = host.before_prompt_build(PromptEvent("And then?", timestamp=MON + 3700), ctx_of(workspace, "s2", "r2"))
+    assert "apply migration 0043" not in (second.prepend_context or "")  # once per task
+    got = host.memory_tool("memory_get", {"id": f"ws-{ws_id}"}, nxt)
+    assert got["found"] and "apply migration 0043" in got["content"]
+    other = host.before_prompt_build(PromptEvent("Good morning, let's continue.", timestamp=MON + 3600),
+                                     ctx_of(workspace, "s3", project="blog"))
+    assert "0043" not in (other.prepend_context or "")  # another project's state is not this one's
+
+
+def test_a_newer_working_state_supersedes_the_older(host, workspace):
+    for i, (session, text) in enumerate([("s1", "Done for today. Next: apply migration 0043."),
+                                        ("s2", "Applied 0043. Next: rotate the atlas API keys.")]):
+        ctx = ctx_of(workspace, session)
+        host.before_prompt_build(PromptEvent("Carry on with atlas.", timestamp=MON + i * 3600), ctx)
+        host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": text}], success=True,
+                                     timestamp=MON + i * 3600), ctx)
+    block = host.before_prompt_build(PromptEvent("Carry on with atlas.", timestamp=MON + 7200),
+                                     ctx_of(workspace, "s3")).prepend_context
+    state = [line for line in block.splitlines() if "working state ·" in line]
+    assert len(state) == 1 and "rotate the atlas API keys" in state[0] and "0043." not in state[0]
