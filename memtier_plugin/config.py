@@ -218,6 +218,9 @@ class HooksConfig:
     # hooks derived from memory when it is written (a standing rule's own hook, stored beside the node in
     # memory/hooks/.derived/, retired with it; docs/hooks_memory.md); false: hand-written files only
     from_memory: bool = True
+    # who proposes them: rules (the rule's own words); model: the configured model (model.*) proposes more
+    # at write time, within model.hook_deadline_s, each checked as data like a person's file (never executed)
+    proposer: str = field(default="rules", metadata={"choices": ("rules", "model")})
 
 
 @dataclass

@@ -142,8 +142,14 @@ class Rooms:
         a running scheduler now (at agent_end, never in an event; another process's load sees the file)."""
         if not (self.config.hooks.enabled and self.config.hooks.from_memory):
             return
-        derived = self.derived_hooks
-        derived.write(records, ts)
+        derived, propose = self.derived_hooks, None
+        client = self.model_client if self.config.hooks.proposer == "model" else None
+        if client is not None:  # at write time (agent_end), within the model's hook deadline, never in an event
+            from .scheduling.rule_hooks import model_proposal
+
+            deadline = time.monotonic() + self.config.model.hook_deadline_s
+            propose = lambda rec: model_proposal(client, rec, deadline=deadline)  # noqa: E731
+        derived.write(records, ts, propose)
         if self._hooks is not None:
             hooks = derived.load(force=True)
             if hooks is not None:

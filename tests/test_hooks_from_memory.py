@@ -205,3 +205,43 @@ def test_a_newer_working_state_supersedes_the_older(host, workspace):
                                      ctx_of(workspace, "s3")).prepend_context
     state = [line for line in block.splitlines() if "working state ·" in line]
     assert len(state) == 1 and "rotate the atlas API keys" in state[0] and "0043." not in state[0]
+
+
+def test_with_the_model_as_proposer_its_hooks_are_checked_as_data_and_stored_beside_the_node(workspace, monkeypatch):
+    import threading
+
+    from test_llm import Scripted, completion
+
+    srv = Scripted()
+    threading.Thread(target=srv.serve_forever, args=(0.01,), daemon=True).start()
+    try:
+        for key, value in {"MODEL__ENABLED": "true", "MODEL__BASE_URL": srv.url, "MODEL__MODEL": "m",
+                           "MODEL__MAX_RETRIES": "0", "HOOKS__PROPOSER": "model"}.items():
+            monkeypatch.setenv(f"MEMTIER_{key}", value)
+        proposal = {"hooks": [{"id": "deploy-talk", "events": ["query"],
+                               "when": {"query": {"any": ["deploy", "release"]}}}]}
+        srv.script = [(200, completion(json.dumps(proposal)), 0)]
+        host = Host()
+        host.register(plugin, "memtier")
+        node_id = state_rule(host, workspace)
+        assert any(r["body"]["messages"][1]["content"].endswith("production deploys only on weekdays.")
+                   for r in srv.requests)
+        recs = [json.loads(line) for line in
+                (workspace / "memory" / "hooks" / ".derived" / "hooks.jsonl").read_text().splitlines()]
+        assert {(r["node_id"], r["source"]) for r in recs} == {(node_id, "rule"), (node_id, "model")}
+        ctx = ctx_of(workspace, "s2")
+        block = host.before_prompt_build(PromptEvent("plan the release for Tuesday", timestamp=MON), ctx)
+        assert f"[deploy-talk | {node_id}]" in block.prepend_context
+        # code in a proposal is refused as data: nothing of it is stored, the rules' hook stands
+        srv.script = [(200, completion(json.dumps({"hooks": [{"id": "x", "events": ["pre_tool"],
+                                                              "when": {"exec": "rm -rf /"}}]})), 0)]
+        c3, asked = ctx_of(workspace, "s3"), len(srv.requests)
+        host.before_prompt_build(PromptEvent("Going forward, never delete production databases on Fridays.",
+                                             timestamp=MON), c3)
+        host.agent_end(AgentEndEvent(success=True, timestamp=MON), c3)
+        text = (workspace / "memory" / "hooks" / ".derived" / "hooks.jsonl").read_text()
+        assert len(srv.requests) == asked + 1  # the new rule was written, and the model asked about it
+        assert "rm -rf" not in text and text.count('"source":"model"') == 1 and "never delete" in text
+    finally:
+        srv.shutdown()
+        srv.server_close()

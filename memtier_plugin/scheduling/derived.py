@@ -2,11 +2,12 @@
 
 MemSidecar §3.3 generates a hook's predicate when memory is written. When the
 maintenance path (:mod:`memtier_plugin.layers.maintain`) writes a standing rule
-or constraint, :func:`.rule_hooks.rule_proposal` proposes its hook (rules only:
-no model on this path), and :class:`DerivedHooks` appends it, as data, to
+or constraint, :func:`.rule_hooks.rule_proposal` proposes its hook (and, with
+``hooks.proposer: model``, :func:`.rule_hooks.model_proposal` more, checked as
+data first), and :class:`DerivedHooks` appends them, as data, to
 ``memory/hooks/.derived/hooks.jsonl``:
 
-``{"v": 1, "kind": "hooks", "node_id": "gk-…", "source": "rule", "timestamp", "entry": <the node's words>,
+``{"v": 1, "kind": "hooks", "node_id": "gk-…", "source": "rule"|"model", "timestamp", "entry": <the node's words>,
 "hold": bool, "hooks": [{"id", "events", "when"}]}``
 
 (``hooks: []`` records that the node was looked at and implies none). The
@@ -65,7 +66,7 @@ class DerivedHooks:
         self.path = derived_path(memory_root)
         self.current = current
         self.fsync = fsync
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a load (the background refresh, agent_end) at a time; it may write
         self._sig: tuple | None = None  # (this file's stat, the current node ids) at the last load
         self.problems: list[str] = []
 
@@ -83,30 +84,47 @@ class DerivedHooks:
             out[(rec["node_id"], rec["source"])] = rec
         return out
 
-    def write(self, written: Iterable[dict], ts: float) -> int:
-        """Propose and store the hooks of newly written records (rules; those already stored are kept);
-        the number of records appended."""
-        recs = [r for r in written if isinstance(r, dict) and r.get("kind") == "knowledge"]
+    def write(self, written: Iterable[dict], ts: float, propose: Callable[[dict], list[dict]] | None = None) -> int:
+        """Propose and store the hooks of newly written records (those already stored are kept): the rules'
+        for every one, and ``propose(rec)``'s (the configured model's mappings, already checked as data) for
+        a rule or constraint; a proposal that fails is logged and leaves the rules' alone. The number of
+        records appended."""
+        recs = [r for r in written if isinstance(r, dict) and r.get("kind") == "knowledge"
+                and is_valid_id(r.get("id"))]
         if not recs:
             return 0
         with self._lock:
             have = self.records()
-            lines = [jsonl.dumps(self._record(r, ts)) for r in recs if (r.get("id"), "rule") not in have]
-            if lines:
-                append_lines(self.path, b"".join(lines), fsync=self.fsync)
-            return len(lines)
+            out = [self._record(r, ts) for r in recs if (r["id"], "rule") not in have]
+            for r in recs if propose is not None else ():
+                if (r["id"], "model") in have or r.get("node_kind") not in ("rule", "constraint"):
+                    continue
+                try:
+                    out.append(self._record(r, ts, "model", propose(r)))
+                except Exception as exc:  # refused as data, timed out, unreachable: the rules' hooks stand
+                    log.warning("the model's hooks for %s were not kept: %s", r["id"], str(exc)[:300])
+            if out:
+                append_lines(self.path, b"".join(jsonl.dumps(r) for r in out), fsync=self.fsync)
+            return len(out)
 
     @staticmethod
-    def _record(rec: dict, ts: float) -> dict:
-        proposal = rule_proposal(rec)
-        return {"v": jsonl.SCHEMA_VERSION, "kind": "hooks", "node_id": rec["id"], "source": "rule",
-                "timestamp": utc_iso(ts), "entry": str(rec.get("content", "")),
-                "hold": bool(proposal and proposal["hold"]), "hooks": [proposal["hook"]] if proposal else []}
+    def _record(rec: dict, ts: float, source: str = "rule", hooks: list[dict] | None = None) -> dict:
+        hold = False
+        if source == "rule":
+            proposal = rule_proposal(rec)
+            hooks = [proposal["hook"]] if proposal else []
+            hold = bool(proposal and proposal["hold"])
+        return {"v": jsonl.SCHEMA_VERSION, "kind": "hooks", "node_id": rec["id"], "source": source,
+                "timestamp": utc_iso(ts), "entry": str(rec.get("content", "")), "hold": hold, "hooks": hooks or []}
 
     def load(self, force: bool = False) -> list[Hook] | None:
         """The hooks of the current nodes, when this file or the current nodes changed since the last load
         (else None: :meth:`HookScheduler.add_source`'s contract). Current rules with no record yet (written
         by another process) get one first."""
+        with self._lock:
+            return self._load(force)
+
+    def _load(self, force: bool) -> list[Hook] | None:
         nodes = [r for r in self.current() if isinstance(r, dict) and is_valid_id(r.get("id"))]
         try:
             st = os.stat(self.path)

@@ -12,8 +12,8 @@ MemSidecar §3.3 generates a hook's predicate when memory is written. Here:
   is ever executed.
 
 :mod:`.derived` calls :func:`rule_proposal` when maintenance writes a node and
-stores the proposal beside it; the model's proposals are not asked on that path
-(rules only: no model call at write time yet).
+stores the proposal beside it, and :func:`model_proposal` too when ``hooks.proposer``
+is ``model`` (at write time, never on an event's path).
 """
 
 from __future__ import annotations
@@ -132,10 +132,19 @@ def hooks_from_model(data: Any, *, entry: str, entry_id: str, where: str = "mode
     return out
 
 
-def propose_with_model(client, rec: dict, *, deadline: float | None = None) -> list[Hook]:
-    """Hooks the configured model proposes for one knowledge record (validated data, never executed)."""
+def model_proposal(client, rec: dict, *, deadline: float | None = None) -> list[dict]:
+    """The hook mappings the configured model proposes for one knowledge record, after they passed
+    :func:`hooks_from_model` (HookError otherwise): data to store beside the node, never executed."""
     content, node_id = rec.get("content", ""), rec.get("id", "")
     result = client.chat([{"role": "system", "content": MODEL_PROMPT},
                           {"role": "user", "content": str(content)[:MAX_ENTRY]}],
                          schema={"type": "object", "required": ["hooks"]}, deadline=deadline)
-    return hooks_from_model(result.data, entry=str(content), entry_id=str(node_id), where=f"model {node_id}")
+    hooks_from_model(result.data, entry=str(content), entry_id=str(node_id), where=f"model {node_id}")
+    return list(result.data["hooks"])
+
+
+def propose_with_model(client, rec: dict, *, deadline: float | None = None) -> list[Hook]:
+    """Hooks the configured model proposes for one knowledge record (validated data, never executed)."""
+    content, node_id = str(rec.get("content", "")), str(rec.get("id", ""))
+    return [bound_hook(d, entry=content, entry_id=node_id, source="model")
+            for d in model_proposal(client, rec, deadline=deadline)]
