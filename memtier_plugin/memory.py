@@ -163,31 +163,22 @@ class Memory(Rooms):
 
     def _with_due(self, result, due: list, query: str):
         """The recall ``result`` with the items due now (hooks' entries, working state) in the same block and
-        budget (recall.packing.repack)."""
-        import dataclasses
-
-        from .recall.packing import repack
+        budget (``RecallResult.with_due``); the due items alone when recall failed."""
         from .recall.retriever import RecallResult
 
         if not due:
             return result
-        cfg = self.config
-        packed = repack(result.hits if result else [], due, cfg.retrieval.top_k, cfg.packing.token_budget,
-                        cfg.packing.max_chars)
         if result is None:
-            return RecallResult(query, packed.hits, packed.left_out, packed.tokens, "due", [], 0.0)
-        return dataclasses.replace(result, hits=packed.hits, left_out=result.left_out + packed.left_out,
-                                   tokens=packed.tokens)
+            result = RecallResult(query, [], [], 0, "due", [], 0.0)
+        cfg = self.config
+        return result.with_due(due, cfg.retrieval.top_k, cfg.packing.token_budget, cfg.packing.max_chars)
 
     def working_state_hits(self, ctx: HookContext) -> list:
-        """The project's working state, at the first prompt of a session (a task) after the one that wrote it,
-        when it leaves something open (layers/workspace_layer.py); once a session, on a fixed probability
-        (recall/calibration.py ``FIXED``). The latest record supersedes every earlier one."""
-        from .layers.workspace_layer import latest_state, state_content, state_open
-        from .recall.calibration import FIXED
-        from .recall.packing import Hit
+        """The project's open working state at the first prompt of a session (a task) after the one that wrote
+        it, once a session (layers/workspace_layer.state_hits)."""
+        from .layers.workspace_layer import state_hits
 
-        key = ctx.session_id or ctx.run_id or "-"
+        key = _task_key(ctx)
         if not self.config.standing.enabled:
             return []
         with self._lock:
@@ -196,13 +187,9 @@ class Memory(Rooms):
             self._state_sessions[key] = None
             while len(self._state_sessions) > 4096:
                 self._state_sessions.popitem(last=False)
-        rec = None
         with best_effort("reading the working state of project %s failed", ctx.project):
-            rec = latest_state(self.workspace_store("state", ctx.project))
-        if rec is None or rec.get("session_id") == ctx.session_id or not state_open(rec):
-            return []
-        return [Hit(rec["id"], state_content(rec), rec["timestamp"], rec.get("session_id", ""), "", "state",
-                    "procedural", FIXED["state"], probability=FIXED["state"])]
+            return state_hits(self.workspace_store("state", ctx.project), ctx.session_id)
+        return []
 
     def _joint(self, result, matches: list, state: RunState, due: list = ()) -> PromptAddition | None:
         """Joint delivery (MemSidecar Table B2): Hooks' entries, then the recalled ones, in one block."""

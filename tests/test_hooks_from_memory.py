@@ -127,12 +127,18 @@ def test_an_entry_id_hook_delivers_that_entry(host, workspace):
     assert f"[legacy-host | {entry['id']}]" in d.supplement and "moved to pay-app-2" in d.supplement
 
 
-def test_a_post_tool_hook_sees_the_error_and_delivers_at_the_next_decision(host, workspace):
+def no_route_runbook(host, workspace) -> HookContext:
+    """A person's post_tool hook binding a runbook to "No route to host"; a task started. Its context."""
     hooks_file(workspace, "hooks:\n  - id: no-route\n    entry: \"Runbook: pay-legacy-1 is gone; use pay-app-2.\"\n"
                           "    events: [post_tool]\n    when: {state: {key: error, contains: No route to host}}\n")
     ctx = ctx_of(workspace, "s1")
     loaded(ctx)
     host.before_prompt_build(PromptEvent("restart the payments worker", timestamp=MON), ctx)
+    return ctx
+
+
+def test_a_post_tool_hook_sees_the_error_and_delivers_at_the_next_decision(host, workspace):
+    ctx = no_route_runbook(host, workspace)
     call = ToolCallEvent("ssh", {"host": "pay-legacy-1"}, "c1", MON)
     assert "Runbook" not in (host.pre_tool(call, ctx).supplement or "")
     host.post_tool(ToolResultEvent("ssh", call.params, "c1", result="ok", timestamp=MON), ctx)
@@ -146,11 +152,7 @@ def test_a_post_tool_hook_sees_the_error_and_delivers_at_the_next_decision(host,
 
 
 def test_a_post_tool_delivery_waits_for_the_next_prompt_when_no_call_comes(host, workspace):
-    hooks_file(workspace, "hooks:\n  - id: no-route\n    entry: \"Runbook: pay-legacy-1 is gone; use pay-app-2.\"\n"
-                          "    events: [post_tool]\n    when: {state: {key: error, contains: No route to host}}\n")
-    ctx = ctx_of(workspace, "s1")
-    loaded(ctx)
-    host.before_prompt_build(PromptEvent("restart the payments worker", timestamp=MON), ctx)
+    ctx = no_route_runbook(host, workspace)
     host.post_tool(ToolResultEvent("ssh", {"host": "pay-legacy-1"}, "c1", error="No route to host",
                                    timestamp=MON), ctx)
     host.agent_end(AgentEndEvent(success=False, timestamp=MON), ctx)
@@ -194,11 +196,21 @@ def test_the_next_session_of_a_project_starts_with_its_pending_steps(host, works
     assert "0043" not in (other.prepend_context or "")  # another project's state is not this one's
 
 
+def test_a_conversation_without_tool_calls_leaves_no_working_state_to_deliver(host, workspace):
+    ctx = ctx_of(workspace, "s1")
+    host.before_prompt_build(PromptEvent("What do you think of the atlas roadmap?", timestamp=MON), ctx)
+    host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": "I will think about it later."}],
+                                 success=True, timestamp=MON), ctx)
+    first = host.before_prompt_build(PromptEvent("Good morning.", timestamp=MON + 3600), ctx_of(workspace, "s2"))
+    assert "working state" not in (first.prepend_context or "")
+
+
 def test_a_newer_working_state_supersedes_the_older(host, workspace):
     for i, (session, text) in enumerate([("s1", "Done for today. Next: apply migration 0043."),
                                         ("s2", "Applied 0043. Next: rotate the atlas API keys.")]):
         ctx = ctx_of(workspace, session)
         host.before_prompt_build(PromptEvent("Carry on with atlas.", timestamp=MON + i * 3600), ctx)
+        host.post_tool(ToolResultEvent("db_status", {}, f"c{i}", result="ok", timestamp=MON + i * 3600), ctx)
         host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": text}], success=True,
                                      timestamp=MON + i * 3600), ctx)
     block = host.before_prompt_build(PromptEvent("Carry on with atlas.", timestamp=MON + 7200),

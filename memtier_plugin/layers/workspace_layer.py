@@ -9,7 +9,7 @@ Per project, append-only JSONL like the other ledgers:
   A skill is written only from a run that succeeded and whose tool calls all succeeded after the last
   failure (the sequence that achieved the task); it is scored in the procedural tier (μ 1.4).
 * ``memory/state/<project>.jsonl`` — ``{"kind": "state", "session_id", "progress", "pending",
-  "artifacts", "decisions"}`` at task boundaries: what the last run did and what it left open. The latest
+  "artifacts", "decisions", "calls"}`` at task boundaries: what the last run did and what it left open. The latest
   record is the project's working state (:func:`latest_state`; each one supersedes the one before); the
   facade delivers it at the first prompt of the project's next session when it leaves something open
   (:func:`state_open`), as one line (:func:`state_content`).
@@ -296,7 +296,7 @@ def record_state(store: ProjectLedger, *, session_id: str, progress: str, calls:
     rec = {"v": jsonl.SCHEMA_VERSION, "kind": "state", "id": new_id("ws", ts), "timestamp": utc_iso(ts),
            "project": store.project, "session_id": clean_id(session_id), "progress": progress,
            "pending": pending, "artifacts": redact_obj(list(dict.fromkeys(artifacts))[:10])[0],
-           "decisions": decisions}
+           "decisions": decisions, "calls": len(calls)}
     store.append(rec)
     return rec
 
@@ -307,8 +307,24 @@ def latest_state(store: ProjectLedger) -> dict | None:
 
 
 def state_open(rec: dict) -> bool:
-    """Whether a working state leaves something for the next task: pending steps or decisions."""
-    return bool(rec.get("pending") or rec.get("decisions"))
+    """Whether a working state leaves something for the next task: pending steps or decisions, of a run that
+    made tool calls (an agent's task; a conversation's "I'll think about it later" is no working state)."""
+    calls = rec.get("calls", 0)
+    return bool(rec.get("pending") or rec.get("decisions")) and isinstance(calls, int) and calls > 0
+
+
+def state_hits(store: ProjectLedger, session_id: str) -> list:
+    """The project's working state as an item of the block, when the latest record leaves something open and
+    another session wrote it (the next task's first prompt): one Hit on the fixed probability
+    ``recall.calibration.FIXED["state"]`` (no labelled data picks a project's own open state out), else none."""
+    from ..recall.calibration import FIXED
+    from ..recall.packing import Hit
+
+    rec = latest_state(store)
+    if rec is None or rec.get("session_id") == session_id or not state_open(rec):
+        return []
+    return [Hit(rec["id"], state_content(rec), rec["timestamp"], rec.get("session_id", ""), "", "state",
+                "procedural", FIXED["state"], probability=FIXED["state"])]
 
 
 def state_content(rec: dict) -> str:
