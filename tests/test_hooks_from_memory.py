@@ -257,3 +257,20 @@ def test_with_the_model_as_proposer_its_hooks_are_checked_as_data_and_stored_bes
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_a_task_whose_last_run_only_talks_still_hands_over_its_pending_steps(host, workspace):
+    ctx = ctx_of(workspace, "s1")
+    host.before_prompt_build(PromptEvent("Deploy atlas v1.4.0 to staging.", timestamp=MON), ctx)
+    host.post_tool(ToolResultEvent("deploy", {"app": "atlas", "ref": "v1.4.0"}, "c1", error="index exists",
+                                   timestamp=MON), ctx)
+    host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": "The deploy failed."}], success=False,
+                                 timestamp=MON), ctx)
+    ctx2 = ctx_of(workspace, "s1", "r2")
+    host.before_prompt_build(PromptEvent("Let's stop here.", timestamp=MON + 60), ctx2)
+    host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content":
+                   "Okay. Next step: make 0042 use CREATE INDEX IF NOT EXISTS, then redeploy v1.4.0 to staging."}],
+                   success=True, timestamp=MON + 60), ctx2)
+    block = host.before_prompt_build(PromptEvent("Back to atlas.", timestamp=MON + 86400),
+                                     ctx_of(workspace, "s2")).prepend_context
+    assert "pending: Next step: make 0042 use CREATE INDEX IF NOT EXISTS, then redeploy v1.4.0 to staging." in block

@@ -51,10 +51,11 @@ SKILL_GOALS = 5  # goals a skill keeps (newest first): the words its kind of tas
 APPLY_WORDS = 2  # task words a prompt shares with a skill's goals and tools for the skill to apply
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 _PROPOSAL = re.compile(r"\b(?:shall|should|can|may) (?:i|we)\b|\b(?:want|like) me to\b", re.IGNORECASE)
-_DECIDED = re.compile(r"[^.!?\n]*\b(?:decided|decision|chose|chosen|agreed|going with|settled on|we'll use|will use)\b"
-                      r"[^.!?\n]*[.!?]?", re.IGNORECASE)
-_PENDING = re.compile(r"[^.!?\n]*\b(?:next|todo|pending|still need|remaining|will|follow[- ]up|tomorrow|later)\b[^.!?\n]*[.!?]?",
-                      re.IGNORECASE)
+_CLAUSE = r"(?:[^.!?\n]|\.(?=\w))*"  # a sentence's words: a period inside "v1.4.0" or "0042.sql" does not end it
+_DECIDED = re.compile(rf"{_CLAUSE}\b(?:decided|decision|chose|chosen|agreed|going with|settled on|we'll use|will use)\b"
+                      rf"{_CLAUSE}[.!?]?", re.IGNORECASE)
+_PENDING = re.compile(rf"{_CLAUSE}\b(?:next|todo|pending|still need|remaining|will|follow[- ]up|tomorrow|later)\b"
+                      rf"{_CLAUSE}[.!?]?", re.IGNORECASE)
 
 
 def _short_params(params) -> dict:
@@ -306,11 +307,15 @@ def latest_state(store: ProjectLedger) -> dict | None:
     return next((r for r in reversed(store.refresh()) if r.get("kind") == "state"), None)
 
 
-def state_open(rec: dict) -> bool:
-    """Whether a working state leaves something for the next task: pending steps or decisions, of a run that
-    made tool calls (an agent's task; a conversation's "I'll think about it later" is no working state)."""
-    calls = rec.get("calls", 0)
-    return bool(rec.get("pending") or rec.get("decisions")) and isinstance(calls, int) and calls > 0
+def state_open(rec: dict, records: list[dict] = ()) -> bool:
+    """Whether a working state leaves something for the next task: pending steps or decisions, of a session
+    that made tool calls (``records``: the ledger's, read for the session's other runs; an agent's task: a
+    conversation's "I'll think about it later" is no working state)."""
+    if not (rec.get("pending") or rec.get("decisions")):
+        return False
+    sid = rec.get("session_id")
+    return any(isinstance(r.get("calls"), int) and r["calls"] > 0 for r in (rec, *records)
+               if r.get("session_id") == sid)
 
 
 def state_hits(store: ProjectLedger, session_id: str) -> list:
@@ -321,7 +326,7 @@ def state_hits(store: ProjectLedger, session_id: str) -> list:
     from ..recall.packing import Hit
 
     rec = latest_state(store)
-    if rec is None or rec.get("session_id") == session_id or not state_open(rec):
+    if rec is None or rec.get("session_id") == session_id or not state_open(rec, store.records):
         return []
     return [Hit(rec["id"], state_content(rec), rec["timestamp"], rec.get("session_id", ""), "", "state",
                 "procedural", FIXED["state"], probability=FIXED["state"])]
