@@ -247,13 +247,14 @@ class Memory(Rooms):
 
     def hook_due(self, event_type: str, ctx: HookContext, run: RunState, ts: float, **call) -> list:
         """At a decision (a prompt, a tool call): what post_tool hooks kept for it, then this event's matches;
-        the state predicates read holds the run's ``phase`` and ``turn``."""
+        the state predicates read holds the run's ``phase``, ``turn`` and ``tools`` (the names it called)."""
         if not self.hooks_active():
             return []
         kept = []
         with best_effort("hooks' kept deliveries failed at %s", event_type):
             kept = self.hook_scheduler.take_deferred(_task_key(ctx))
-        return kept + self.hook_match_list(event_type, ctx, ts, state={"phase": run.phase, "turn": run.turn}, **call)
+        state = {"phase": run.phase, "turn": run.turn, "tools": [c["name"] for c in run.tool_calls[-64:]]}
+        return kept + self.hook_match_list(event_type, ctx, ts, state=state, **call)
 
     def _entry_text(self, entry_id: str, ctx: HookContext) -> str | None:
         rec = self.entry_record(entry_id, ctx.agent_id, ctx.project)

@@ -132,14 +132,18 @@ class Rooms:
     @property
     def derived_hooks(self):
         """The hooks memory derives when it is written (scheduling/derived.py), over the current Global nodes."""
+        from .layers.workspace_layer import current_skills
         from .scheduling.derived import DerivedHooks
 
         return self._once("_derived", lambda: DerivedHooks(
-            self.config.memory_root, lambda: [n.rec for n in self.global_store.current()], fsync=self.ledger.fsync))
+            self.config.memory_root, lambda: [n.rec for n in self.global_store.current()],
+            lambda project: {r["id"] for r in current_skills(self.workspace_store("procedural", project))},
+            fsync=self.ledger.fsync))
 
     def derive_hooks(self, records: list[dict], ts: float) -> None:
-        """Maintenance wrote ``records``: store the hooks rules propose for them beside them, and give them to
-        a running scheduler now (at agent_end, never in an event; another process's load sees the file)."""
+        """Maintenance wrote ``records`` (Global nodes, a skill): store the hooks rules propose for them beside
+        them, and give them to a running scheduler now (at agent_end, never in an event; another process's
+        load sees the file)."""
         if not (self.config.hooks.enabled and self.config.hooks.from_memory):
             return
         derived, propose = self.derived_hooks, None

@@ -48,7 +48,8 @@ def state_rule(host, workspace) -> str:
                                          timestamp=MON - 7 * 86400), ctx)
     host.agent_end(AgentEndEvent(success=True, timestamp=MON - 7 * 86400), ctx)
     host.session_end(SessionEndEvent(), ctx)
-    nodes = [json.loads(line) for line in (workspace / "memory" / "global" / "knowledge.jsonl").read_text().splitlines()]
+    ledger = workspace / "memory" / "global" / "knowledge.jsonl"
+    nodes = [json.loads(line) for line in ledger.read_text().splitlines()]
     return next(n["id"] for n in nodes if "weekdays" in n.get("content", ""))
 
 
@@ -161,7 +162,8 @@ def test_a_post_tool_delivery_waits_for_the_next_prompt_when_no_call_comes(host,
 
 
 def test_a_phase_hook_holds_only_in_its_phase(host, workspace):
-    hooks_file(workspace, "hooks:\n  - id: after-failure\n    entry: \"After a failed step, check the runbook first.\"\n"
+    hooks_file(workspace, "hooks:\n  - id: after-failure\n"
+                          "    entry: \"After a failed step, check the runbook first.\"\n"
                           "    events: [pre_tool]\n    when: {phase: recover}\n")
     ctx = ctx_of(workspace, "s1")
     loaded(ctx)
@@ -274,3 +276,49 @@ def test_a_task_whose_last_run_only_talks_still_hands_over_its_pending_steps(hos
     block = host.before_prompt_build(PromptEvent("Back to atlas.", timestamp=MON + 86400),
                                      ctx_of(workspace, "s2")).prepend_context
     assert "pending: Next step: make 0042 use CREATE INDEX IF NOT EXISTS, then redeploy v1.4.0 to staging." in block
+
+
+def run_calls(host, ctx, prompt: str, calls: list[tuple[str, dict]], ts: float) -> None:
+    """One run: the prompt, each call through pre_tool and post_tool (succeeding), agent_end."""
+    host.before_prompt_build(PromptEvent(prompt, timestamp=ts), ctx)
+    for i, (tool, params) in enumerate(calls):
+        host.pre_tool(ToolCallEvent(tool, params, f"c{i}", ts), ctx)
+        host.post_tool(ToolResultEvent(tool, params, f"c{i}", result="ok", timestamp=ts), ctx)
+    host.agent_end(AgentEndEvent(success=True, timestamp=ts), ctx)
+
+
+def test_a_skills_precondition_becomes_a_hook_retired_when_the_skill_is_revised(host, workspace):
+    run_calls(host, ctx_of(workspace, "s1"), "Migrate the atlas database to schema 0042.",
+              [("db_backup", {"db": "atlas"}), ("db_migrate", {"db": "atlas", "version": "0042"})], MON)
+    skill = json.loads((workspace / "memory" / "procedural" / "atlas.jsonl").read_text().splitlines()[-1])
+    ctx = ctx_of(workspace, "s2")
+    host.before_prompt_build(PromptEvent("Quick: bump the schema.", timestamp=MON + 86400), ctx)
+    skipped = host.pre_tool(ToolCallEvent("db_migrate", {"db": "atlas", "version": "0043"}, "c1", MON + 86400), ctx)
+    assert f"[precondition | {skill['id']}]" in skipped.supplement and "db_backup" in skipped.supplement
+    ctx3 = ctx_of(workspace, "s3")
+    host.before_prompt_build(PromptEvent("Quick: bump the schema.", timestamp=MON + 86400), ctx3)
+    host.post_tool(ToolResultEvent("db_backup", {"db": "atlas"}, "c1", result="ok", timestamp=MON + 86400), ctx3)
+    done = host.pre_tool(ToolCallEvent("db_migrate", {"db": "atlas", "version": "0043"}, "c2", MON + 86400), ctx3)
+    assert "[precondition" not in (done.supplement or "")  # its first step is done: nothing to remind
+    blog = ctx_of(workspace, "s4", project="blog")
+    host.before_prompt_build(PromptEvent("Quick: bump the schema.", timestamp=MON + 86400), blog)
+    other = host.pre_tool(ToolCallEvent("db_migrate", {"db": "blog"}, "c1", MON + 86400), blog)
+    assert "[precondition" not in (other.supplement or "")  # another project's skill
+    # the same kind of task done again: a revision supersedes the skill, and its hook goes with it
+    run_calls(host, ctx_of(workspace, "s5"), "Migrate the atlas database to schema 0043.",
+              [("db_backup", {"db": "atlas"}), ("db_migrate", {"db": "atlas", "version": "0043"})], MON + 2 * 86400)
+    revised = json.loads((workspace / "memory" / "procedural" / "atlas.jsonl").read_text().splitlines()[-1])
+    assert revised["supersedes"] == skill["id"]
+    ctx6 = ctx_of(workspace, "s6")
+    host.before_prompt_build(PromptEvent("Quick: bump the schema.", timestamp=MON + 3 * 86400), ctx6)
+    again = host.pre_tool(ToolCallEvent("db_migrate", {"db": "atlas"}, "c1", MON + 3 * 86400), ctx6)
+    assert f"[precondition | {revised['id']}]" in again.supplement and skill["id"] not in again.supplement
+
+
+def test_a_skill_id_in_a_hooks_answer_is_not_taken_for_an_api_key():
+    from memtier_plugin.redact import redact
+
+    line = "- [precondition | sk-20261102-f6f70df29ccf] skill"
+    assert redact(line)[0] == line
+    for key in ("sk-proj-AbC123def456GHI789jkl012MNO345", "sk-20261102-f6f70df29ccf9abc", "sk-abc123def456ghi789jkl012"):
+        assert redact(f"token {key}")[0] == "token [REDACTED:openai_key]"

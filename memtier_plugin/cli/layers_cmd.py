@@ -1,4 +1,4 @@
-"""``memtier inspect topics``, ``workspace`` and ``hooks``: the standing layers and the hooks, as a person reads them."""
+"""``memtier inspect topics``, ``workspace`` and ``hooks``: the standing layers and hooks, as a person reads them."""
 
 from __future__ import annotations
 
@@ -89,8 +89,7 @@ def inspect_workspace(state, projects: tuple[str, ...], as_json: bool, history: 
 def inspect_hooks(state, as_json: bool, history: bool) -> None:
     """Every hook: the hand-written files' (``memory/hooks/*.yaml``, skipped files named on stderr) and those
     derived from memory (``memory/hooks/.derived/``; ``history``: those of retired nodes too)."""
-    from ..layers.global_layer import GlobalStore
-    from ..scheduling.derived import DerivedHooks
+    from ..memory import Memory
     from ..scheduling.hooks import HookFiles
 
     root = state.config.memory_root
@@ -98,8 +97,7 @@ def inspect_hooks(state, as_json: bool, history: bool) -> None:
     files.refresh()
     rows = [{"key": h.key, "id": h.id, "source": h.source, "entry_id": h.entry_id, "entry": h.entry,
              "events": sorted(h.events), "hold": h.hold, "current": True} for h in files.hooks]
-    store = GlobalStore(root)
-    derived = DerivedHooks(root, lambda: [n.rec for n in store.current()])
+    derived = Memory(state.config).derived_hooks
     for rec in derived.listing():
         if not (rec["current"] or history):
             continue
@@ -121,7 +119,8 @@ def inspect_hooks(state, as_json: bool, history: bool) -> None:
     for r in rows:
         flags = ("holds" if r["hold"] else "delivers") + ("" if r["current"] else ", retired with its node")
         ref = f" → {r['entry_id']}" if r["entry_id"] else ""
-        click.echo(printable(f"{r['key']} [{','.join(r['events'])}; {flags}]{ref}: {' '.join(r['entry'].split())[:90]}"))
+        text = " ".join(r["entry"].split())[:90]
+        click.echo(printable(f"{r['key']} [{','.join(r['events'])}; {flags}]{ref}: {text}"))
 
 
 def _records(path):

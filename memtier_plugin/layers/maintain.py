@@ -61,8 +61,13 @@ def task_boundary(global_store, skills, state_ledger, messages: list[tuple[str, 
              project=project, ts=ts, derive=derive)
     goal = skill_goal(messages, earlier, calls) if success and calls else ""
     if goal:  # no task found (a run of acknowledgements only): no skill
-        learn_skill(skills, goal=goal, calls=calls, run_id=run_id, session_id=session_id, agent_id=agent_id,
-                    entry_ids=[m[0] for m in messages], ts=ts)
+        skill = learn_skill(skills, goal=goal, calls=calls, run_id=run_id, session_id=session_id, agent_id=agent_id,
+                            entry_ids=[m[0] for m in messages], ts=ts)
+        if skill is not None and derive is not None:
+            try:  # the hook its precondition implies, stored beside it
+                derive([skill], ts)
+            except Exception:
+                log.exception("deriving hooks from skill %s failed; the skill is kept", skill["id"])
     last = next((m[2] for m in reversed(messages) if m[1] == "assistant"), "")
     if last or calls:
         record_state(state_ledger, session_id=session_id, progress=last, calls=calls, ts=ts)

@@ -1,8 +1,10 @@
 """Hooks derived from memory when it is written, stored beside the node and retired with it (issue 27).
 
 MemSidecar §3.3 generates a hook's predicate when memory is written. When the
-maintenance path (:mod:`memtier_plugin.layers.maintain`) writes a standing rule
-or constraint, :func:`.rule_hooks.rule_proposal` proposes its hook (and, with
+maintenance path (:mod:`memtier_plugin.layers.maintain`) writes a skill,
+:func:`.rule_hooks.skill_proposal` proposes the hook of its precondition
+(``source: "skill"``, with its ``project``; retired when a revision supersedes
+it). When it writes a standing rule or constraint, :func:`.rule_hooks.rule_proposal` proposes its hook (and, with
 ``hooks.proposer: model``, :func:`.rule_hooks.model_proposal` more, checked as
 data first), and :class:`DerivedHooks` appends them, as data, to
 ``memory/hooks/.derived/hooks.jsonl``:
@@ -34,10 +36,11 @@ from ..store.files import iter_records
 from ..store.paths import is_valid_id
 from .hooks import HOOKS_DIR, Hook
 from .predicates import HookError
-from .rule_hooks import bound_hook, rule_proposal
+from .rule_hooks import bound_hook, rule_proposal, skill_proposal
 
 log = logging.getLogger(__name__)
 DERIVED_DIR, DERIVED_FILE = ".derived", "hooks.jsonl"
+SOURCES = ("rule", "model", "skill")
 
 
 def derived_path(memory_root: Path | str) -> Path:
@@ -48,8 +51,10 @@ def record_problem(rec: dict) -> str | None:
     """Why a derived-hooks record cannot be used, or None."""
     if rec.get("kind") != "hooks":
         return f"unknown record kind {str(rec.get('kind'))[:30]!r}"
-    if not is_valid_id(rec.get("node_id")) or rec.get("source") not in ("rule", "model"):
-        return "hooks record lacks a node id or a source (rule, model)"
+    if not is_valid_id(rec.get("node_id")) or rec.get("source") not in SOURCES:
+        return f"hooks record lacks a node id or a source ({', '.join(SOURCES)})"
+    if rec["source"] == "skill" and not isinstance(rec.get("project"), str):
+        return "skill hooks record lacks its project"
     if not isinstance(rec.get("entry"), str) or not isinstance(rec.get("hooks"), list):
         return "hooks record lacks its entry text or its list of hooks"
     return None
@@ -59,12 +64,16 @@ class DerivedHooks:
     """``memory/hooks/.derived/hooks.jsonl``: written at maintenance, read into the scheduler's ``memory`` source.
 
     ``current()``: the records of memory that stand now (Global-layer nodes not retired), each a dict with
-    ``id``, ``content`` and ``node_kind``; asked at every load, so retirement needs no record here.
+    ``id``, ``content`` and ``node_kind``; ``skills(project)``: the ids of the project's current skills (none
+    superseded). Both are asked at every load, so retirement needs no record here.
     """
 
-    def __init__(self, memory_root: Path | str, current: Callable[[], Iterable[dict]], *, fsync: bool = True):
+    def __init__(self, memory_root: Path | str, current: Callable[[], Iterable[dict]],
+                 skills: Callable[[str], set] | None = None, *, fsync: bool = True):
         self.path = derived_path(memory_root)
         self.current = current
+        self.skills = skills or (lambda project: set())
+        self._skill_projects: set[str] = set()  # projects with skill records, as the last parse found them
         self.fsync = fsync
         self._lock = threading.RLock()  # a load (the background refresh, agent_end) at a time; it may write
         self._sig: tuple | None = None  # (this file's stat, the current node ids) at the last load
@@ -89,15 +98,17 @@ class DerivedHooks:
         for every one, and ``propose(rec)``'s (the configured model's mappings, already checked as data) for
         a rule or constraint; a proposal that fails is logged and leaves the rules' alone. The number of
         records appended."""
-        recs = [r for r in written if isinstance(r, dict) and r.get("kind") == "knowledge"
+        recs = [r for r in written if isinstance(r, dict) and r.get("kind") in ("knowledge", "skill")
                 and is_valid_id(r.get("id"))]
         if not recs:
             return 0
         with self._lock:
             have = self.records()
-            out = [self._record(r, ts) for r in recs if (r["id"], "rule") not in have]
+            out = [self._record(r, ts, "rule" if r["kind"] == "knowledge" else "skill") for r in recs
+                   if (r["id"], "rule") not in have and (r["id"], "skill") not in have]
             for r in recs if propose is not None else ():
-                if (r["id"], "model") in have or r.get("node_kind") not in ("rule", "constraint"):
+                if (r["id"], "model") in have or r.get("kind") != "knowledge" \
+                        or r.get("node_kind") not in ("rule", "constraint"):
                     continue
                 try:
                     out.append(self._record(r, ts, "model", propose(r)))
@@ -110,12 +121,15 @@ class DerivedHooks:
     @staticmethod
     def _record(rec: dict, ts: float, source: str = "rule", hooks: list[dict] | None = None) -> dict:
         hold = False
-        if source == "rule":
-            proposal = rule_proposal(rec)
+        if source in ("rule", "skill"):
+            proposal = rule_proposal(rec) if source == "rule" else skill_proposal(rec)
             hooks = [proposal["hook"]] if proposal else []
             hold = bool(proposal and proposal["hold"])
-        return {"v": jsonl.SCHEMA_VERSION, "kind": "hooks", "node_id": rec["id"], "source": source,
-                "timestamp": utc_iso(ts), "entry": str(rec.get("content", "")), "hold": hold, "hooks": hooks or []}
+        out = {"v": jsonl.SCHEMA_VERSION, "kind": "hooks", "node_id": rec["id"], "source": source,
+               "timestamp": utc_iso(ts), "entry": str(rec.get("content", "")), "hold": hold, "hooks": hooks or []}
+        if source == "skill":
+            out["project"] = str(rec.get("project", ""))
+        return out
 
     def load(self, force: bool = False) -> list[Hook] | None:
         """The hooks of the current nodes, when this file or the current nodes changed since the last load
@@ -126,12 +140,8 @@ class DerivedHooks:
 
     def _load(self, force: bool) -> list[Hook] | None:
         nodes = [r for r in self.current() if isinstance(r, dict) and is_valid_id(r.get("id"))]
-        try:
-            st = os.stat(self.path)
-            stat = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except OSError:
-            stat = None
-        sig = (stat, tuple(r["id"] for r in nodes))
+        skills = set().union(*(self.skills(p) for p in sorted(self._skill_projects)))
+        sig = (_stat(self.path), tuple(r["id"] for r in nodes), frozenset(skills))
         if sig == self._sig and not force:
             return None
         have = self.records()
@@ -139,27 +149,37 @@ class DerivedHooks:
         if missing:
             self.write(missing, time.time())
             have = self.records()
+        self._skill_projects = {rec["project"] for (_n, src), rec in have.items() if src == "skill"}
+        skills = set().union(*(self.skills(p) for p in sorted(self._skill_projects)))
+        standing = [have.get((r["id"], source)) for r in nodes for source in ("rule", "model")]
+        own = [rec for (node_id, src), rec in have.items() if src == "skill" and node_id in skills]
         hooks: list[Hook] = []
-        for r in nodes:
-            for source in ("rule", "model"):
-                rec = have.get((r["id"], source))
-                for data in rec["hooks"] if rec else ():
-                    try:
-                        hooks.append(bound_hook(data, entry=rec["entry"], entry_id=r["id"], source=source,
-                                                hold=bool(rec.get("hold"))))
-                    except HookError as exc:  # a record edited by hand: that hook is skipped, named once
-                        self.problems.append(str(exc))
-                        log.warning("derived hook skipped: %s", exc)
-        try:
-            st = os.stat(self.path)
-            stat = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except OSError:
-            stat = None
-        self._sig = (stat, sig[1])
+        for rec in (r for r in [*standing, *own] if r is not None):
+            for data in rec["hooks"]:
+                try:
+                    hooks.append(bound_hook(data, entry=rec["entry"], entry_id=rec["node_id"], source=rec["source"],
+                                            hold=bool(rec.get("hold"))))
+                except HookError as exc:  # a record edited by hand: that hook is skipped, named once
+                    self.problems.append(str(exc))
+                    log.warning("derived hook skipped: %s", exc)
+        self._sig = (_stat(self.path), sig[1], frozenset(skills))
         return hooks
 
     def listing(self) -> list[dict]:
-        """Every stored record with ``current``: whether its node stands now (``memtier inspect hooks``)."""
+        """Every stored record with ``current``: whether its node (a Global node, a skill) stands now
+        (``memtier inspect hooks``)."""
         current = {r["id"] for r in self.current() if isinstance(r, dict) and "id" in r}
-        return [{**rec, "current": node_id in current} for (node_id, _src), rec in self.records().items()]
+        recs = self.records()
+        for project in {rec["project"] for (_n, src), rec in recs.items() if src == "skill"}:
+            current |= self.skills(project)
+        return [{**rec, "current": node_id in current} for (node_id, _src), rec in recs.items()]
+
+
+def _stat(path: Path) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
 

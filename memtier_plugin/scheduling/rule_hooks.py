@@ -77,6 +77,24 @@ def rule_proposal(rec: dict) -> dict | None:
     return {"hook": {"id": "rule", "events": ["pre_tool"], "when": when}, "hold": hold}
 
 
+def skill_proposal(rec: dict) -> dict | None:
+    """The hook a skill's precondition implies, as data (None when none applies): the skill's last call (the
+    one that achieved its task) proposed in its project while the run has not made its first call yet
+    (``state.tools``: the run's tools so far) delivers the skill, what worked before, at pre_tool. A skill of
+    one tool has no precondition to miss."""
+    if not isinstance(rec, dict) or rec.get("kind") != "skill" or not is_valid_id(rec.get("id")):
+        return None
+    steps = rec.get("steps") if isinstance(rec.get("steps"), list) else []
+    tools = [s.get("tool") for s in steps if isinstance(s, dict)]
+    if len(tools) < 2 or not all(isinstance(t, str) and 0 < len(t) <= MAX_STRING for t in tools) \
+            or tools[0] == tools[-1] or not isinstance(rec.get("project", ""), str):
+        return None
+    when = {"all": [{"tool": {"equals": tools[-1]}},
+                    {"state": {"key": "project", "equals": rec.get("project", "")}},
+                    {"not": {"state": {"key": "tools", "contains": tools[0]}}}]}
+    return {"hook": {"id": "precondition", "events": ["pre_tool"], "when": when}, "hold": False}
+
+
 def bound_hook(data: dict, *, entry: str, entry_id: str, source: str, hold: bool = False) -> Hook:
     """A proposed hook mapping (a rule's or the model's) bound to its entry and checked like a person's file;
     HookError names what is wrong."""
