@@ -304,6 +304,10 @@ def test_a_skills_precondition_becomes_a_hook_retired_when_the_skill_is_revised(
     host.before_prompt_build(PromptEvent("Quick: bump the schema.", timestamp=MON + 86400), blog)
     other = host.pre_tool(ToolCallEvent("db_migrate", {"db": "blog"}, "c1", MON + 86400), blog)
     assert "[precondition" not in (other.supplement or "")  # another project's skill
+    billing = ctx_of(workspace, "s4b")
+    host.before_prompt_build(PromptEvent("Quick: bump the schema.", timestamp=MON + 86400), billing)
+    elsewhere = host.pre_tool(ToolCallEvent("db_migrate", {"db": "billing"}, "c1", MON + 86400), billing)
+    assert "[precondition" not in (elsewhere.supplement or "")  # the same tool on another target
     # the same kind of task done again: a revision supersedes the skill, and its hook goes with it
     run_calls(host, ctx_of(workspace, "s5"), "Migrate the atlas database to schema 0043.",
               [("db_backup", {"db": "atlas"}), ("db_migrate", {"db": "atlas", "version": "0043"})], MON + 2 * 86400)

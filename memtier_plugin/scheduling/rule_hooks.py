@@ -77,9 +77,15 @@ def rule_proposal(rec: dict) -> dict | None:
     return {"hook": {"id": "rule", "events": ["pre_tool"], "when": when}, "hold": hold}
 
 
+#: Arguments that say what a call acts on: a skill's precondition hook binds its last call to the same ones.
+TARGET_ARGS = ("app", "service", "env", "environment", "target", "stage", "db", "database", "host", "repo",
+               "cluster", "namespace")
+
+
 def skill_proposal(rec: dict) -> dict | None:
     """The hook a skill's precondition implies, as data (None when none applies): the skill's last call (the
-    one that achieved its task) proposed in its project while the run has not made its first call yet
+    one that achieved its task), on the same target (its ``TARGET_ARGS`` values: a deploy to staging is not a
+    deploy to production), proposed in its project while the run has not made its first call yet
     (``state.tools``: the run's tools so far) delivers the skill, what worked before, at pre_tool. A skill of
     one tool has no precondition to miss."""
     if not isinstance(rec, dict) or rec.get("kind") != "skill" or not is_valid_id(rec.get("id")):
@@ -89,7 +95,10 @@ def skill_proposal(rec: dict) -> dict | None:
     if len(tools) < 2 or not all(isinstance(t, str) and 0 < len(t) <= MAX_STRING for t in tools) \
             or tools[0] == tools[-1] or not isinstance(rec.get("project", ""), str):
         return None
-    when = {"all": [{"tool": {"equals": tools[-1]}},
+    last = steps[-1].get("params") if isinstance(steps[-1].get("params"), dict) else {}
+    same_target = [{"arg": {"path": k, "equals": v}} for k, v in last.items()
+                   if k in TARGET_ARGS and isinstance(v, str) and 0 < len(v) <= MAX_STRING]
+    when = {"all": [{"tool": {"equals": tools[-1]}}, *same_target[:4],
                     {"state": {"key": "project", "equals": rec.get("project", "")}},
                     {"not": {"state": {"key": "tools", "contains": tools[0]}}}]}
     return {"hook": {"id": "precondition", "events": ["pre_tool"], "when": when}, "hold": False}
