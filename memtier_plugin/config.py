@@ -215,6 +215,12 @@ class HooksConfig:
     enabled: bool = True
     max_entries: int = field(default=6, metadata=_rng(1, 100))  # entries per delivery (MemSidecar: 6)
     max_chars: int = field(default=6000, metadata=_rng(1, 1_000_000))  # characters per delivery (MemSidecar: 6,000)
+    # hooks derived from memory when it is written (a standing rule's own hook, stored beside the node in
+    # memory/hooks/.derived/, retired with it; docs/hooks_memory.md); false: hand-written files only
+    from_memory: bool = True
+    # who proposes them: rules (the rule's own words); model: the configured model (model.*) proposes more
+    # at write time, within model.hook_deadline_s, each checked as data like a person's file (never executed)
+    proposer: str = field(default="rules", metadata={"choices": ("rules", "model")})
 
 
 @dataclass

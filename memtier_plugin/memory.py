@@ -16,6 +16,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -51,6 +52,7 @@ class Memory(Rooms):
         self.collect_policy_features = False  # evaluation and training: trace the policy features without a policy
         self.collect_policy_pairs = False  # ... and the cross-encoder's (call, clause) features with them
         self.last_decision = None  # the last pre_tool decision (intervention.rules.Decision), for evaluation
+        self._state_sessions: OrderedDict[str, None] = OrderedDict()  # sessions offered the working state
 
     @classmethod
     def from_config(cls, config: Config, **kw) -> Memory:
@@ -144,15 +146,13 @@ class Memory(Rooms):
         from .layers.maintain import maintain
 
         return maintain(self.global_store, messages, config=self.config, client=self._extractor(),
-                        agent_id=ctx.agent_id, session_id=ctx.session_id, project=ctx.project, ts=ts)
+                        agent_id=ctx.agent_id, session_id=ctx.session_id, project=ctx.project, ts=ts,
+                        derive=self.derive_hooks)
 
     # ---- the hooks ---------------------------------------------------------
     def on_prompt(self, event: PromptEvent, ctx: HookContext) -> PromptAddition | None:
         """Recall for the prompt, then record it: the prompt is written whether or not recall worked,
         and after it, so it is never delivered back as its own memory."""
-        from .recall.packing import hook_block
-        from .scheduling.hooks import format_matches
-
         ctx, query = checked_context(ctx), query_text(event.prompt)
         state = self.run(ctx)
         state.turn += 1
@@ -163,20 +163,52 @@ class Memory(Rooms):
                           {"turn": state.turn, "source": "before_prompt_build"}, event.timestamp)
         if len(state.messages) < MAX_CALLS:
             state.messages.append((rec["id"], "user", rec["content"]))
-        matches = self.hook_match_list("query", ctx, self._now(event.timestamp), query=query)
+        matches = self.hook_due("query", ctx, state, self._now(event.timestamp), query=query)
+        due = self.working_state_hits(ctx)
         if self.config.foresight.enabled and self.config.foresight.delivery == "joint":
-            return self._joint(result, matches, state)
+            return self._joint(result, matches, state, due)
+        result = self._with_due(result, [*map(_hook_hit, matches), *due], query)
         if result is not None:
-            state.remember(result.trace_rows())
-        block = "\n".join(b for b in (result.block if result else "", hook_block(format_matches(matches))) if b)
+            state.remember([r for r in result.trace_rows() if r["tier"] != "hook"])
+        block = result.block if result is not None else ""
         return PromptAddition(prepend_context=block) if block else None
 
-    def _joint(self, result, matches: list, state: RunState) -> PromptAddition | None:
+    def _with_due(self, result, due: list, query: str):
+        """The recall ``result`` with the items due now (hooks' entries, working state) in the same block and
+        budget (``RecallResult.with_due``); the due items alone when recall failed."""
+        from .recall.retriever import RecallResult
+
+        if not due:
+            return result
+        if result is None:
+            result = RecallResult(query, [], [], 0, "due", [], 0.0)
+        cfg = self.config
+        return result.with_due(due, cfg.retrieval.top_k, cfg.packing.token_budget, cfg.packing.max_chars)
+
+    def working_state_hits(self, ctx: HookContext) -> list:
+        """The project's open working state at the first prompt of a session (a task) after the one that wrote
+        it, once a session (layers/workspace_layer.state_hits)."""
+        from .layers.workspace_layer import state_hits
+
+        key = _task_key(ctx)
+        if not self.config.standing.enabled:
+            return []
+        with self._lock:
+            if key in self._state_sessions:
+                return []
+            self._state_sessions[key] = None
+            while len(self._state_sessions) > 4096:
+                self._state_sessions.popitem(last=False)
+        with best_effort("reading the working state of project %s failed", ctx.project):
+            return state_hits(self.workspace_store("state", ctx.project), ctx.session_id)
+        return []
+
+    def _joint(self, result, matches: list, state: RunState, due: list = ()) -> PromptAddition | None:
         """Joint delivery (MemSidecar Table B2): Hooks' entries, then the recalled ones, in one block."""
         from .recall.packing import joint_block
 
-        block, rows = joint_block(result.hits if result else [], result.trace_rows() if result else [], matches,
-                                  cap=self.config.hooks.max_entries, max_chars=self.config.hooks.max_chars)
+        block, rows = joint_block([*due, *(result.hits if result else [])], result.trace_rows() if result else [],
+                                  matches, cap=self.config.hooks.max_entries, max_chars=self.config.hooks.max_chars)
         state.remember(rows)
         return PromptAddition(prepend_context=block) if block else None
 
@@ -184,12 +216,15 @@ class Memory(Rooms):
         """Pre-commit intervention (intervention/pre_commit.py): silent (None), a supplement, or a held call."""
         from .intervention.pre_commit import tool_decision
 
+        from .scheduling.hooks import format_matches
+
         ctx = checked_context(ctx)
         tool, params, ts = tool_name(event.tool_name), tool_params(event.params), self._now(event.timestamp)
-        bound = self.hook_matches("pre_tool", ctx, ts, tool_name=tool, params=params)
-        if not self.pre_commit.enabled:
-            return tool_decision(None, bound)
         state = self.run(ctx)
+        matches = self.hook_due("pre_tool", ctx, state, ts, tool_name=tool, params=params)
+        bound, held = format_matches(matches), any(m.hold for m in matches)
+        if not self.pre_commit.enabled:
+            return tool_decision(None, bound, held)
         decision = self.last_decision = self.pre_commit.decide(
             tool, params, task=state.task_text(), state=state, project=ctx.project,
             agent_id=ctx.agent_id, ts=ts, collect_features=self.collect_policy_features,
@@ -198,7 +233,7 @@ class Memory(Rooms):
             ts=ts, run_id=ctx.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id, tool=tool,
             tool_call_id=clean_id(event.tool_call_id), action=decision.action,
             evidence=[e.id for e in decision.evidence], features=decision.features), ts)
-        return tool_decision(decision, bound)
+        return tool_decision(decision, bound, held)
 
     def hooks_active(self) -> bool:
         return self.config.hooks.enabled and self.config.scheduling.mode in ("hooks", "combined")
@@ -210,15 +245,45 @@ class Memory(Rooms):
         return format_matches(self.hook_match_list(event_type, ctx, ts, **call))
 
     def hook_match_list(self, event_type: str, ctx: HookContext, ts: float, **call) -> list:
-        """The :class:`scheduling.hooks.Match` es bound Hooks deliver at this event (docs/hooks_memory.md)."""
+        """The :class:`scheduling.hooks.Match` es bound Hooks deliver at this event (docs/hooks_memory.md);
+        ``entry_id`` hooks read the entry as ``ctx.agent_id`` may (:meth:`entry_record`)."""
         from .scheduling.hooks import event_state
 
         if not self.hooks_active():
             return []
         state = event_state(ts, ctx.project, ctx.agent_id, call.pop("state", {}))
         with best_effort("hooks failed at %s", event_type):  # costs the hooks of this event, never the turn
-            return self.hook_scheduler.match(event_type, state, task_key=ctx.session_id or ctx.run_id or "-", **call)
+            return self.hook_scheduler.match(event_type, state, task_key=_task_key(ctx),
+                                             resolve=lambda eid: self._entry_text(eid, ctx), **call)
         return []
+
+    def hook_due(self, event_type: str, ctx: HookContext, run: RunState, ts: float, **call) -> list:
+        """At a decision (a prompt, a tool call): what post_tool hooks kept for it, then this event's matches;
+        the state predicates read holds the run's ``phase``, ``turn`` and ``tools`` (the names it called)."""
+        if not self.hooks_active():
+            return []
+        kept = []
+        with best_effort("hooks' kept deliveries failed at %s", event_type):
+            kept = self.hook_scheduler.take_deferred(_task_key(ctx))
+        state = {"phase": run.phase, "turn": run.turn, "tools": [c["name"] for c in run.tool_calls[-64:]]}
+        return kept + self.hook_match_list(event_type, ctx, ts, state=state, **call)
+
+    def _entry_text(self, entry_id: str, ctx: HookContext) -> str | None:
+        rec = self.entry_record(entry_id, ctx.agent_id, ctx.project)
+        return rec["content"] if rec is not None and rec.get("current", True) else None
+
+    def _post_tool_hooks(self, event: ToolResultEvent, ctx: HookContext, run: RunState) -> None:
+        """post_tool hooks see the result (``error`` or ``result``, ``success``, ``phase``); what they deliver
+        is kept for the agent's next decision (:meth:`hook_due`)."""
+        if not self.hooks_active():
+            return
+        outcome = {"success": event.error is None, "phase": run.phase, "turn": run.turn,
+                   **({"error": str(event.error)[:4096]} if event.error is not None else
+                      {"result": str(event.result)[:4096]})}
+        matches = self.hook_match_list("post_tool", ctx, self._now(event.timestamp), state=outcome,
+                                       tool_name=tool_name(event.tool_name), params=tool_params(event.params))
+        with best_effort("keeping post_tool hooks' deliveries failed"):
+            self.hook_scheduler.defer(_task_key(ctx), matches)
 
     def on_post_tool(self, event: ToolResultEvent, ctx: HookContext) -> None:
         ctx = checked_context(ctx)
@@ -228,6 +293,7 @@ class Memory(Rooms):
         self._write(ctx, tool_text(event.tool_name, event.params, event.result, event.error), "tool",
                     {"turn": state.turn, "tool_call_id": call_id, "source": "post_tool",
                      "success": event.error is None}, event.timestamp)
+        self._post_tool_hooks(event, ctx, state)
 
     def on_agent_end(self, event: AgentEndEvent, ctx: HookContext) -> None:
         from .layers.maintain import task_boundary
@@ -250,7 +316,7 @@ class Memory(Rooms):
                               self.workspace_store("state", ctx.project), state.messages, state.tool_calls,
                               config=self.config, client=self._extractor(), success=success, run_id=state.run_id,
                               agent_id=ctx.agent_id, session_id=ctx.session_id, project=ctx.project, ts=ts,
-                              earlier=lambda: self.session_messages(ctx))
+                              earlier=lambda: self.session_messages(ctx), derive=self.derive_hooks)
             self._after_writes(ctx, ts)
         finally:
             traces.append(self.config.memory_root, ctx.agent_id, run_end(ctx, state, success=success, ts=ts), ts)
@@ -285,6 +351,20 @@ class Memory(Rooms):
                 if not fs.active():
                     fs.close()
             self.runs.end_session(ctx.session_id)
+
+
+def _task_key(ctx: HookContext) -> str:
+    """The task Hooks fire once in: the session (else the run)."""
+    return ctx.session_id or ctx.run_id or "-"
+
+
+def _hook_hit(m):
+    """A hook's match as an item of the block, on its fixed probability (recall/calibration.py ``FIXED``)."""
+    from .recall.calibration import FIXED
+    from .recall.packing import Hit
+
+    hook_id = m.hooks[0].rsplit(":", 1)[-1]
+    return Hit(m.entry_id or hook_id, m.entry, "", "", "", hook_id, "hook", FIXED["hook"], probability=FIXED["hook"])
 
 
 _services: dict[str, Memory] = {}

@@ -34,7 +34,7 @@ class Rooms:
         self.forgotten = Forgotten(config.memory_root)  # one per Memory: a forget by any process applies at the next call
         self._lock = threading.RLock()  # a room made on first use may need another (Foresight: the retriever)
         self._retriever = self._model_client = self._global = self._scorer = self._lexical = None
-        self._hooks = self._foresight = self._pre_commit = self._items = None
+        self._hooks = self._foresight = self._pre_commit = self._items = self._derived = None
         self._workspace: dict[tuple[str, str], Any] = {}
         self._warm_thread: threading.Thread | None = None
 
@@ -127,9 +127,91 @@ class Rooms:
             hooks = self.config.hooks
             sched = HookScheduler(self.config.memory_root / "hooks", clock=self.clock, max_entries=hooks.max_entries,
                                   max_chars=hooks.max_chars, skip=self.forgotten.__contains__)
+            if hooks.from_memory:  # the hooks derived from memory load with the files, off the event path
+                sched.add_source("memory", self.derived_hooks.load)
             sched.load_in_background()
             return sched
         return self._hooks if self._hooks is not None else self._once("_hooks", make)
+
+    @property
+    def derived_hooks(self):
+        """The hooks memory derives when it is written (scheduling/derived.py), over the current Global nodes."""
+        from .layers.workspace_layer import current_skills
+        from .scheduling.derived import DerivedHooks
+
+        return self._once("_derived", lambda: DerivedHooks(
+            self.config.memory_root, lambda: [n.rec for n in self.global_store.current()],
+            lambda project: {r["id"] for r in current_skills(self.workspace_store("procedural", project))},
+            fsync=self.ledger.fsync))
+
+    def derive_hooks(self, records: list[dict], ts: float) -> None:
+        """Maintenance wrote ``records`` (Global nodes, a skill): store the hooks rules propose for them beside
+        them, and give them to a running scheduler now (at agent_end, never in an event; another process's
+        load sees the file)."""
+        if not (self.config.hooks.enabled and self.config.hooks.from_memory):
+            return
+        derived, propose = self.derived_hooks, None
+        client = self.model_client if self.config.hooks.proposer == "model" else None
+        if client is not None:  # at write time (agent_end), within the model's hook deadline, never in an event
+            from .scheduling.rule_hooks import model_proposal
+
+            deadline = time.monotonic() + self.config.model.hook_deadline_s
+            propose = lambda rec: model_proposal(client, rec, deadline=deadline)  # noqa: E731
+        derived.write(records, ts, propose)
+        if self._hooks is not None:
+            hooks = derived.load(force=True)
+            if hooks is not None:
+                self._hooks.set_hooks("memory", hooks)
+
+    def entry_record(self, entry_id: str, agent_id: str, project: str) -> dict | None:
+        """The record of ``entry_id`` that ``agent_id`` may read, or None: a Global node (``gk-``), a skill
+        (``sk-``) or working state (``ws-``) of ``project``, an episodic entry (``ep-``) or a fact (``sf-``).
+        ``memory_get`` and ``entry_id`` hooks read through it; a forgotten id is never found."""
+        if entry_id in self.forgotten:
+            return None
+        if entry_id.startswith("gk-"):
+            store = self.global_store
+            store.refresh()
+            node = store.nodes.get(entry_id)
+            if node is None:
+                return None
+            r = node.rec
+            return {"id": entry_id, "tier": "global", "timestamp": r["timestamp"], "role": r["node_kind"],
+                    "agent_id": (r.get("provenance") or {}).get("agent_id", ""), "project": "",
+                    "session_id": (r.get("provenance") or {}).get("session_id", ""), "content": r["content"],
+                    "current": node.retired_by is None}
+        if entry_id.startswith(("sk-", "ws-")):
+            from .layers.workspace_layer import state_content
+
+            sub = "procedural" if entry_id.startswith("sk-") else "state"
+            r = next((r for r in self.workspace_store(sub, project).refresh() if r.get("id") == entry_id), None)
+            if r is None:
+                return None
+            return {"id": entry_id, "tier": "procedural", "timestamp": r["timestamp"], "role": r["kind"],
+                    "agent_id": (r.get("provenance") or {}).get("agent_id", ""), "project": project,
+                    "session_id": r.get("session_id") or (r.get("provenance") or {}).get("session_id", ""),
+                    "content": r["content"] if r["kind"] == "skill" else state_content(r)}
+        retriever = self.retriever
+        retriever.refresh()
+        visible = self.visible_agents(agent_id)
+        for tier in ("episodic", "semantic"):
+            idx = getattr(retriever, tier)
+            doc = idx.pos.get(entry_id)
+            if doc is None:
+                continue
+            rec = idx.read_record(doc)
+            if tier == "episodic":
+                if visible is not None and rec.get("agent_id") not in visible:
+                    return None
+                if idx.col("system")[doc]:
+                    return None  # [system] entries are never recalled; they are not handed out by id either
+            return {"id": entry_id, "tier": tier, "timestamp": rec.get("timestamp", ""),
+                    "agent_id": rec.get("agent_id") or rec.get("origin_agent", ""),
+                    "session_id": rec.get("session_id") or ",".join(rec.get("session_ids") or []),
+                    "project": rec.get("project", ""), "role": rec.get("role", "fact" if tier == "semantic" else ""),
+                    "content": rec.get("content", ""),
+                    **({"current": not bool(idx.col("superseded")[doc])} if tier == "semantic" else {})}
+        return None
 
     @property
     def pre_commit(self):

@@ -32,6 +32,14 @@ class RunState:
     standing_task: tuple | None = None  # (task text, [(item, applicability)]): the learned policy's evidence
     last_seen: float = 0.0
 
+    @property
+    def phase(self) -> str:
+        """The task phase Hooks' ``phase:`` predicates read: ``plan`` before any tool call of the run has a
+        result, ``act`` after one that succeeded, ``recover`` after one that failed."""
+        if not self.tool_calls:
+            return "plan"
+        return "recover" if self.tool_calls[-1].get("error") else "act"
+
     def task_text(self) -> str:
         """The run's user messages so far, the last 4000 characters (what pre_tool reads as the task)."""
         return " ".join(m[2] for m in self.messages if m[1] == "user")[-4000:]

@@ -64,7 +64,8 @@ def memory_search(mem: Memory, ctx: HookContext, query: str, *, limit: int | Non
 
 
 def memory_get(mem: Memory, ctx: HookContext, entry_id: str) -> dict[str, Any]:
-    """One episodic entry (``ep-...``) or semantic fact (``sf-...``) by id.
+    """One episodic entry (``ep-...``), semantic fact (``sf-...``), standing node (``gk-...``), or the
+    project's skill (``sk-...``) or working state (``ws-...``), by id (:meth:`Memory.entry_record`).
 
     ``{"found": false, "id"}`` when there is no such id *or* ``ctx.agent_id``
     may not read it (the answer does not tell the two apart).
@@ -75,26 +76,9 @@ def memory_get(mem: Memory, ctx: HookContext, entry_id: str) -> dict[str, Any]:
     entry_id = entry_id.strip()
     if entry_id in mem.forgotten:
         return {"found": False, "id": entry_id}
-    retriever = mem.retriever
-    retriever.refresh()
-    visible = mem.visible_agents(ctx.agent_id)
-    for tier in ("episodic", "semantic"):
-        idx = getattr(retriever, tier)
-        doc = idx.pos.get(entry_id)
-        if doc is None:
-            continue
-        rec = idx.read_record(doc)
-        if tier == "episodic":
-            if visible is not None and rec.get("agent_id") not in visible:
-                break
-            if idx.col("system")[doc]:
-                break  # [system] entries are never recalled; they are not handed out by id either
-        return {"found": True, "id": entry_id, "tier": tier, "timestamp": rec.get("timestamp", ""),
-                "agent_id": rec.get("agent_id") or rec.get("origin_agent", ""),
-                "session_id": rec.get("session_id") or ",".join(rec.get("session_ids") or []),
-                "project": rec.get("project", ""), "role": rec.get("role", "fact" if tier == "semantic" else ""),
-                "content": rec.get("content", ""),
-                **({"current": not bool(idx.col("superseded")[doc])} if tier == "semantic" else {})}
+    rec = mem.entry_record(entry_id, ctx.agent_id, ctx.project)
+    if rec is not None:
+        return {"found": True, **rec}
     return {"found": False, "id": entry_id}
 
 

@@ -1,4 +1,4 @@
-"""``memtier inspect topics`` and ``memtier inspect workspace``: the standing layers, as a person reads them."""
+"""``memtier inspect topics``, ``workspace`` and ``hooks``: the standing layers and hooks, as a person reads them."""
 
 from __future__ import annotations
 
@@ -84,6 +84,43 @@ def inspect_workspace(state, projects: tuple[str, ...], as_json: bool, history: 
                 click.echo(printable(f"    pending: {p[:100]}"))
             if st.get("artifacts"):
                 click.echo(printable(f"    artifacts: {', '.join(st['artifacts'])[:110]}"))
+
+
+def inspect_hooks(state, as_json: bool, history: bool) -> None:
+    """Every hook: the hand-written files' (``memory/hooks/*.yaml``, skipped files named on stderr) and those
+    derived from memory (``memory/hooks/.derived/``; ``history``: those of retired nodes too)."""
+    from ..memory import Memory
+    from ..scheduling.hooks import HookFiles
+
+    root = state.config.memory_root
+    files = HookFiles(root / "hooks")
+    files.refresh()
+    rows = [{"key": h.key, "id": h.id, "source": h.source, "entry_id": h.entry_id, "entry": h.entry,
+             "events": sorted(h.events), "hold": h.hold, "current": True} for h in files.hooks]
+    derived = Memory(state.config).derived_hooks
+    for rec in derived.listing():
+        if not (rec["current"] or history):
+            continue
+        for data in rec["hooks"]:
+            hid = data.get("id", "?") if isinstance(data, dict) else "?"
+            rows.append({"key": f"{rec['source']}:{rec['node_id']}:{hid}", "id": hid,
+                         "source": f"{rec['source']} {rec['node_id']}", "entry_id": rec["node_id"],
+                         "entry": rec["entry"], "events": data.get("events", []) if isinstance(data, dict) else [],
+                         "hold": bool(rec.get("hold")), "current": rec["current"]})
+    for p in [*files.problems.values(), *derived.problems]:
+        click.echo(f"memtier: warning: skipped {printable(p)}", err=True)
+    if as_json:
+        for r in rows:
+            click.echo(json_line(r))
+        return
+    if not rows:
+        click.echo(f"no hooks yet in {root / 'hooks'}")
+        return
+    for r in rows:
+        flags = ("holds" if r["hold"] else "delivers") + ("" if r["current"] else ", retired with its node")
+        ref = f" → {r['entry_id']}" if r["entry_id"] else ""
+        text = " ".join(r["entry"].split())[:90]
+        click.echo(printable(f"{r['key']} [{','.join(r['events'])}; {flags}]{ref}: {text}"))
 
 
 def _records(path):

@@ -147,7 +147,7 @@ def _short(text, width: int) -> str:
 
 
 @click.command()
-@click.argument("layer", required=False, type=click.Choice(["topics", "workspace"]))
+@click.argument("layer", required=False, type=click.Choice(["topics", "workspace", "hooks"]))
 @click.option("--agent", "-a", multiple=True, help="Only these agents (repeatable).")
 @click.option("--session", "-s", multiple=True, help="Only these sessions (repeatable).")
 @click.option("--project", "-p", multiple=True, help="Only these projects (repeatable).")
@@ -169,12 +169,16 @@ def inspect(state, layer, agent, session, project, dates, entry_id, history, rol
     preferences, constraints and rules under each topic (--history: retired
     ones too); ``workspace`` shows each project's current skills (one per kind
     of task, with its count of successes; --history: the revisions they
-    superseded too) and working state (--project filters). Unreadable lines (corrupt or torn) are skipped and
+    superseded too) and working state (--project filters); ``hooks`` lists every hook: the hand-written files'
+    and those derived from memory when it was written (with their node, whether it stands, whether the hook
+    holds a call; --history: those of retired nodes too). Unreadable lines (corrupt or torn) are skipped and
     named on stderr by file and line; everything else is shown.
     """
     if layer:
-        from .layers_cmd import inspect_topics, inspect_workspace
+        from .layers_cmd import inspect_hooks, inspect_topics, inspect_workspace
 
+        if layer == "hooks":
+            return inspect_hooks(state, as_json, history)
         return inspect_topics(state, as_json, history) if layer == "topics" else \
             inspect_workspace(state, project, as_json, history)
     if show_facts:

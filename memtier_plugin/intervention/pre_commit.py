@@ -33,6 +33,7 @@ from .rules import CHECKED_KINDS, Decision, Evidence, computable, decide
 
 log = logging.getLogger(__name__)
 BOUND_HEADER = "[memtier] bound memory for this call:"
+HOOK_HOLD = "[memtier] held: this call breaks a standing rule that a hook binds to it (docs/hooks_memory.md)"
 
 
 def bounded(fn: Callable[[], Any], timeout_s: float) -> Any:
@@ -57,10 +58,15 @@ def bounded(fn: Callable[[], Any], timeout_s: float) -> Any:
     return value
 
 
-def tool_decision(decision: Decision | None, bound: str) -> ToolDecision | None:
-    """What pre_tool answers the host: a hold, a supplement (with what bound Hooks deliver), or None."""
-    if decision is not None and decision.action == "intervene":
-        return ToolDecision(block=True, block_reason=redact(decision.text())[0])
+def tool_decision(decision: Decision | None, bound: str, held: bool = False) -> ToolDecision | None:
+    """What pre_tool answers the host: a hold, a supplement (with what bound Hooks deliver), or None.
+    ``held``: a hook derived from a standing rule holds for this call (its entry is in ``bound``); a hold names
+    what bound Hooks deliver too."""
+    if (decision is not None and decision.action == "intervene") or held:
+        parts = [decision.text()] if decision is not None and decision.action == "intervene" else [HOOK_HOLD]
+        if bound:
+            parts.append(f"{BOUND_HEADER}\n{bound}")
+        return ToolDecision(block=True, block_reason=redact("\n".join(parts))[0])
     parts = [decision.text()] if decision is not None and decision.action == "supplement" else []
     if bound:
         parts.append(f"{BOUND_HEADER}\n{bound}")

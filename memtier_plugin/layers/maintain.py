@@ -3,7 +3,10 @@
 MemSidecar §3.2: at a task boundary the user's words become standing knowledge
 (:func:`maintain`: rules always, the configured model too when
 ``standing.extractor: model``, its output validated data), a successful run
-becomes a skill and the working state is written (:func:`task_boundary`).
+becomes a skill and the working state is written (:func:`task_boundary`). What
+memory derives from a written node (its Hooks: scheduling/derived.py) is stored
+here too, through the ``derive`` callback the facade passes (this room cannot
+import scheduling).
 Delivered episodes whose standing knowledge was revised since are labelled
 (:func:`mark_revised`), so an old value is never delivered as current.
 """
@@ -17,9 +20,12 @@ log = logging.getLogger(__name__)
 
 
 def maintain(global_store, messages: list[tuple[str, str, str]], *, config, client=None, agent_id: str,
-             session_id: str, project: str, ts: float) -> list[dict]:
+             session_id: str, project: str, ts: float, derive=None) -> list[dict]:
     """The Global layer from one session's ``messages`` ((entry id, role, text), in order): extract, dedupe,
-    upsert. ``client``: the chat model, asked when ``standing.extractor`` is ``model``. The records written."""
+    upsert. ``client``: the chat model, asked when ``standing.extractor`` is ``model``. ``derive(records,
+    ts)``: called with the records written, to store what memory derives from them beside them (the facade
+    passes the Hooks a rule proposes: scheduling/derived.py); its failure is logged, the knowledge stays.
+    The records written."""
     if not config.standing.enabled or not messages:
         return []
     from .extract import from_session, model_candidates
@@ -31,26 +37,37 @@ def maintain(global_store, messages: list[tuple[str, str, str]], *, config, clie
             candidates += model_candidates(client, messages, deadline=deadline)
         except Exception as exc:
             log.warning("model extraction of standing knowledge failed (%s); rules only", exc)
-    return global_store.upsert(candidates, agent_id=agent_id, session_id=session_id, project=project, ts=ts)
+    written = global_store.upsert(candidates, agent_id=agent_id, session_id=session_id, project=project, ts=ts)
+    if written and derive is not None:
+        try:
+            derive(written, ts)
+        except Exception:
+            log.exception("deriving hooks from %d written records failed; the knowledge is kept", len(written))
+    return written
 
 
 def task_boundary(global_store, skills, state_ledger, messages: list[tuple[str, str, str]], calls: list[dict], *,
                   config, client=None, success: bool, run_id: str, agent_id: str, session_id: str, project: str,
-                  ts: float, earlier=()) -> None:
+                  ts: float, earlier=(), derive=None) -> None:
     """agent_end maintenance: standing knowledge from the run's words; a skill from a successful run (its
     goal the task it achieved, looked for in ``earlier``, the session's messages or a function reading them,
     when the run only acknowledges: workspace_layer.skill_goal); the working state (the last reply and the
-    calls)."""
+    calls). ``derive``: as for :func:`maintain`."""
     if not config.standing.enabled:
         return
     from .workspace_layer import learn_skill, record_state, skill_goal
 
     maintain(global_store, messages, config=config, client=client, agent_id=agent_id, session_id=session_id,
-             project=project, ts=ts)
+             project=project, ts=ts, derive=derive)
     goal = skill_goal(messages, earlier, calls) if success and calls else ""
     if goal:  # no task found (a run of acknowledgements only): no skill
-        learn_skill(skills, goal=goal, calls=calls, run_id=run_id, session_id=session_id, agent_id=agent_id,
-                    entry_ids=[m[0] for m in messages], ts=ts)
+        skill = learn_skill(skills, goal=goal, calls=calls, run_id=run_id, session_id=session_id, agent_id=agent_id,
+                            entry_ids=[m[0] for m in messages], ts=ts)
+        if skill is not None and derive is not None:
+            try:  # the hook its precondition implies, stored beside it
+                derive([skill], ts)
+            except Exception:
+                log.exception("deriving hooks from skill %s failed; the skill is kept", skill["id"])
     last = next((m[2] for m in reversed(messages) if m[1] == "assistant"), "")
     if last or calls:
         record_state(state_ledger, session_id=session_id, progress=last, calls=calls, ts=ts)

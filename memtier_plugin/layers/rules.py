@@ -41,6 +41,8 @@ PRICE_ARGS = ("price", "price_per_night", "nightly_rate", "rate", "amount", "cos
 PRICE_KEY = re.compile(r"price|cost|amount|rate|total|fare|usd|eur|budget", re.IGNORECASE)
 #: Argument names that say which environment a call targets.
 ENV_ARGS = ("env", "environment", "target", "stage")
+#: Argument names that schedule a call for later: the day it runs is theirs, not the event's.
+WHEN_ARGS = ("at", "when", "date", "start", "schedule", "scheduled", "scheduled_at", "scheduled_for", "run_at", "time")
 
 _DAY_WORD = {d.lower(): d for d in WEEKDAYS} | {"monday": "Mon", "tuesday": "Tue", "wednesday": "Wed",
                                                 "thursday": "Thu", "friday": "Fri", "saturday": "Sat", "sunday": "Sun"}

@@ -9,7 +9,10 @@ Per project, append-only JSONL like the other ledgers:
   A skill is written only from a run that succeeded and whose tool calls all succeeded after the last
   failure (the sequence that achieved the task); it is scored in the procedural tier (μ 1.4).
 * ``memory/state/<project>.jsonl`` — ``{"kind": "state", "session_id", "progress", "pending",
-  "artifacts"}`` at task boundaries: what the last run did and what it left open.
+  "artifacts", "decisions", "calls"}`` at task boundaries: what the last run did and what it left open. The latest
+  record is the project's working state (:func:`latest_state`; each one supersedes the one before); the
+  facade delivers it at the first prompt of the project's next session when it leaves something open
+  (:func:`state_open`), as one line (:func:`state_content`).
 
 A skill's goal is the task the run achieved in the user's words (:func:`skill_goal`), never a bare
 acknowledgement: a run opened by "Yes, go." takes the action the assistant proposed or the session's
@@ -48,8 +51,11 @@ SKILL_GOALS = 5  # goals a skill keeps (newest first): the words its kind of tas
 APPLY_WORDS = 2  # task words a prompt shares with a skill's goals and tools for the skill to apply
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 _PROPOSAL = re.compile(r"\b(?:shall|should|can|may) (?:i|we)\b|\b(?:want|like) me to\b", re.IGNORECASE)
-_PENDING = re.compile(r"[^.!?\n]*\b(?:next|todo|pending|still need|remaining|will|follow[- ]up|tomorrow|later)\b[^.!?\n]*[.!?]?",
-                      re.IGNORECASE)
+_CLAUSE = r"(?:[^.!?\n]|\.(?=\w))*"  # a sentence's words: a period inside "v1.4.0" or "0042.sql" does not end it
+_DECIDED = re.compile(rf"{_CLAUSE}\b(?:decided|decision|chose|chosen|agreed|going with|settled on|we'll use|will use)\b"
+                      rf"{_CLAUSE}[.!?]?", re.IGNORECASE)
+_PENDING = re.compile(rf"{_CLAUSE}\b(?:next|todo|pending|still need|remaining|will|follow[- ]up|tomorrow|later)\b"
+                      rf"{_CLAUSE}[.!?]?", re.IGNORECASE)
 
 
 def _short_params(params) -> dict:
@@ -287,8 +293,52 @@ def record_state(store: ProjectLedger, *, session_id: str, progress: str, calls:
             for k, v in (c.get("params") or {}).items() if isinstance(c.get("params"), dict) else ():
                 if isinstance(v, str) and re.search(r"(?:path|file|url|id|version|branch|ref)$", str(k), re.I):
                     artifacts.append(f"{k}={clip_redacted(v, 80)[0]}")
+    decisions = [redact(d.strip())[0] for d in _DECIDED.findall(progress) if d.strip() not in pending][:5]
     rec = {"v": jsonl.SCHEMA_VERSION, "kind": "state", "id": new_id("ws", ts), "timestamp": utc_iso(ts),
            "project": store.project, "session_id": clean_id(session_id), "progress": progress,
-           "pending": pending, "artifacts": redact_obj(list(dict.fromkeys(artifacts))[:10])[0]}
+           "pending": pending, "artifacts": redact_obj(list(dict.fromkeys(artifacts))[:10])[0],
+           "decisions": decisions, "calls": len(calls)}
     store.append(rec)
     return rec
+
+
+def latest_state(store: ProjectLedger) -> dict | None:
+    """The project's current working state: its latest record (each one supersedes the one before)."""
+    return next((r for r in reversed(store.refresh()) if r.get("kind") == "state"), None)
+
+
+def state_open(rec: dict, records: list[dict] = ()) -> bool:
+    """Whether a working state leaves something for the next task: pending steps or decisions, of a session
+    that made tool calls (``records``: the ledger's, read for the session's other runs; an agent's task: a
+    conversation's "I'll think about it later" is no working state)."""
+    if not (rec.get("pending") or rec.get("decisions")):
+        return False
+    sid = rec.get("session_id")
+    return any(isinstance(r.get("calls"), int) and r["calls"] > 0 for r in (rec, *records)
+               if r.get("session_id") == sid)
+
+
+def state_hits(store: ProjectLedger, session_id: str) -> list:
+    """The project's working state as an item of the block, when the latest record leaves something open and
+    another session wrote it (the next task's first prompt): one Hit on the fixed probability
+    ``recall.calibration.FIXED["state"]`` (no labelled data picks a project's own open state out), else none."""
+    from ..recall.calibration import FIXED
+    from ..recall.packing import Hit
+
+    rec = latest_state(store)
+    if rec is None or rec.get("session_id") == session_id or not state_open(rec, store.records):
+        return []
+    return [Hit(rec["id"], state_content(rec), rec["timestamp"], rec.get("session_id", ""), "", "state",
+                "procedural", FIXED["state"], probability=FIXED["state"])]
+
+
+def state_content(rec: dict) -> str:
+    """A working state as one line: where the project's last task stopped (pending, decisions, artifacts)."""
+    parts = [f"working state of project {rec.get('project') or '(none)'} after session {rec.get('session_id', '')}"]
+    for key, label in (("pending", "pending"), ("decisions", "decided"), ("artifacts", "artifacts")):
+        vals = [str(v) for v in rec.get(key) or [] if isinstance(v, str)]
+        if vals:
+            parts.append(f"{label}: " + "; ".join(vals))
+    if len(parts) == 1 and rec.get("progress"):
+        parts.append(f"last progress: {rec['progress']}")
+    return clip_text(" — ".join(parts), 1200)

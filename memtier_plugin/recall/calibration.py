@@ -55,6 +55,11 @@ FEATURES: dict[str, tuple[str, ...]] = {
 #: a lexical layer's threshold is its embedded counterpart's (one probability scale)
 LEXICAL = {"global_lexical": "global", "skill_lexical": "skill"}
 LAYERS = tuple(FEATURES)
+#: Items on a fixed probability rather than a fitted model (no labelled data picks them out; docs/standing.md):
+#: an entry whose hook's predicate holds at this event is due by construction; a project's own latest working
+#: state that leaves steps pending, at the first prompt of the project's next session, very nearly so. They
+#: merge with the calibrated items by probability (packing.repack), within the same k and budget.
+FIXED = {"hook": 1.0, "state": 0.9}
 
 
 def layer_of(hit) -> str:

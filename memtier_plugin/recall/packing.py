@@ -21,6 +21,8 @@ STANDING_HEADER = ("Items marked 'standing' are the user's preferences, constrai
                    "unless the current request says otherwise. 'skill' items record tool calls that worked "
                    "before for a task of this kind in this project: history to consult, not steps to follow. "
                    "The others are past episodes.")
+HOOK_HEADER = ("Items cited by a hook's id are bound to this situation by hooks (docs/hooks_memory.md); "
+               "'working state' is where this project's last task stopped.")
 DUPLICATE_JACCARD = 0.9
 
 
@@ -55,6 +57,12 @@ class Hit:
         return self.tier in STANDING_TIERS
 
     def line(self) -> str:
+        if self.tier == "hook":  # bound by a hook: "- [hook id | entry id] text" (scheduling.hooks.format_matches)
+            text = " ".join(self.content.split()).replace(CLOSE, "</ memtier-memory>")
+            return f"- [{self.role}" + (f" | {self.id}" if self.id != self.role else "") + f"] {text}"
+        if self.role == "state":  # where the project's last task stopped (layers.workspace_layer.state_content)
+            text = " ".join(self.content.split()).replace(CLOSE, "</ memtier-memory>")
+            return f"- [{self.id} | working state · {self.timestamp[:10]}] {text}"
         if self.standing:
             text = " ".join(self.content.split()).replace(CLOSE, "</ memtier-memory>")
             if self.role == "skill":  # history, dated by its last success: "skill (worked before for: …): …"
@@ -159,10 +167,31 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
     return Packed(taken, left, used_tokens)
 
 
+def repack(hits: list[Hit], due: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packed:
+    """The recalled ``hits`` (already packed, in their order) with ``due`` items (hooks' entries and working
+    state, each with its fixed probability: recall/calibration.py ``FIXED``) in one block, packed again within the
+    same k and budgets: at each step the more probable of the two heads goes first (``due`` best first), as
+    :func:`..calibration.merge_by_probability` merges the layers."""
+    due = sorted(due, key=lambda h: -(h.probability or 0.0))
+    ids = {h.id for h in due}
+    rest = [h for h in hits if h.id not in ids]
+    merged, i, j = [], 0, 0
+    while i < len(rest) or j < len(due):
+        if j >= len(due) or (i < len(rest) and (rest[i].probability or 0.0) > (due[j].probability or 0.0)):
+            merged.append(rest[i])
+            i += 1
+        else:
+            merged.append(due[j])
+            j += 1
+    return pack(merged, k, budget, max_chars)
+
+
 def render(hits: list[Hit]) -> str:
     if not hits:
         return ""
     head = [HEADER, STANDING_HEADER] if any(h.standing for h in hits) else [HEADER]
+    if any(h.tier == "hook" or h.role == "state" for h in hits):
+        head.append(HOOK_HEADER)
     return "\n".join([OPEN, *head, *(h.line() for h in hits), CLOSE])
 
 

@@ -12,6 +12,7 @@ with the query (or, with an embedding backend, are close to it) are eligible.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import threading
@@ -34,7 +35,7 @@ from .index import ROLES, DocIndex, StaleLedger
 from .index_files import open_index, save_index
 from .watch import LedgerWatch
 from ..store.episodic import Ledger
-from .packing import Hit, Packed, pack
+from .packing import Hit, Packed, pack, repack
 from .scoping import Stage1, session_scope, stage1
 from .signals import DAY, decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, phi_sem, tier_bonus
 from ..tokenize import tokenize
@@ -79,6 +80,15 @@ class RecallResult:
     @property
     def block(self) -> str:
         return Packed(self.hits, self.left_out, self.tokens).block
+
+    def with_due(self, due: list[Hit], k: int, budget: int, max_chars: int) -> RecallResult:
+        """This result with the items due now (hooks' entries, working state) packed into the same block
+        within the same k and budgets (:func:`..packing.repack`)."""
+        if not due:
+            return self
+        packed = repack(self.hits, due, k, budget, max_chars)
+        return dataclasses.replace(self, hits=packed.hits, left_out=self.left_out + packed.left_out,
+                                   tokens=packed.tokens)
 
     def trace_rows(self) -> list[dict]:
         return [{"id": h.id, "agent_id": h.agent_id, "content": h.content, "score": round(h.score, 6), "tier": h.tier,

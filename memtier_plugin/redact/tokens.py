@@ -71,7 +71,9 @@ _B64 = "[A-Za-z0-9+/]"
 FORMATS: tuple[_Format, ...] = (
     # AI providers
     _fmt("anthropic_key", "sk-ant-", f"{_URLSAFE}{{20,300}}"),
-    _fmt("openai_key", "sk-", f"(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]*[0-9]){_URLSAFE}{{20,300}}"),
+    # (not memtier's own skill ids, "sk-20261102-f6f70df29ccf": store/paths.new_id's shape, cited in hooks' answers)
+    _fmt("openai_key", "sk-", r"(?!\d{8}-[0-9a-f]{12}(?![A-Za-z0-9_-]))"
+         f"(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]*[0-9]){_URLSAFE}{{20,300}}"),
     _fmt("huggingface_token", "hf_ api_org_", f"{_B62}{{30,80}}"),
     _fmt("ai_provider_key", "gsk_", f"{_B62}{{48,60}}"),  # Groq
     _fmt("ai_provider_key", "pplx-", f"{_B62}{{40,60}}"),  # Perplexity

@@ -6,7 +6,8 @@ Modules by purpose:
 
 * Hooks: :mod:`.predicates` (the predicate language: data, never code), :mod:`.safe_regex` (its
   regexes: a safe subset with a bound on backtracking work), :mod:`.rule_hooks` (hooks proposed from a
-  standing rule or by the model, checked as data; not wired in yet: issue 27),
+  standing rule or by the model, checked as data), :mod:`.derived` (the hooks proposed when memory is
+  written, stored beside the node in ``memory/hooks/.derived/``, retired with it),
   :mod:`.hooks` (hook files, the scheduler firing each hook at most once per task, the block);
 * Foresight: :mod:`.predict` (the instruction and the topic directory → predicted queries),
   :mod:`.foresight` (preparing them in the background into a task's cache, serving a match).

@@ -16,9 +16,17 @@ Where hooks come from:
   file when its mtime, size or inode changes. The scheduler does it in a
   background thread (at start and when an event finds the folder due for a
   look): an event never waits for a parse, it matches the last loaded set;
-* other sources are set with :meth:`HookScheduler.set_hooks`; the proposals from
-  memory itself (:mod:`.rule_hooks`: a standing rule's own hook, a model's
-  proposal checked as data) are not wired in yet (issue 27).
+* memory proposes them when it is written (:mod:`.derived`: a standing rule's
+  own hook, stored beside the node, retired with it), a source the scheduler
+  polls with the files (:meth:`HookScheduler.add_source`); other sources are set
+  with :meth:`HookScheduler.set_hooks`. A person's file wins on conflict: a
+  hook of another source bound to an entry a file's hook binds is left out.
+
+Events: ``query`` (a prompt), ``pre_tool`` (a proposed call) and ``post_tool``
+(a result: the caller puts ``error``/``result`` and ``success`` in the state;
+what it delivers is kept for the task's next decision, :meth:`HookScheduler.defer`).
+A hook derived from a standing rule's violation ``hold`` s the call: it is not
+marked fired, so it holds every such call.
 
 :class:`HookScheduler` holds the hooks of one Memory, indexed by event type and
 tool name (or another value a predicate requires, such as ``state.project``)
@@ -79,10 +87,11 @@ class Hook:
     entry: str = ""  # the text delivered ("" when only entry_id names it)
     entry_id: str = ""  # the memory entry it is bound to (gk-…, sk-…, an episode id)
     source: str = ""  # the file it came from, or "rule gk-…" / "model gk-…"
+    hold: bool = False  # a standing rule's violation: pre_tool holds the call (only hooks derived from memory)
 
 
 def parse_hook(data: Any, where: str, *, index: int = 0, entry: str | None = None, entry_id: str | None = None,
-               key_prefix: str = "", source: str = "") -> Hook:
+               key_prefix: str = "", source: str = "", hold: bool = False) -> Hook:
     """Check one hook mapping against the schema and compile its predicate.
 
     ``where`` names the file (or "rule gk-…"); every problem is one HookError line
@@ -127,7 +136,8 @@ def parse_hook(data: Any, where: str, *, index: int = 0, entry: str | None = Non
         raise HookError(f"{at}: {exc}") from None
     except RecursionError:
         raise HookError(f"{at}: when: nested too deeply") from None
-    return Hook(f"{key_prefix}{hid}", hid, frozenset(events), predicate, entry.strip(), entry_id, source or where)
+    return Hook(f"{key_prefix}{hid}", hid, frozenset(events), predicate, entry.strip(), entry_id, source or where,
+                hold)
 
 
 class Pacer:
@@ -341,6 +351,7 @@ class Match:
     entry_id: str
     hooks: tuple  # keys of the hooks behind it
     source: str  # where the first of them came from
+    hold: bool = False  # one of them marks a standing rule's violation (pre_tool holds the call)
 
 
 @dataclass
@@ -357,6 +368,7 @@ class Delivery:
 @dataclass
 class _Task:
     fired: set = field(default_factory=set)
+    deferred: list = field(default_factory=list)  # post_tool matches waiting for the agent's next decision
     last_seen: float = 0.0
 
 
@@ -460,6 +472,7 @@ class HookScheduler:
         self.resolve_entry = resolve_entry
         self.clock = clock
         self._sources: dict[str, list[Hook]] = {}  # replaced whole by set_hooks
+        self._loaders: dict[str, Callable[[], list[Hook] | None]] = {}  # polled with the files (add_source)
         self._sources_version = 0
         self._file_hooks: list[Hook] = []  # the files' hooks as the last finished load left them
         self._index = _build_index([])  # replaced whole: an event reads one consistent set without a lock
@@ -480,6 +493,7 @@ class HookScheduler:
             return
         try:
             self._next_refresh = self.clock() + self.refresh_s
+            self._poll_sources()
             if self.files is not None and self.files.refresh(pace, in_child):
                 hooks = self.files.hooks
                 with self._index_lock:
@@ -522,6 +536,21 @@ class HookScheduler:
             return not loader.is_alive()
         return True
 
+    def add_source(self, name: str, load: Callable[[], list[Hook] | None]) -> None:
+        """A non-file source polled with the files (in the background, never in an event): ``load()`` gives its
+        hooks when they changed since its last answer, else None (e.g. the hooks derived from memory)."""
+        self._loaders[name] = load
+
+    def _poll_sources(self) -> None:
+        for name, load in list(self._loaders.items()):
+            try:
+                hooks = load()
+            except Exception:  # a source that cannot be read keeps its last set; the files still load
+                log.exception("hooks: reading the %s hooks failed; their last set stays", name)
+                continue
+            if hooks is not None:
+                self.set_hooks(name, hooks)
+
     def set_hooks(self, name: str, hooks: list[Hook]) -> None:
         """Replace the hooks of one non-file source (e.g. "rules": :func:`rule_hooks` of the current nodes);
         never waits for the files being parsed."""
@@ -532,8 +561,14 @@ class HookScheduler:
 
     @staticmethod
     def _index_of(file_hooks: list[Hook], sources: dict, pace: Callable[[], None] | None = None) -> _Index:
-        """The index of the files' hooks, then the other sources' (a key seen before is left out)."""
-        hooks = list(file_hooks) + [h for name in sorted(sources) for h in sources[name]]
+        """The index of the files' hooks, then the other sources' (a key seen before is left out). A person's
+        file wins on conflict: a hook of another source bound to an entry (its id or its text) that a file's
+        hook binds is left out."""
+        bound_ids = {h.entry_id for h in file_hooks if h.entry_id}
+        bound_texts = {_norm(h.entry) for h in file_hooks if h.entry}
+        hooks = list(file_hooks) + [h for name in sorted(sources) for h in sources[name]
+                                    if not ((h.entry_id and h.entry_id in bound_ids) or
+                                            (h.entry and _norm(h.entry) in bound_texts))]
         seen, unique = set(), []
         for h in hooks:
             if h.key not in seen:
@@ -582,6 +617,23 @@ class HookScheduler:
         with self._lock:
             self._task(task_key, self.clock()).fired.update(hook_keys)
 
+    def defer(self, task_key: str, matches: Iterable[Match]) -> None:
+        """Keep matches (a post_tool event's) for the task's next decision: :meth:`take_deferred` hands them out."""
+        matches = list(matches)
+        if matches:
+            with self._lock:
+                task = self._task(task_key, self.clock())
+                task.deferred = (task.deferred + matches)[-self.max_entries:]
+
+    def take_deferred(self, task_key: str) -> list[Match]:
+        """The matches :meth:`defer` kept for this task, once (the next prompt or tool call delivers them)."""
+        with self._lock:
+            task = self._tasks.get(task_key)
+            if task is None or not task.deferred:
+                return []
+            out, task.deferred = task.deferred, []
+            return out
+
     def end_task(self, task_key: str) -> None:
         """Forget a finished task (its hooks may fire again in a new one)."""
         with self._lock:
@@ -589,14 +641,17 @@ class HookScheduler:
 
     # ---- matching ----------------------------------------------------------------------------------
     def match(self, event_type: str, state: dict | None = None, *, tool_name: str | None = None,
-              params: dict | None = None, query: str | None = None, task_key: str, mark: bool = True) -> list[Match]:
-        """Entries of the hooks that hold at this event and were not yet delivered in this task (eq. 10)."""
+              params: dict | None = None, query: str | None = None, task_key: str, mark: bool = True,
+              resolve: Callable[[str], str | None] | None = None) -> list[Match]:
+        """Entries of the hooks that hold at this event and were not yet delivered in this task (eq. 10).
+        ``resolve``: the entry lookup for ``entry_id`` hooks at this event (the caller's scope), else the
+        scheduler's ``resolve_entry``."""
         return self.deliver(event_type, state, tool_name=tool_name, params=params, query=query,
-                            task_key=task_key, mark=mark).matches
+                            task_key=task_key, mark=mark, resolve=resolve).matches
 
     def deliver(self, event_type: str, state: dict | None = None, *, tool_name: str | None = None,
                 params: dict | None = None, query: str | None = None, task_key: str,
-                mark: bool = True) -> Delivery:
+                mark: bool = True, resolve: Callable[[str], str | None] | None = None) -> Delivery:
         """:meth:`match` with what was skipped (step budget, unresolvable entry, delivery cap) and the work done."""
         if event_type not in EVENTS:
             raise ValueError(f"event type {event_type!r}: expected one of {', '.join(EVENTS)}")
@@ -631,7 +686,7 @@ class HookScheduler:
                             out.unwalked, event_type, self.event_candidates)
         if not held:
             return out
-        self._pack(held, out)
+        self._pack(held, out, resolve or self.resolve_entry)
         if out.matches:
             with self._lock:
                 task = self._task(task_key, self.clock())
@@ -639,43 +694,45 @@ class HookScheduler:
                 for m in out.matches:  # another thread may have delivered some of them meanwhile
                     fresh = tuple(k for k in m.hooks if k not in task.fired)
                     if fresh:
-                        kept.append(Match(m.entry, m.entry_id, fresh, m.source))
-                        if mark:
+                        kept.append(Match(m.entry, m.entry_id, fresh, m.source, m.hold))
+                        if mark and not m.hold:  # a hold guards every such call; a delivery is once per task
                             task.fired.update(fresh)
                 out.matches = kept
         return out
 
-    def _pack(self, held: list[Hook], out: Delivery) -> None:
+    def _pack(self, held: list[Hook], out: Delivery, resolve) -> None:
         """Merge matched hooks by entry text, then keep entries in load order within the caps."""
-        merged: dict[str, list] = {}  # normalised text -> [text, entry_id, [keys], source]
+        merged: dict[str, list] = {}  # normalised text -> [text, entry_id, [keys], source, hold]
         for hook in held:
             if self.skip is not None and (self.skip(hook.key) or (hook.entry_id and self.skip(hook.entry_id))):
                 out.skipped.append((hook.key, "forgotten"))
                 continue
             text = hook.entry
             if not text and hook.entry_id:
-                text = self._resolve(hook.entry_id)
+                text = self._resolve(hook.entry_id, resolve)
                 if not text:
                     out.skipped.append((hook.key, f"entry {hook.entry_id} not found or no longer current"))
                     continue
             norm = _norm(text)
             if norm in merged:
                 merged[norm][2].append(hook.key)
+                merged[norm][4] = merged[norm][4] or hook.hold
             else:
-                merged[norm] = [text, hook.entry_id, [hook.key], hook.source]
+                merged[norm] = [text, hook.entry_id, [hook.key], hook.source, hook.hold]
         chars = 0
-        for text, entry_id, keys, source in merged.values():
+        for text, entry_id, keys, source, hold in merged.values():
             if len(out.matches) >= self.max_entries or chars + len(text) > self.max_chars:
                 out.skipped.extend((k, "over the delivery budget: may fire at a later event") for k in keys)
                 continue
             chars += len(text)
-            out.matches.append(Match(text, entry_id, tuple(keys), source))
+            out.matches.append(Match(text, entry_id, tuple(keys), source, hold))
 
-    def _resolve(self, entry_id: str) -> str:
-        if self.resolve_entry is None:
+    @staticmethod
+    def _resolve(entry_id: str, resolve) -> str:
+        if resolve is None:
             return ""
         try:
-            text = self.resolve_entry(entry_id)
+            text = resolve(entry_id)
         except Exception:  # the caller's lookup failed: this hook is not delivered, the others are
             log.exception("hooks: resolving %s failed", entry_id)
             return ""

@@ -11,10 +11,9 @@ MemSidecar §3.3 generates a hook's predicate when memory is written. Here:
   and :func:`propose_with_model` asks the configured model: nothing model-written
   is ever executed.
 
-These are not called on the hook path yet: only hand-written files in
-``memory/hooks/`` are loaded. Proposing hooks when memory is written (stored
-beside the node, retired with it) is issue 27's first deliverable, which builds
-on these functions.
+:mod:`.derived` calls :func:`rule_proposal` when maintenance writes a node and
+stores the proposal beside it, and :func:`model_proposal` too when ``hooks.proposer``
+is ``model`` (at write time, never on an event's path).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable
 
-from ..layers.rules import ACTIONS, ENV_ARGS, PRICE_ARGS, bounds
+from ..layers.rules import ACTIONS, ENV_ARGS, PRICE_ARGS, WHEN_ARGS, bounds
 from ..store.paths import is_valid_id
 from ..vocabulary import WEEKDAYS
 from .hooks import MAX_ENTRY, Hook, parse_hook
@@ -39,8 +38,9 @@ def _rule_predicate(content: str) -> dict | None:
         return None
     pattern = "|".join(ACTIONS[f][1] for f in b.families)
     conds: list[dict] = [{"any": [{"tool": {"matches": pattern}}, {"arg": {"path": "command", "matches": pattern}}]}]
-    if b.days:
+    if b.days:  # the event's day, for a call that runs now (one scheduled for later is the pre-commit check's)
         conds.append({"state": {"key": "weekday", "in": [d for d in WEEKDAYS if d in b.days]}})
+        conds.append({"not": {"any": [{"arg": {"path": a, "exists": True}} for a in WHEN_ARGS]}})
     if b.production:
         conds.append({"any": [{"arg": {"path": a, "matches": "prod"}} for a in ENV_ARGS]
                       + [{"arg": {"path": "command", "matches": r"\bprod"}}]})
@@ -52,12 +52,12 @@ def _rule_predicate(content: str) -> dict | None:
     return {"all": conds}
 
 
-def hook_from_node(rec: dict) -> Hook | None:
-    """A pre_tool hook proposed from a Global-layer rule or constraint record (None when none applies).
-
-    The predicate is built as language data and goes through the same checks as
-    a person's file. A node scoped to projects adds ``state.project in [...]``.
-    """
+def rule_proposal(rec: dict) -> dict | None:
+    """The hook a Global-layer rule or constraint record implies, as data (None when none applies):
+    ``{"hook": {"id": "rule", "events": ["pre_tool"], "when": ...}, "hold": bool}``. ``hold``: the predicate
+    holds exactly when a call breaks a ``rule``'s day or amount bound, so pre_tool holds it (a constraint or a
+    rule without such a bound is delivered, not held: the task's own words may override a constraint). A node
+    scoped to projects adds ``state.project in [...]``."""
     if not isinstance(rec, dict) or rec.get("node_kind") not in ("rule", "constraint"):
         return None
     content, node_id = rec.get("content"), rec.get("id")
@@ -72,11 +72,57 @@ def hook_from_node(rec: dict) -> Hook | None:
                 and all(isinstance(p, str) and 0 < len(p) <= MAX_STRING for p in projects)):
             return None
         when["all"].append({"state": {"key": "project", "in": projects}})
+    b = bounds(content[:MAX_STRING])
+    hold = rec.get("node_kind") == "rule" and bool(b.days or (b.amount is not None and "book" in b.families))
+    return {"hook": {"id": "rule", "events": ["pre_tool"], "when": when}, "hold": hold}
+
+
+#: Arguments that say what a call acts on: a skill's precondition hook binds its last call to the same ones.
+TARGET_ARGS = ("app", "service", "env", "environment", "target", "stage", "db", "database", "host", "repo",
+               "cluster", "namespace")
+
+
+def skill_proposal(rec: dict) -> dict | None:
+    """The hook a skill's precondition implies, as data (None when none applies): the skill's last call (the
+    one that achieved its task), on the same target (its ``TARGET_ARGS`` values: a deploy to staging is not a
+    deploy to production), proposed in its project while the run has not made its first call yet
+    (``state.tools``: the run's tools so far) delivers the skill, what worked before, at pre_tool. A skill of
+    one tool has no precondition to miss."""
+    if not isinstance(rec, dict) or rec.get("kind") != "skill" or not is_valid_id(rec.get("id")):
+        return None
+    steps = rec.get("steps") if isinstance(rec.get("steps"), list) else []
+    tools = [s.get("tool") for s in steps if isinstance(s, dict)]
+    if len(tools) < 2 or not all(isinstance(t, str) and 0 < len(t) <= MAX_STRING for t in tools) \
+            or tools[0] == tools[-1] or not isinstance(rec.get("project", ""), str):
+        return None
+    last = steps[-1].get("params") if isinstance(steps[-1].get("params"), dict) else {}
+    same_target = [{"arg": {"path": k, "equals": v}} for k, v in last.items()
+                   if k in TARGET_ARGS and isinstance(v, str) and 0 < len(v) <= MAX_STRING]
+    when = {"all": [{"tool": {"equals": tools[-1]}}, *same_target[:4],
+                    {"state": {"key": "project", "equals": rec.get("project", "")}},
+                    {"not": {"state": {"key": "tools", "contains": tools[0]}}}]}
+    return {"hook": {"id": "precondition", "events": ["pre_tool"], "when": when}, "hold": False}
+
+
+def bound_hook(data: dict, *, entry: str, entry_id: str, source: str, hold: bool = False) -> Hook:
+    """A proposed hook mapping (a rule's or the model's) bound to its entry and checked like a person's file;
+    HookError names what is wrong."""
+    return parse_hook(data, f"{source} {entry_id}", entry=entry.strip()[:MAX_ENTRY], entry_id=entry_id,
+                      key_prefix=f"{source}:{entry_id}:", source=f"{source} {entry_id}", hold=hold)
+
+
+def hook_from_node(rec: dict) -> Hook | None:
+    """A pre_tool hook proposed from a Global-layer rule or constraint record (None when none applies;
+    :func:`rule_proposal`). The predicate is built as language data and goes through the same checks as a
+    person's file."""
+    proposal = rule_proposal(rec)
+    if proposal is None:
+        return None
     try:
-        return parse_hook({"id": "rule", "events": ["pre_tool"], "when": when}, f"rule {node_id}",
-                          entry=content.strip()[:MAX_ENTRY], entry_id=node_id, key_prefix=f"rule:{node_id}:")
+        return bound_hook(proposal["hook"], entry=rec["content"], entry_id=rec["id"], source="rule",
+                          hold=proposal["hold"])
     except HookError as exc:  # a rule whose words make an invalid predicate: no hook, retrieval still has it
-        log.debug("no hook from %s: %s", node_id, exc)
+        log.debug("no hook from %s: %s", rec.get("id"), exc)
         return None
 
 
@@ -113,10 +159,19 @@ def hooks_from_model(data: Any, *, entry: str, entry_id: str, where: str = "mode
     return out
 
 
-def propose_with_model(client, rec: dict, *, deadline: float | None = None) -> list[Hook]:
-    """Hooks the configured model proposes for one knowledge record (validated data, never executed)."""
+def model_proposal(client, rec: dict, *, deadline: float | None = None) -> list[dict]:
+    """The hook mappings the configured model proposes for one knowledge record, after they passed
+    :func:`hooks_from_model` (HookError otherwise): data to store beside the node, never executed."""
     content, node_id = rec.get("content", ""), rec.get("id", "")
     result = client.chat([{"role": "system", "content": MODEL_PROMPT},
                           {"role": "user", "content": str(content)[:MAX_ENTRY]}],
                          schema={"type": "object", "required": ["hooks"]}, deadline=deadline)
-    return hooks_from_model(result.data, entry=str(content), entry_id=str(node_id), where=f"model {node_id}")
+    hooks_from_model(result.data, entry=str(content), entry_id=str(node_id), where=f"model {node_id}")
+    return list(result.data["hooks"])
+
+
+def propose_with_model(client, rec: dict, *, deadline: float | None = None) -> list[Hook]:
+    """Hooks the configured model proposes for one knowledge record (validated data, never executed)."""
+    content, node_id = str(rec.get("content", "")), str(rec.get("id", ""))
+    return [bound_hook(d, entry=content, entry_id=node_id, source="model")
+            for d in model_proposal(client, rec, deadline=deadline)]
