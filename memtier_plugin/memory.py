@@ -200,7 +200,8 @@ class Memory(Rooms):
             while len(self._state_sessions) > 4096:
                 self._state_sessions.popitem(last=False)
         with best_effort("reading the working state of project %s failed", ctx.project):
-            return state_hits(self.workspace_store("state", ctx.project), ctx.session_id)
+            return [h for h in state_hits(self.workspace_store("state", ctx.project), ctx.session_id)
+                    if h.id not in self.forgotten]
         return []
 
     def _joint(self, result, matches: list, state: RunState, due: list = ()) -> PromptAddition | None:

@@ -326,3 +326,23 @@ def test_a_skill_id_in_a_hooks_answer_is_not_taken_for_an_api_key():
     assert redact(line)[0] == line
     for key in ("sk-proj-AbC123def456GHI789jkl012MNO345", "sk-20261102-f6f70df29ccf9abc", "sk-abc123def456ghi789jkl012"):
         assert redact(f"token {key}")[0] == "token [REDACTED:openai_key]"
+
+
+def test_a_forgotten_working_state_is_not_delivered_or_handed_out(host, workspace):
+    from memtier_plugin import forgetting
+
+    ctx = ctx_of(workspace, "s1")
+    host.before_prompt_build(PromptEvent("Migrate the atlas database to schema 0042.", timestamp=MON), ctx)
+    host.post_tool(ToolResultEvent("db_migrate", {"version": "0042"}, "c1", result="ok", timestamp=MON), ctx)
+    host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content":
+                   "Applied migration 0042. Still pending: apply migration 0043 after the backup finishes."}],
+                   success=True, timestamp=MON), ctx)
+    host.session_end(SessionEndEvent(), ctx)
+    mem = memory_for(ctx)
+    state = mem.workspace_store("state", "atlas").refresh()
+    ws_id = state[-1]["id"]
+    assert forgetting.forget(mem, [ws_id])["forgotten"] == [{"id": ws_id, "layer": "state"}]
+    nxt = ctx_of(workspace, "s2")
+    first = host.before_prompt_build(PromptEvent("Good morning, let's continue.", timestamp=MON + 3600), nxt)
+    assert "0043" not in (first.prepend_context or "")
+    assert not host.memory_tool("memory_get", {"id": ws_id}, nxt)["found"]
