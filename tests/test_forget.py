@@ -337,3 +337,35 @@ def test_a_skill_goes_only_with_the_last_of_its_run_s_entries(ws):
     c2 = HookContext(agent_id="deployer", session_id="d3", run_id="d3-r1", project="atlas", workspace_dir=str(ws))
     assert skill["id"] not in (h.before_prompt_build(PromptEvent(ask, timestamp=T0 + 2 * DAY), c2).prepend_context
                                or "")
+
+
+def test_forget_with_purge_leaves_no_byte_of_the_text_under_memory(tmp_path):
+    """`memtier forget ID --purge` in its own process: the entry's words are gone from every file under memory/."""
+    import subprocess
+    import sys
+
+    ws = tmp_path / "ws"
+    from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent
+    from memtier_plugin.host import Host
+    from memtier_plugin import plugin
+
+    h = Host()
+    h.register(plugin, "memtier")
+    ctx = HookContext(agent_id="main", session_id="s1", run_id="r1", project="p", workspace_dir=str(ws))
+    secret = "my locker combination is 31-07-44 zebrafinch"
+    h.before_prompt_build(PromptEvent(f"Note that {secret}.", timestamp=1_790_000_000.0), ctx)
+    h.before_prompt_build(PromptEvent("I prefer window seats on long flights.", timestamp=1_790_000_060.0),
+                          HookContext(agent_id="main", session_id="s1", run_id="r2", project="p",
+                                      workspace_dir=str(ws)))
+    h.agent_end(AgentEndEvent(success=True, timestamp=1_790_000_100.0), ctx)
+    ledger = next((ws / "memory" / "episodic" / "main").glob("*.jsonl"))
+    eid = next(json.loads(line)["id"] for line in ledger.read_text().splitlines() if "zebrafinch" in line)
+    out = subprocess.run([sys.executable, "-m", "memtier_plugin", "--workspace", str(ws), "forget", eid,
+                          "--purge", "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert {"id": eid, "layer": "episode"} in report["forgotten"] and eid in report["purge"]["purged"]
+    for path in (ws / "memory").rglob("*"):
+        if path.is_file():
+            assert b"zebrafinch" not in path.read_bytes(), path
+    assert "window seats" in ledger.read_text()

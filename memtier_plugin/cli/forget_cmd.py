@@ -31,9 +31,11 @@ def _memory(state):
 @click.option("--project", default=None, help="Forget what belongs to project PROJECT.")
 @click.option("--before", metavar="DATE", default=None, help="Forget what is older than DATE (YYYY-MM-DD or ISO-8601).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask (scripts); needed when stdin is not a terminal.")
+@click.option("--purge", "then_purge", is_flag=True,
+              help="Then remove the forgotten text from every file under memory/ (memtier purge; docs/purge.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.pass_obj
-def forget(state, ids, query, session, agent, project, before, yes, as_json):
+def forget(state, ids, query, session, agent, project, before, yes, then_purge, as_json):
     """Forget memory items by ID (or by --query/--session/--agent/--project/--before), and what was derived
     only from them; nothing forgotten is delivered again (docs/forget.md)."""
     from ..forgetting import forget as forget_ids, select
@@ -64,8 +66,14 @@ def forget(state, ids, query, session, agent, project, before, yes, as_json):
     if out["unknown"]:
         raise MemtierError(f"forget: no memory item has the id {printable(', '.join(out['unknown'][:5]))}; "
                            "nothing was forgotten")
+    purged = None
+    if then_purge:
+        from ..purging import purge
+
+        mem.close()  # its background threads end before the files are rewritten
+        purged = purge(state.config)
     if as_json:
-        click.echo(json_line(out))
+        click.echo(json_line({**out, "purge": purged} if then_purge else out))
         return
     for f in out["forgotten"]:
         click.echo(printable(f"forgot {f['id']} ({f['layer']})"))
@@ -73,6 +81,10 @@ def forget(state, ids, query, session, agent, project, before, yes, as_json):
         click.echo(printable(f"forgot {d['id']} ({d['layer']}, derived only from {d['because_of']})"))
     for i in out["already"]:
         click.echo(printable(f"{i} was forgotten already"))
+    if purged is not None:
+        from .purge_cmd import report
+
+        report(purged)
 
 
 def _empty() -> dict:

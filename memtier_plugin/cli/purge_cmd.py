@@ -25,6 +25,11 @@ def purge(state, as_json):
     if as_json:
         click.echo(orjson.dumps(out).decode())
         return
+    report(out)
+
+
+def report(out: dict) -> None:
+    """The plain-text report of one purge (ids only; ``memtier forget --purge`` prints it too)."""
     if not out["purged"]:
         click.echo("memtier purge: nothing to purge (no item forgotten since the last purge)")
         return
