@@ -295,3 +295,17 @@ def test_a_change_seen_twice_applies_once(workspace):
     r.refresh()  # ... and read again from the ledger
     r.refresh(full=True)
     assert float(r.episodic.cols["cw"][r.episodic.pos[rec["id"]]]) == pytest.approx(0.3)
+
+
+def test_pack_never_says_an_entry_twice_but_keeps_skills_made_from_it():
+    def hit(i, tier, text, sources):
+        return Hit(i, text, "2026-11-01T00:00:00Z", "s1", "a", "user", tier, 1.0, sources=sources)
+
+    ranked = [hit("sf-1", "semantic", "User's staging database is db-7", ["ep-1"]),
+              hit("ep-1", "episodic", "Remember: the staging database is db-7 on port 5433", ["ep-1"]),
+              hit("sk-1", "procedural", "skill (worked before for: deploy): exec(make deploy)", ["ep-1", "ep-2"]),
+              hit("ep-2", "episodic", "exec(make deploy) -> ok", ["ep-2"]),
+              hit("sf-2", "semantic", "The deploy target is staging-2", ["ep-2", "ep-3"])]
+    packed = pack(ranked, k=5, budget=1000)
+    assert [h.id for h in packed.hits] == ["sf-1", "sk-1", "ep-2", "sf-2"]
+    assert any(line.startswith("ep-1: repeats sf-1") for line in packed.left_out)

@@ -107,6 +107,10 @@ _ACK = frozenset("ok okay noted note got it thank thanks perfect great sure yes 
                  "thing on that me you i we can no problem welcome hi hello hey bye".split())
 
 
+#: Tiers whose items restate the entries they were made from (their ``sources``).
+RESTATING_TIERS = frozenset({"episodic", "semantic", "global"})
+
+
 def has_content(text: str) -> bool:
     """Whether ``text`` says something of its own (not a bare "Noted." or "Yes, go.")."""
     return any(t not in _ACK and not t.isdigit() for t in tokenize(text))
@@ -116,9 +120,10 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
     """Greedy in rank order: take a hit if it says something of its own, is not a duplicate, does not repeat
     what a hit already taken was made from, and fits both budgets.
 
-    A fact or standing item whose every source entry is already in the block (the
-    entry itself, or another item made from it) says that entry again: the slot
-    goes to the next hit instead.
+    An episode, fact or standing item whose every source entry is already in the
+    block (the entry itself, or a fact or standing item made from it) says that
+    entry again: the slot goes to the next hit instead. Skills, working state and
+    hooks are never skipped this way (a skill made from a run does not restate it).
 
     An acknowledgement ("Noted.", "Perfect, thanks.") matched only through the
     message it answers never spends a slot.
@@ -146,7 +151,7 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
         if dup is not None:
             left.append(f"{hit.id}: duplicate of {dup.id}")
             continue
-        if hit.sources and all(src in covered for src in hit.sources):
+        if hit.tier in RESTATING_TIERS and hit.sources and all(src in covered for src in hit.sources):
             left.append(f"{hit.id}: repeats {covered[hit.sources[0]]} (made from the same entry)")
             continue
         line = hit.line()
@@ -160,7 +165,7 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
             continue
         taken.append(hit)
         sets.append(ts)
-        for src in hit.sources:
+        for src in hit.sources if hit.tier in RESTATING_TIERS else ():
             covered.setdefault(src, hit.id)
         used_tokens += cost
         used_chars += len(line)
