@@ -244,6 +244,8 @@ class Memory(Rooms):
             return [], ""
         key = self._step_key(ctx)
         taken = self._step.take(key, wait_s)
+        if not taken:
+            return [], ""
         had = {row["id"] for row in self.run(ctx).delivered}
         hits = self._step.fresh(key, [h for p in taken for h in p.hits()], ctx.session_id, had)
         return hits, " | ".join(p.query for p in taken)
