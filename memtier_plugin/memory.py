@@ -242,13 +242,8 @@ class Memory(Rooms):
         """(what the task's finished step retrievals bring that it has not had, taken once; their queries)."""
         if self._step is None:
             return [], ""
-        key = self._step_key(ctx)
-        taken = self._step.take(key, wait_s)
-        if not taken:
-            return [], ""
-        had = {row["id"] for row in self.run(ctx).delivered}
-        hits = self._step.fresh(key, [h for p in taken for h in p.hits()], ctx.session_id, had)
-        return hits, " | ".join(p.query for p in taken)
+        return self._step.collect(self._step_key(ctx), wait_s, ctx.session_id,
+                                  lambda: {row["id"] for row in self.run(ctx).delivered})
 
     @staticmethod
     def _step_key(ctx: HookContext) -> str:

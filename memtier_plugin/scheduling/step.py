@@ -197,6 +197,15 @@ class StepRecall:
             done = set(task.delivered) | set(had) if task else set(had)
         return [h for h in hits if h.id not in done and not (session_id and h.session_id == session_id)]
 
+    def collect(self, key: str, wait_s: float, session_id: str, had: Callable[[], set]) -> tuple[list, str]:
+        """(the items of task ``key``'s finished step retrievals it has not had, each retrieval taken once; their
+        queries). ``had()``: the ids the run was given already (read only when something is taken)."""
+        taken = self.take(key, wait_s)
+        if not taken:
+            return [], ""
+        return self.fresh(key, [h for p in taken for h in p.hits()], session_id, had()), \
+            " | ".join(p.query for p in taken)
+
     def delivered(self, key: str, ids: list[str]) -> None:
         with self._lock:
             task = self._tasks.get(key)
