@@ -120,6 +120,42 @@ def test_no_route_to_host_brings_the_runbook_to_the_next_prompt(tmp_path):
     assert not holds(later.prepend_context or "", RUNBOOK)  # delivered once; the prompt alone does not find it
 
 
+def test_neither_post_tool_nor_pre_tool_waits_for_the_step_retrieval(tmp_path, monkeypatch):
+    """The background retrieval is held (its re-ranking stuck, say): post_tool and the next pre_tool answer at
+    once, without it; once it is done, the decision after gets it."""
+    import threading
+
+    from memtier_plugin.events import ToolCallEvent, ToolResultEvent
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    host, mem = _host(ws, {})
+    ctx = _ctx(ws)
+    gate, started = threading.Event(), threading.Event()
+    real = mem.retriever.recall
+
+    def held(query, **kw):
+        if kw.get("background"):
+            started.set()
+            gate.wait(60)
+        return real(query, **kw)
+
+    monkeypatch.setattr(mem.retriever, "recall", held)
+    try:
+        t0 = time.perf_counter()
+        host.post_tool(ToolResultEvent("deploy", {"app": "harbor", "env": "staging"}, "call-y-1", None, NO_ROUTE, 3000,
+                                       _ts("2026-11-19T10:00:24Z")), ctx)
+        assert started.wait(30)  # the retrieval is running, and held
+        first = host.pre_tool(ToolCallEvent("exec", {"cmd": "ip route"}, "call-y-2", _ts("2026-11-19T10:00:30Z")), ctx)
+        assert time.perf_counter() - t0 < 10 and not holds(first.supplement or "", RUNBOOK)
+        assert mem.step_recall.pending(ctx.session_id) == 1
+    finally:
+        gate.set()
+    assert mem.step_recall.wait(ctx.session_id, 60.0)
+    nxt = host.pre_tool(ToolCallEvent("exec", {"cmd": "ping 10.40.2.17"}, "call-y-3", _ts("2026-11-19T10:00:40Z")), ctx)
+    assert holds(nxt.supplement or "", RUNBOOK)
+
+
 def test_tool_results_off_retrieves_nothing_on_them(tmp_path):
     from memtier_plugin.events import PromptEvent
 
