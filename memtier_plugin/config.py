@@ -252,8 +252,9 @@ class StepConfig:
     # what clears the calibrated threshold is delivered at the agent's next decision
     tool_results: bool = True
     # the longest a prompt waits for such a retrieval still in progress (after its own recall); what is not
-    # ready by then is delivered at the decision after
-    wait_ms: float = field(default=100.0, metadata=_rng(0, 60_000))
+    # ready by then is delivered at the decision after. 0: never waits (a replay with no think time paid
+    # +230-300 ms at p95 for 100 ms here: docs/retrieval.md, "Memory for the step")
+    wait_ms: float = field(default=0.0, metadata=_rng(0, 60_000))
 
 
 @dataclass
