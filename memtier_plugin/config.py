@@ -243,7 +243,7 @@ class StepConfig:
     of its own and a tool result retrieve on."""
 
     # a prompt with fewer content words than this (words not stop words or acknowledgements: "Yes, go." has none)
-    # is searched with the recent turns of the conversation before it; 0 = the prompt alone, always
+    # that answers a question of the agent is searched with the recent turns before it; 0 = the prompt alone
     min_terms: int = field(default=3, metadata=_rng(0, 100))
     # how many of the conversation's latest user/assistant messages join such a prompt's query (each cut to
     # 1,000 characters, the whole query to intake.MAX_QUERY_CHARS)

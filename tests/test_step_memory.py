@@ -263,10 +263,13 @@ def test_a_prompt_with_little_content_is_searched_with_the_turns_before_it():
     assert prompt_query(own, msgs + [{"role": "user", "content": own}], min_terms=3, turns=2) == own
     assert prompt_query("Fine, book it.", [{"role": "assistant", "content": "The 9:15 flight to Porto?"}],
                         min_terms=3, turns=2) == "The 9:15 flight to Porto? Fine, book it."
-    secret = prompt_query("ok", [{"role": "user", "content": "the password is hunter2hunter2"}], min_terms=3, turns=2)
-    assert "hunter2hunter2" not in secret
+    report = [{"role": "assistant", "content": "Done: Lisbon Marriott, $189 a night, confirmation 88341207."}]
+    assert prompt_query("Perfect, thanks.", report, min_terms=3, turns=2) == "Perfect, thanks."  # answers no question
+    secret = prompt_query("ok", [{"role": "user", "content": "the password is hunter2hunter2"},
+                                 {"role": "assistant", "content": "Shall I log in?"}], min_terms=3, turns=2)
+    assert "hunter2hunter2" not in secret and "log in" in secret
     assert prompt_query("ok", "not a list", min_terms=3, turns=2) == "ok"
-    long = prompt_query("ok", [{"role": "assistant", "content": "x" * 50_000}], min_terms=3, turns=2)
+    long = prompt_query("ok", [{"role": "assistant", "content": "?" + "x" * 50_000}], min_terms=3, turns=2)
     assert len(long) <= 1100
 
 
