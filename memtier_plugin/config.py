@@ -244,6 +244,26 @@ class ForesightConfig:
 
 
 @dataclass
+class StepConfig:
+    """Memory for the step (issue 27, docs/retrieval.md "Memory for the step"): what a prompt with little content
+    of its own and a tool result retrieve on."""
+
+    # a prompt with fewer content words than this (words not stop words or acknowledgements: "Yes, go." has none)
+    # that answers a question of the agent is searched with the recent turns before it; 0 = the prompt alone
+    min_terms: int = field(default=3, metadata=_rng(0, 100))
+    # how many of the conversation's latest user/assistant messages join such a prompt's query (each cut to
+    # 1,000 characters, the whole query to intake.MAX_QUERY_CHARS)
+    context_turns: int = field(default=2, metadata=_rng(0, 20))
+    # a tool result with an error or a name the run has not seen yet is retrieved on in the background, and
+    # what clears the calibrated threshold is delivered at the agent's next decision
+    tool_results: bool = True
+    # the longest a prompt waits for such a retrieval still in progress (after its own recall); what is not
+    # ready by then is delivered at the decision after. 0: never waits (a replay with no think time paid
+    # +230-300 ms at p95 for 100 ms here: docs/retrieval.md, "Memory for the step")
+    wait_ms: float = field(default=0.0, metadata=_rng(0, 60_000))
+
+
+@dataclass
 class Config:
     preset: str = field(default="paper", metadata={"choices": PRESET_NAMES})
     weights: WeightsConfig = field(default_factory=WeightsConfig)
@@ -262,6 +282,7 @@ class Config:
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
     hooks: HooksConfig = field(default_factory=HooksConfig)
     foresight: ForesightConfig = field(default_factory=ForesightConfig)
+    step: StepConfig = field(default_factory=StepConfig)
     source: str = field(default="<defaults>", metadata={"internal": True})
 
     @property

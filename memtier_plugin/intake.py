@@ -35,6 +35,48 @@ def query_text(prompt: Any) -> str:
     return redact_head(text, half)[0] + " … " + redact_tail(text, half)[0]
 
 
+#: Characters of one earlier message a prompt's query takes (its head).
+MAX_TURN_CHARS = 1000
+
+
+def message_text(msg: Any) -> str:
+    """The text of one host message ({role, content}: a string, or a list of parts with ``text``), or ""."""
+    if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
+        return ""
+    content = msg.get("content")
+    if isinstance(content, list):
+        content = " ".join(p.get("text", "") for p in content[:20] if isinstance(p, dict)
+                           and isinstance(p.get("text"), str))
+    return clean_text(content[:MAX_TURN_CHARS * 4]) if isinstance(content, str) else ""
+
+
+def prompt_query(prompt: Any, messages: Any, *, min_terms: int, turns: int) -> str:
+    """What recall searches with for a prompt: the prompt (:func:`query_text`), or, when it says fewer than
+    ``min_terms`` words of its own and answers a question (the latest assistant message before it asks
+    something: "Shall I deploy 2.4 to production now?" / "Yes, go."), that message and the ``turns`` - 1
+    user and assistant messages before it, followed by the prompt (each cut to MAX_TURN_CHARS, the whole within
+    MAX_QUERY_CHARS, redacted). A short reply to a report ("Done: booked." / "Perfect, thanks.") is searched
+    alone. ``messages`` is the host's conversation (the prompt itself may be its last message)."""
+    from .recall.packing import content_terms
+
+    query = query_text(prompt)
+    if turns <= 0 or min_terms <= 0 or not isinstance(messages, list) or content_terms(query) >= min_terms:
+        return query
+    text = clean_text(prompt if isinstance(prompt, str) else str(prompt))
+    recent: list[tuple[str, str]] = []
+    for i, msg in enumerate(reversed(messages[-(turns + 8):])):
+        said = message_text(msg)
+        if i == 0 and said == text and isinstance(msg, dict) and msg.get("role") == "user":
+            continue  # the prompt itself
+        if said.strip():
+            recent.append((msg["role"], said[:MAX_TURN_CHARS]))
+        if len(recent) >= turns:
+            break
+    if not recent or recent[0][0] != "assistant" or "?" not in recent[0][1]:
+        return query  # it answers no question: it is about itself
+    return query_text(" ".join([*(t for _r, t in reversed(recent)), text]))
+
+
 def checked_context(ctx: HookContext) -> HookContext:
     """The hook context with its agent id checked (InvalidIdError) and every other id cleaned.
 

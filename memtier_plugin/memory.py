@@ -23,7 +23,7 @@ from typing import Any, Iterator
 from .config import Config, load_config
 from .events import (AgentEndEvent, HookContext, PromptAddition, PromptEvent, ToolCallEvent, ToolDecision,
                      ToolResultEvent)
-from .intake import checked_context, held_call, query_text, tool_name, tool_params, tool_text
+from .intake import checked_context, held_call, prompt_query, query_text, tool_name, tool_params, tool_text
 from .store import traces
 from .rooms import Rooms
 from .runs import MAX_CALLS, RunState, Runs
@@ -153,12 +153,16 @@ class Memory(Rooms):
     def on_prompt(self, event: PromptEvent, ctx: HookContext) -> PromptAddition | None:
         """Recall for the prompt, then record it: the prompt is written whether or not recall worked,
         and after it, so it is never delivered back as its own memory."""
-        ctx, query = checked_context(ctx), query_text(event.prompt)
+        step = self.config.step
+        ctx = checked_context(ctx)
+        query = prompt_query(event.prompt, event.messages, min_terms=step.min_terms, turns=step.context_turns)
         state = self.run(ctx)
         state.turn += 1
         result = None
         with best_effort("recall failed for agent %s; the prompt is still recorded", ctx.agent_id):
             result, _access = self.recall_for(query, ctx, event.timestamp)
+        with best_effort("the step's retrieval could not be delivered for agent %s", ctx.agent_id):
+            result = self._step_into(result, ctx, event.timestamp)
         rec = self._write(ctx, clean_text(str(event.prompt)), "user",
                           {"turn": state.turn, "source": "before_prompt_build"}, event.timestamp)
         if len(state.messages) < MAX_CALLS:
@@ -225,7 +229,7 @@ class Memory(Rooms):
         matches = self.hook_due("pre_tool", ctx, state, ts, tool_name=tool, params=params)
         bound, held = format_matches(matches), any(m.hold for m in matches)
         if not self.pre_commit.enabled:
-            return tool_decision(None, bound, held)
+            return self._step_supplement(tool_decision(None, bound, held), ctx, ts)
         decision = self.last_decision = self.pre_commit.decide(
             tool, params, task=state.task_text(), state=state, project=ctx.project,
             agent_id=ctx.agent_id, ts=ts, collect_features=self.collect_policy_features,
@@ -234,7 +238,7 @@ class Memory(Rooms):
             ts=ts, run_id=ctx.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id, tool=tool,
             tool_call_id=clean_id(event.tool_call_id), action=decision.action,
             evidence=[e.id for e in decision.evidence], features=decision.features), ts)
-        return tool_decision(decision, bound, held)
+        return self._step_supplement(tool_decision(decision, bound, held), ctx, ts)
 
     def hooks_active(self) -> bool:
         return self.config.hooks.enabled and self.config.scheduling.mode in ("hooks", "combined")
@@ -295,6 +299,79 @@ class Memory(Rooms):
                     {"turn": state.turn, "tool_call_id": call_id, "source": "post_tool",
                      "success": event.error is None}, event.timestamp)
         self._post_tool_hooks(event, ctx, state)
+        self._step_after_tool(event, ctx, state, call_id)  # memory for the step (issue 27): the only step line here
+
+    # ---- memory for the step (scheduling/step.py) ----------------------------
+    def _step_after_tool(self, event: ToolResultEvent, ctx: HookContext, state: RunState, call_id: str) -> None:
+        """A tool result worth retrieving on (an error, a new name) is retrieved in the background; post_tool
+        never waits for it."""
+        from .scheduling.step import tool_query
+
+        if not self.config.step.tool_results:
+            return
+        with best_effort("the step's retrieval could not start for tool %s", event.tool_name):
+            known = " ".join([state.task_text(), *(f"{c['params']} {c['result']}" for c in state.tool_calls[:-1])])
+            query, names = tool_query(tool_name(event.tool_name), event.params, event.result, event.error,
+                                      known[-8000:])
+            if query:
+                self.step_recall.after_tool(self._step_key(ctx), query_text(query), call_id,
+                                            (ctx, self._now(event.timestamp)), names)
+
+    def _step_hits(self, ctx: HookContext, wait_s: float) -> tuple[list, str]:
+        """(what the task's finished step retrievals bring that it has not had, taken once; their queries)."""
+        if self._step is None:
+            return [], ""
+        return self._step.collect(self._step_key(ctx), wait_s, ctx.session_id,
+                                  lambda: {row["id"] for row in self.run(ctx).delivered})
+
+    @staticmethod
+    def _step_key(ctx: HookContext) -> str:
+        return ctx.session_id or ctx.run_id or "-"
+
+    def _step_delivered(self, ctx: HookContext, result, step_hits: list, query: str, ts: float) -> None:
+        """The step items the agent was just given: marked (never again in this task), remembered, traced."""
+        from .scheduling.step import STEP_MODE
+
+        ids = {h.id for h in step_hits}
+        rows = [r for r in result.trace_rows() if r["id"] in ids]
+        if not rows:
+            return
+        self._step.delivered(self._step_key(ctx), [r["id"] for r in rows])
+        self.run(ctx).remember(rows)
+        traces.append(self.config.memory_root, ctx.agent_id, traces.recall_record(
+            ts=ts, run_id=ctx.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id, query=query,
+            mode=STEP_MODE, stage1_sessions=[], delivered=rows, left_out=[], tokens=result.tokens,
+            elapsed_ms=0.0), ts)
+
+    def _step_into(self, result, ctx: HookContext, ts: Any):
+        """The prompt's recall with the step's finished retrievals merged in (same block and budget), waiting at
+        most ``step.wait_ms`` for those still running."""
+        from .scheduling.step import merge
+
+        hits, query = self._step_hits(ctx, self.config.step.wait_ms / 1000.0)
+        if not hits:
+            return result
+        merged = merge(result, hits, k=self.config.retrieval.top_k, budget=self.config.packing.token_budget,
+                       max_chars=self.config.packing.max_chars)
+        self._step_delivered(ctx, merged, hits, query, self._now(ts))
+        return merged
+
+    def _step_supplement(self, decision: ToolDecision | None, ctx: HookContext, ts: float) -> ToolDecision | None:
+        """pre_tool's answer with the step's finished retrievals as a supplement (never waits for one)."""
+        from .scheduling.step import supplement
+
+        if decision is not None and decision.block:
+            return decision
+        with best_effort("the step's retrieval could not be delivered at pre_tool"):
+            hits, query = self._step_hits(ctx, 0.0)
+            text, result = supplement(hits, k=self.config.retrieval.top_k, budget=self.config.packing.token_budget,
+                                      max_chars=self.config.packing.max_chars) if hits else ("", None)
+            if text:
+                self._step_delivered(ctx, result, hits, query, ts)
+                parts = [decision.supplement] if decision is not None and decision.supplement else []
+                return ToolDecision(supplement="\n\n".join([*parts, text]),
+                                    params=decision.params if decision is not None else None)
+        return decision
 
     def on_agent_end(self, event: AgentEndEvent, ctx: HookContext) -> None:
         from .layers.maintain import task_boundary
@@ -346,6 +423,8 @@ class Memory(Rooms):
         try:
             self.maintain(ctx, self.session_messages(ctx), self.clock())
         finally:
+            if self._step is not None:  # the task is over: its step retrievals still waiting go
+                self._step.end(self._step_key(ctx))
             fs = self._foresight
             if fs is not None:  # the task is over: its cache goes, and the thread when no task is left
                 fs.end(ctx.session_id or ctx.run_id or "-")

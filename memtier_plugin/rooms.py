@@ -35,6 +35,7 @@ class Rooms:
         self._lock = threading.RLock()  # a room made on first use may need another (Foresight: the retriever)
         self._retriever = self._model_client = self._global = self._scorer = self._lexical = None
         self._hooks = self._foresight = self._pre_commit = self._items = self._derived = None
+        self._step = self._step_worker = None  # memory for the step (scheduling/step.py)
         self._workspace: dict[tuple[str, str], Any] = {}
         self._warm_thread: threading.Thread | None = None
 
@@ -117,6 +118,21 @@ class Rooms:
         client = self.model_client if self.config.foresight.predictor == "model" else None
         return self._foresight or self._once("_foresight", lambda: build(
             self.config, self._prepare, self.retriever, topic_tree(self.config.memory_root), client))
+
+    @property
+    def step_recall(self):
+        """Memory for the step's retrievals of tool results (scheduling/step.py), run on Foresight's background
+        thread (a worker of its own, with no predictions, when Foresight is off)."""
+        from .scheduling.step import StepRecall
+
+        return self._step if self._step is not None else self._once("_step", lambda: StepRecall(self._submit_step))
+
+    def _submit_step(self, query: str, job):
+        from .scheduling.foresight import Foresight
+
+        fs = self.foresight or self._step_worker or self._once(
+            "_step_worker", lambda: Foresight(self.config.foresight, self._prepare))
+        return fs.submit(query, ("episodic", "semantic", "global", "procedural"), job)
 
     @property
     def hook_scheduler(self):
@@ -297,8 +313,8 @@ class Rooms:
         warm = self._warm_thread
         if warm is not None:
             warm.join(timeout)  # (a model load cannot be interrupted; it is short)
-        fs = self._foresight
-        if fs is not None:
-            fs.close()
+        for fs in (self._foresight, self._step_worker):
+            if fs is not None:
+                fs.close()
         if self._retriever is not None:
             self._retriever.close()

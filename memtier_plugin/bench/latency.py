@@ -1,4 +1,4 @@
-"""`memtier bench latency`: before_prompt_build wall time on a replayed multi-step task (issue 14).
+"""`memtier bench latency`: before_prompt_build (and pre_tool) wall time on a replayed multi-step task (issues 14, 27).
 
 For each preset and corpus size a workspace is built once (not timed): a
 synthetic background of ``entries`` episodic entries of the task's own agent
@@ -21,6 +21,11 @@ model's own time between them: what background preparation overlaps with);
 with Foresight off there is no background work, so no pause is needed. Hits,
 waits and savings are read back from the ``foresight`` trace records. One row
 per (preset, entries, foresight, phase).
+
+Scenarios (:data:`SCENARIOS`): ``foresight`` (workspace-fixtures/foresight, the default) and ``steps``
+(workspace-fixtures/steps: tool results, a failure fixed by an earlier session's runbook, "Yes, go."; issue
+27). The background is written for the agent and project of the fixture's task; every pre_tool is timed
+too (``pre_tool_p50_ms``, ``pre_tool_p95_ms``).
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ import orjson
 from .retrieval import vocabulary
 from .stats import percentile
 
-FIXTURE = Path(__file__).resolve().parents[2] / "workspace-fixtures" / "foresight"
-AGENT, PROJECT = "planner", "offsite"
+FIXTURES = Path(__file__).resolve().parents[2] / "workspace-fixtures"
+SCENARIOS = {"foresight": FIXTURES / "foresight", "steps": FIXTURES / "steps"}
+FIXTURE = SCENARIOS["foresight"]
+AGENT, PROJECT = "planner", "offsite"  # the foresight task's (each fixture's own: task_owner)
 NEEDS = ("flights", "hotel", "dinner", "agenda")  # the instruction's steps, in order (prediction → need)
 #: English words of the background (with the topic tree's words), so lexical and dense matching both find some
 #: of it and the cross-encoder reads text of a conversation's length in wordpieces
@@ -49,19 +56,26 @@ FILLER = ("team meeting project budget travel hotel flight dinner agenda review 
           "restaurant lunch city train conference workshop slides invoice card payment").split()
 
 
-def _record(i: int, ts: float, session: int, text: str) -> bytes:
+def task_owner(fixture: Path) -> tuple[str, str]:
+    """(agent, project) of the fixture's task (its session record)."""
+    head = json.loads((Path(fixture) / "task.jsonl").read_text().split("\n", 1)[0])
+    return str(head.get("agent_id") or AGENT), str(head.get("project") or "")
+
+
+def _record(i: int, ts: float, session: int, text: str, agent: str = AGENT, project: str = PROJECT) -> bytes:
     from ..store.episodic import utc_iso
 
     iso = utc_iso(ts)
     return orjson.dumps({"v": 1, "kind": "entry", "id": f"ep-{iso[:10].replace('-', '')}-b{i:011x}",
-                         "timestamp": iso, "agent_id": AGENT, "session_id": f"bg-{session:06d}", "project": PROJECT,
+                         "timestamp": iso, "agent_id": agent, "session_id": f"bg-{session:06d}", "project": project,
                          "role": "user" if i % 2 == 0 else "assistant", "content": text,
                          "tokens": max(1, len(text) // 4), "promoted": False, "cognitive_weight": 0.0,
                          "provenance": {"run_id": f"bg-{session:06d}", "turn": i % 20, "tool_call_id": None,
                                         "source": "bench"}}) + b"\n"
 
 
-def write_background(memory_root: Path, entries: int, seed: int = 0) -> None:
+def write_background(memory_root: Path, entries: int, seed: int = 0, agent: str = AGENT,
+                     project: str = PROJECT) -> None:
     """``entries`` synthetic entries of the task's agent and project, 20 a session, before the history."""
     import yaml
 
@@ -79,9 +93,9 @@ def write_background(memory_root: Path, entries: int, seed: int = 0) -> None:
         n = int(rng.integers(10, 40))
         mix = np.where(rng.random(n) < 0.15, filler[rng.integers(0, len(filler), n)],
                        words[np.minimum(rng.zipf(1.1, n), len(words)) - 1])
-        line = _record(i, float(ts[i]), i // 20, " ".join(mix))
+        line = _record(i, float(ts[i]), i // 20, " ".join(mix), agent, project)
         by_day.setdefault(time.strftime("%Y-%m-%d", time.gmtime(float(ts[i]))), []).append(line)
-    folder = memory_root / "episodic" / AGENT
+    folder = memory_root / "episodic" / agent
     folder.mkdir(parents=True, exist_ok=True)
     for day, lines in by_day.items():
         (folder / f"{day}.jsonl").write_bytes(b"".join(lines))
@@ -120,11 +134,12 @@ def build(ws: Path, preset: str, entries: int, fixture: Path, overrides: dict, s
     _write_config(ws, preset, False, overrides)
     n_bg = max(0, entries - 40)
     say(f"{preset} {entries:,}: writing {n_bg:,} background entries")
-    write_background(ws / "memory", n_bg)
+    agent, project = task_owner(fixture)
+    write_background(ws / "memory", n_bg, agent=agent, project=project)
     host = build_host()
     for path in sorted((fixture / "history").glob("*.jsonl")):
         replay_session(host, path, ws)
-    mem = memory_for(HookContext(agent_id=AGENT, workspace_dir=str(ws)))
+    mem = memory_for(HookContext(agent_id=agent, workspace_dir=str(ws)))
     r = mem.retriever
     if r.embedder is not None:
         say(f"{preset} {entries:,}: embedding the workspace (as the daemon would)")
@@ -134,7 +149,7 @@ def build(ws: Path, preset: str, entries: int, fixture: Path, overrides: dict, s
     return time.perf_counter() - t0
 
 
-def _prime(ws: Path) -> None:
+def _prime(ws: Path, agent: str = AGENT) -> None:
     from ..events import HookContext
     from ..memory import memory_for
 
@@ -143,7 +158,7 @@ def _prime(ws: Path) -> None:
     level = index_log.level
     index_log.setLevel(logging.ERROR)  # the copy's index names the original's files: its rebuild is expected
     try:
-        memory_for(HookContext(agent_id=AGENT, workspace_dir=str(ws))).retriever.save()
+        memory_for(HookContext(agent_id=agent, workspace_dir=str(ws))).retriever.save()
     finally:
         index_log.setLevel(level)
     _close_services()
@@ -176,7 +191,14 @@ def replay(ws: Path, fixture: Path, session_id: str, think_ms: float) -> list[di
             time.sleep(think_ms / 1000.0)
         first[0] = False
 
-    bpb, tool = host.before_prompt_build, host.memory_tool
+    bpb, tool, pre = host.before_prompt_build, host.memory_tool, host.pre_tool
+    pre_ms: list[float] = []
+
+    def timed_pre(event, ctx):
+        t0 = time.perf_counter()
+        out = pre(event, ctx)
+        pre_ms.append((time.perf_counter() - t0) * 1000)
+        return out
 
     def timed_bpb(event, ctx):
         think()
@@ -193,9 +215,9 @@ def replay(ws: Path, fixture: Path, session_id: str, think_ms: float) -> list[di
             timed.append(("memory_search", (time.perf_counter() - t0) * 1000))
         return out
 
-    host.before_prompt_build, host.memory_tool = timed_bpb, timed_tool
+    host.before_prompt_build, host.memory_tool, host.pre_tool = timed_bpb, timed_tool, timed_pre
     replay_session(host, path, ws)
-    recs = [r for r in traces.iter_traces(ws / "memory", [AGENT])
+    recs = [r for r in traces.iter_traces(ws / "memory", [task_owner(fixture)[0]])
             if r.get("kind") == "foresight" and r.get("session_id") == session_id]
     from ..intake import query_text
     from ..redact import redact
@@ -223,10 +245,14 @@ def replay(ws: Path, fixture: Path, session_id: str, think_ms: float) -> list[di
         rows.append({"kind": kind, "need": need, "ms": ms, "outcome": fr.get("outcome", "off"),
                      "wait_ms": fr.get("wait_ms", 0.0), "wait_saved_ms": fr.get("wait_saved_ms", 0.0),
                      "right": right(pred, need)})
+    rows += [{"kind": "pre_tool", "need": "", "ms": ms, "outcome": "-", "wait_ms": 0.0, "wait_saved_ms": 0.0,
+              "right": None} for ms in pre_ms]
     return rows
 
 
 def summarise(preset: str, entries: int, foresight: bool, phase: str, rows: list[dict], think_ms: float) -> dict:
+    pre = [r["ms"] for r in rows if r["kind"] == "pre_tool"]
+    rows = [r for r in rows if r["kind"] != "pre_tool"]  # the memory queries
     prompts = [r["ms"] for r in rows if r["kind"] == "prompt"]
     hits = [r for r in rows if r["outcome"] == "hit"]
     missed_prompts = [r["ms"] for r in rows if r["kind"] == "prompt" and r["outcome"] != "hit"]
@@ -241,6 +267,8 @@ def summarise(preset: str, entries: int, foresight: bool, phase: str, rows: list
            "hit_prompt_p95_ms": percentile(hit_prompts, 95) if hit_prompts else None,
            "miss_prompt_p95_ms": percentile(missed_prompts, 95) if missed_prompts else None,
            "search_p50_ms": percentile([r["ms"] for r in rows if r["kind"] == "memory_search"], 50),
+           "pre_tool_p50_ms": percentile(pre, 50) if pre else None,
+           "pre_tool_p95_ms": percentile(pre, 95) if pre else None,
            "think_ms": think_ms if foresight else 0.0}
     return out
 
@@ -266,7 +294,7 @@ def bench_latency(*, presets: list[str], sizes: list[int], rounds: int = 2, thin
                     ws = base / f"{preset}-{entries}-{'fs' if fs else 'nofs'}"
                     shutil.copytree(built, ws)
                     _write_config(ws, preset, fs, overrides)
-                    _prime(ws)  # the copy's index names the original's files: rebuilt and saved here, untimed
+                    _prime(ws, task_owner(fixture)[0])  # the copy's index names the original's files: rebuilt and saved here, untimed
                     pause = think_ms if fs else 0.0
                     rows = replay(ws, fixture, "task-cold", pause)
                     out.append(summarise(preset, entries, fs, "cold", rows, pause))

@@ -201,16 +201,19 @@ def bridge(entries, calls, warmup, rounds, seed, node, plugin, workdir, as_json,
               help="The model's time before each memory query but the first, with Foresight on.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Config override for every row (dotted key, YAML value), e.g. rerank.budget_ms=150.")
+@click.option("--scenario", type=click.Choice(["foresight", "steps"]), default="foresight", show_default=True,
+              help="The replayed task: foresight (workspace-fixtures/foresight) or steps (workspace-fixtures/steps: "
+                   "tool results, a failure an earlier session fixed, \"Yes, go.\").")
 @click.option("--fixture", type=click.Path(file_okay=False, exists=True), default=None,
-              help="The replayed task's folder (default: workspace-fixtures/foresight of this checkout).")
+              help="The replayed task's folder (overrides --scenario).")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where to write the workspaces.")
 @click.option("--keep", is_flag=True, help="Keep the workspaces (their folder goes to stderr).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per row, one a line.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
-def latency(presets, sizes, rounds, think_ms, sets, fixture, workdir, keep, as_json, quiet):
+def latency(presets, sizes, rounds, think_ms, sets, scenario, fixture, workdir, keep, as_json, quiet):
     """before_prompt_build wall time per preset and size, cold and warm, with and without Foresight, on a
     replayed multi-step task: p50/p95, hit rate and wait saved (issue 14 targets)."""
-    from ..bench.latency import bench_latency
+    from ..bench.latency import SCENARIOS, bench_latency
     from ..config import PRESETS, load_config, parse_value
     from ..errors import ConfigError
 
@@ -231,7 +234,8 @@ def latency(presets, sizes, rounds, think_ms, sets, fixture, workdir, keep, as_j
     say = None if quiet else (lambda msg: click.echo(f"memtier bench latency: {msg}", err=True))
     try:
         rows = bench_latency(presets=names, sizes=_sizes(sizes), rounds=rounds, think_ms=think_ms,
-                             overrides=overrides, fixture=fixture, workdir=workdir, keep=keep, progress=say)
+                             overrides=overrides, fixture=fixture or SCENARIOS[scenario], workdir=workdir, keep=keep,
+                             progress=say)
     except RuntimeError as exc:
         click.echo(f"memtier bench latency: {exc}", err=True)
         raise SystemExit(1) from None
@@ -244,13 +248,14 @@ def latency(presets, sizes, rounds, think_ms, sets, fixture, workdir, keep, as_j
 
     w = max([len("preset")] + [len(r["preset"]) for r in rows])
     click.echo(f"{'preset':<{w}} {'entries':>8} {'foresight':>9} {'phase':>5} {'p50 ms':>8} {'p95 ms':>8} "
-               f"{'hit rate':>8} {'hits':>5} {'wrong':>5} {'wait ms':>8} {'saved ms':>9} {'miss p95':>9}")
+               f"{'hit rate':>8} {'hits':>5} {'wrong':>5} {'wait ms':>8} {'saved ms':>9} {'miss p95':>9} "
+               f"{'pre_tool p95':>12}")
     for r in rows:
         click.echo(f"{r['preset']:<{w}} {r['entries']:>8,} {'on' if r['foresight'] else 'off':>9} {r['phase']:>5} "
                    f"{ms(r['p50_ms']):>8} {ms(r['p95_ms']):>8} "
                    f"{'–' if r['hit_rate'] is None else format(r['hit_rate'], '.2f'):>8} "
                    f"{r['hits']:>2}/{r['memory_queries']:<2} {r['wrong_hits']:>5} {ms(r['hit_wait_ms']):>8} "
-                   f"{ms(r['wait_saved_ms']):>9} {ms(r['miss_prompt_p95_ms']):>9}")
+                   f"{ms(r['wait_saved_ms']):>9} {ms(r['miss_prompt_p95_ms']):>9} {ms(r['pre_tool_p95_ms']):>12}")
     click.echo("issue 14 targets: hybrid(-fast) p95 ≤ 100 ms at 10k with Foresight on, ≤ 300 ms on a miss; "
                "hit rate ≥ 0.70; wait on a hit ≥ 5× lower than normal retrieval.")
 

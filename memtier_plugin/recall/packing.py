@@ -116,6 +116,12 @@ def has_content(text: str) -> bool:
     return any(t not in _ACK and not t.isdigit() for t in tokenize(text))
 
 
+def content_terms(text: str) -> int:
+    """How many distinct words of its own ``text`` says (not stop words, acknowledgements or bare numbers):
+    "Yes, go." 0, "Fine, book it." 1."""
+    return len({t for t in tokenize(text) if t not in _ACK and not t.isdigit()})
+
+
 def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packed:
     """Greedy in rank order: take a hit if it says something of its own, is not a duplicate, does not repeat
     what a hit already taken was made from, and fits both budgets.

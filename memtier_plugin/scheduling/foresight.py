@@ -250,6 +250,19 @@ class Foresight:
             else:
                 task.entries.append(entry)
 
+    def submit(self, query: str, layers: tuple, ctx: Any) -> Prepared | None:
+        """One retrieval of ``query`` on the background thread, outside any task's cache (a tool result's step
+        retrieval, scheduling/step.py): its ``ready`` is set when done. None when the queue is full (dropped)."""
+        entry = Prepared(Prediction(" ".join(query.split())[:MAX_QUERY], layers, "step"), token_set(query),
+                         self.clock())
+        self._ensure_thread()
+        try:
+            self._queue.put_nowait(("step", None, entry, ctx))
+        except queue.Full:
+            self.stats.dropped += 1
+            return None
+        return entry
+
     def _vocab(self, text: str) -> frozenset:
         words = token_set(text)
         if self.tree is None:
@@ -291,13 +304,13 @@ class Foresight:
                     except Exception:
                         log.exception("foresight: prediction failed")
                 continue
-            if task.ended:
+            if task is not None and task.ended:  # (a step retrieval belongs to no task: see submit)
                 entry.error = "task ended"
                 entry.ready.set()
                 continue
             t0 = time.perf_counter()
             try:
-                if entry.vector is None and self.embed is not None and not self._embed_failed:
+                if job == "prepare" and entry.vector is None and self.embed is not None and not self._embed_failed:
                     entry.vector = self._vector(entry.prediction.query)
                 entry.result = self.retrieve(entry.prediction.query, entry.prediction.layers, ctx)
                 self.stats.prepared += 1
@@ -349,7 +362,7 @@ class Foresight:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is not None and item[0] == "prepare":
+                if item is not None and item[0] in ("prepare", "step"):
                     item[2].error = "closed"
                     item[2].ready.set()
         return not alive
