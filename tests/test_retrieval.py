@@ -309,3 +309,12 @@ def test_pack_never_says_an_entry_twice_but_keeps_skills_made_from_it():
     packed = pack(ranked, k=5, budget=1000)
     assert [h.id for h in packed.hits] == ["sf-1", "sk-1", "ep-2", "sf-2"]
     assert any(line.startswith("ep-1: repeats sf-1") for line in packed.left_out)
+
+
+def test_a_background_recall_never_stands_for_the_hooks_own(corpus):
+    r = _retriever()
+    mine = r.recall("aisle seat", agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False)
+    assert mine.hits
+    r.recall("window seat", agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False,
+             background=True)  # Foresight's or a tool result's preparation, on another thread
+    assert r.last_result is mine

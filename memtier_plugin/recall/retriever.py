@@ -805,7 +805,8 @@ class Retriever:
             packed = pack(applying, k, budget, self.config.packing.max_chars)
         result = RecallResult(query, packed.hits, packed.left_out + below, packed.tokens, ranked.mode,
                               ranked.stage1_sessions, (time.perf_counter() - t0) * 1000, candidates)
-        self.last_result = result
+        if not background:  # a background preparation never stands for the hook's own recall
+            self.last_result = result
         if record_trace:
             self._trace(result, agent_id, session_id, run_id, now)
         return result
