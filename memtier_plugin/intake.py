@@ -50,6 +50,36 @@ def message_text(msg: Any) -> str:
     return clean_text(content[:MAX_TURN_CHARS * 4]) if isinstance(content, str) else ""
 
 
+#: How many of the host's latest messages :func:`in_context` reads, and how much of each it compares.
+CONTEXT_MESSAGES = 200
+_CONTEXT_CHARS = 300
+
+
+def _context_key(text: str) -> str:
+    return " ".join(text.split()).lower()[:_CONTEXT_CHARS]
+
+
+def in_context(messages: Any, session_id: str):
+    """What the agent already holds, as recall's ``skip`` (None when the host sent no conversation): an episode
+    of this session whose text is one of the host's messages (the agent reads it in its own context), and a
+    skill learned in this session (from what the agent just did). After the host compacts its context those
+    messages are gone from ``messages``, and memory may hand them over again."""
+    if not isinstance(messages, list) or not messages:
+        return None
+    seen = {_context_key(t) for t in map(message_text, messages[-CONTEXT_MESSAGES:]) if t.strip()}
+
+    def skip(hit) -> str | None:
+        if not session_id or hit.session_id != session_id:
+            return None
+        if hit.tier == "episodic" and _context_key(hit.content) in seen:
+            return "in the agent's context already (this session's conversation)"
+        if hit.tier == "procedural" and hit.role == "skill":
+            return "learned in this session (the agent's context holds what it did)"
+        return None
+
+    return skip
+
+
 def prompt_query(prompt: Any, messages: Any, *, min_terms: int, turns: int) -> str:
     """What recall searches with for a prompt: the prompt (:func:`query_text`), or, when it says fewer than
     ``min_terms`` words of its own and answers a question (the latest assistant message before it asks

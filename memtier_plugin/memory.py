@@ -23,7 +23,8 @@ from typing import Any, Iterator
 from .config import Config, load_config
 from .events import (AgentEndEvent, HookContext, PromptAddition, PromptEvent, ToolCallEvent, ToolDecision,
                      ToolResultEvent)
-from .intake import checked_context, held_call, prompt_query, query_text, tool_name, tool_params, tool_text
+from .intake import (checked_context, held_call, in_context, prompt_query, query_text, tool_name, tool_params,
+                     tool_text)
 from .store import traces
 from .rooms import Rooms
 from .runs import MAX_CALLS, RunState, Runs
@@ -87,10 +88,12 @@ class Memory(Rooms):
 
     # ---- recall ------------------------------------------------------------
     def recall(self, query: str, ctx: HookContext, now: float | None = None, *, record_trace: bool = True,
-               standing_layers: bool = True, rerank_budget_ms: float | None = None, background: bool = False):
+               standing_layers: bool = True, rerank_budget_ms: float | None = None, background: bool = False,
+               skip=None):
         """Ranked, packed memory for ``query`` as ``ctx.agent_id`` may see it, standing knowledge included
         (unless ``standing_layers`` is False: a Foresight prediction that targets episodes and facts only).
-        ``rerank_budget_ms`` overrides ``rerank.budget_ms`` (Foresight's background preparations)."""
+        ``rerank_budget_ms`` overrides ``rerank.budget_ms`` (Foresight's background preparations); ``skip``:
+        what the agent holds already (:func:`.intake.in_context`)."""
         from .layers.maintain import mark_revised
 
         when, standing = self._now(now), None
@@ -100,7 +103,7 @@ class Memory(Rooms):
         result = self.retriever.recall(query, agent_id=ctx.agent_id, project=ctx.project,
                                        session_id=ctx.session_id, agents=self.visible_agents(ctx.agent_id),
                                        now=when, run_id=ctx.run_id, standing=standing, record_trace=record_trace,
-                                       rerank_budget_ms=rerank_budget_ms, background=background)
+                                       rerank_budget_ms=rerank_budget_ms, background=background, skip=skip)
         if self.config.standing.enabled and result.hits:
             mark_revised(self.global_store, result.hits)
         return result
@@ -117,21 +120,29 @@ class Memory(Rooms):
                                      agents=self.visible_agents(ctx.agent_id), record_trace=False,
                                      standing=standing)
 
-    def recall_for(self, query: str, ctx: HookContext, ts: Any = None, *, start_task: bool = True):
+    def recall_for(self, query: str, ctx: HookContext, ts: Any = None, *, start_task: bool = True, skip=None):
         """(result, Foresight access or None) for a query of the agent: served from Foresight's cache when a
-        prediction matches, else retrieved; ``start_task``: a prompt (the memory tools pass False)."""
+        prediction matches, else retrieved; ``start_task``: a prompt (the memory tools pass False); ``skip``:
+        what the agent holds already (:func:`.intake.in_context`; a served result loses those items)."""
+        import dataclasses
+        import functools
+
         from .scheduling.foresight import ForesightRecall
 
         fs = self.foresight
         if fs is None:
-            return self._hook_recall(query, ctx, ts), None
-        return ForesightRecall(fs, self._hook_recall, self.directory, self.config.memory_root, self.forgotten.ids)(
+            return self._hook_recall(query, ctx, ts, skip=skip), None
+        result, access = ForesightRecall(fs, functools.partial(self._hook_recall, skip=skip), self.directory,
+                                         self.config.memory_root, self.forgotten.ids)(
             query, ctx, self._now(ts), start_task=start_task)
+        if skip is not None and result is not None and any(skip(h) for h in result.hits):
+            result = dataclasses.replace(result, hits=[h for h in result.hits if not skip(h)])
+        return result, access
 
-    def _hook_recall(self, query: str, ctx: HookContext, ts: Any = None):
+    def _hook_recall(self, query: str, ctx: HookContext, ts: Any = None, *, skip=None):
         """A hook's own retrieval: Foresight's preparations pause at their next checkpoint meanwhile."""
         with self.retriever.foreground():
-            return self.recall(query, ctx, ts)
+            return self.recall(query, ctx, ts, skip=skip)
 
     def _prepare(self, query: str, layers: tuple, job) -> Any:
         """Foresight's background retrieval: the normal path, untraced (traced when it is served), re-ranking
@@ -160,7 +171,8 @@ class Memory(Rooms):
         state.turn += 1
         result = None
         with best_effort("recall failed for agent %s; the prompt is still recorded", ctx.agent_id):
-            result, _access = self.recall_for(query, ctx, event.timestamp)
+            result, _access = self.recall_for(query, ctx, event.timestamp,
+                                              skip=in_context(event.messages, ctx.session_id))
         with best_effort("the step's retrieval could not be delivered for agent %s", ctx.agent_id):
             result = self._step_into(result, ctx, event.timestamp)
         rec = self._write(ctx, clean_text(str(event.prompt)), "user",

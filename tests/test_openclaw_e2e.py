@@ -308,7 +308,8 @@ def _endpoint(workspace: Path) -> dict:
 
 
 def test_memtier_inside_openclaw(toolchain, built_plugin, tmp_path, sidecar_pids):
-    """Three `openclaw agent --local` turns: memory recorded, recalled into the model's request, a tool call checked."""
+    """Four `openclaw agent --local` turns: memory recorded, not repeated within its session, recalled into a new
+    session's model request, a tool call checked."""
     own = None
     guard = tmp_path / "keep-me"
     guard.write_text("precious")
@@ -340,19 +341,30 @@ def test_memtier_inside_openclaw(toolchain, built_plugin, tmp_path, sidecar_pids
             "event: ToolCallEvent(tool_name='exec', params={'command': 'echo memtier-e2e-ok'}, "
             f"tool_call_id={entries[1].provenance['tool_call_id']!r}, timestamp=None)"]
 
-        # turn 2, same session: the sidecar is found running; memory of turn 1 reaches the model
+        # turn 2, same session: the sidecar is found running; turn 1's prompt is in the model's request already
+        # (OpenClaw sends the session's messages), so memory does not hand it over again
         seen = len(model.requests)
         t = time.monotonic()
         oc.turn("Which port does the staging database use?", "agent:main:e2e-1")
         turn_s.append(time.monotonic() - t)
         asked = model.requests[seen]
-        assert "<memtier-memory>" in user_texts(asked), "the model's request carries memtier's memory block"
-        block = user_texts(asked).split("<memtier-memory>", 1)[1].split("</memtier-memory>", 1)[0]
-        assert f"[{first.id} |" in block and "db-7 on port 5433" in block
+        block = user_texts(asked).split("<memtier-memory>", 1)[-1].split("</memtier-memory>", 1)[0]
+        assert "db-7 on port 5433" in user_texts(asked) and f"[{first.id} |" not in block
         assert _endpoint(ws)["pid"] == sidecar_pids[0], "turn 2 reused the sidecar turn 1 started"
         entries = list(Ledger(ws / "memory").read(["main"]).entries.values())
         # OpenClaw hands agent_end the whole session; memtier records the run's own reply only
         assert sum(e.role == "assistant" for e in entries) == 2
+
+        # turn 2b, a new session: memory of turn 1 reaches the model
+        seen = len(model.requests)
+        t = time.monotonic()
+        oc.turn("Which port does the staging database use?", "agent:main:e2e-2")
+        turn_s.append(time.monotonic() - t)
+        asked = model.requests[seen]
+        assert "<memtier-memory>" in user_texts(asked), "the model's request carries memtier's memory block"
+        block = user_texts(asked).split("<memtier-memory>", 1)[1].split("</memtier-memory>", 1)[0]
+        assert f"[{first.id} |" in block and "db-7 on port 5433" in block
+        assert _endpoint(ws)["pid"] == sidecar_pids[0], "turn 2b reused the sidecar turn 1 started"
 
         # turn 3, a new session: connect to a sidecar of the test's own whose policy holds a risky call
         os.kill(sidecar_pids[0], signal.SIGTERM)

@@ -352,3 +352,24 @@ def test_bench_latency_replays_the_steps_scenario_and_times_pre_tool():
     for r in rows:
         assert r["prompts"] == 5 and r["memory_queries"] == 5  # task.jsonl: five prompts, no memory_search
         assert r["pre_tool_p95_ms"] is not None and r["pre_tool_p95_ms"] >= r["pre_tool_p50_ms"] > 0
+
+
+def test_what_the_agent_holds_in_its_context_is_not_handed_back():
+    from memtier_plugin.intake import in_context
+    from memtier_plugin.recall.packing import Hit
+
+    def hit(i, tier, role, session, text):
+        return Hit(i, text, "2026-11-19T10:00:00Z", session, "ops", role, tier, 1.0)
+
+    asked = "The route was back. Shall I deploy 2.4 to production now?"
+    messages = [{"role": "user", "content": "Ship harbor 2.4."}, {"role": "assistant", "content": asked},
+                {"role": "user", "content": "Yes, go."}]
+    skip = in_context(messages, "s-now")
+    assert skip(hit("e1", "episodic", "assistant", "s-now", asked))
+    assert skip(hit("e2", "episodic", "assistant", "s-now", "  the route was back.  Shall I deploy 2.4 to production now?"))
+    assert skip(hit("k1", "procedural", "skill", "s-now", "skill (worked before for: Ship harbor 2.4.): deploy(...)"))
+    assert not skip(hit("e3", "episodic", "assistant", "s-before", asked))  # another session: not in context
+    assert not skip(hit("e4", "episodic", "user", "s-now", "A message the host compacted away"))
+    assert not skip(hit("k2", "procedural", "skill", "s-before", "skill (worked before for: deploy): deploy(...)"))
+    assert not skip(hit("g1", "global", "rule", "s-now", "production deploys only on weekdays"))
+    assert in_context([], "s-now") is None and in_context(None, "s-now") is None

@@ -73,6 +73,9 @@ def demo(state, scenario, into, plugin_dir, quiet):
         for call, decision, outcome in turn.tools:
             verdict = "blocked" if decision.block else ("supplemented" if decision.supplement else "allowed")
             echo(f"  tool {call.tool_name} [{verdict}] -> {'FAILED: ' + outcome if outcome else 'ok'}")
+            said = [line.strip() for line in (decision.supplement or "").splitlines() if line.strip().startswith("- [")]
+            for line in said[:3]:  # what memory handed the agent with the call (Pulse's supplement)
+                echo(f"    with the call: {line[:160]}")
         written = [e for e in ledger.read([ctx.agent_id]).entries.values()
                    if e.provenance.get("run_id") == turn.run_id]
         echo(f"  written: {len(written)} entries ({', '.join(sorted({e.role for e in written}))}); "

@@ -18,6 +18,7 @@ import logging
 import threading
 from collections import OrderedDict
 import time
+from typing import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,6 +96,18 @@ class RecallResult:
                  **({} if h.probability is None else {"probability": round(h.probability, 6)}),
                  "signals": {k: round(v["value"], 6) for k, v in h.signals.items()},
                  **({} if h.rerank is None else {"rerank": round(h.rerank, 6)})} for h in self.hits]
+
+
+def _without(hits: list[Hit], skip: Callable[[Hit], str | None]) -> tuple[list[Hit], list[str]]:
+    """(the hits ``skip`` lets through, "id: why" for the others)."""
+    kept, left = [], []
+    for h in hits:
+        why = skip(h)
+        if why:
+            left.append(f"{h.id}: {why}")
+        else:
+            kept.append(h)
+    return kept, left
 
 
 def merge_standing(ranked: list[Hit], standing: list[Hit]) -> list[Hit]:
@@ -759,8 +772,12 @@ class Retriever:
     def recall(self, query: str, *, agent_id: str, project: str | None, session_id: str = "",
                agents: list[str] | None, now: float | None = None, run_id: str = "",
                record_trace: bool = True, standing: list[Hit] | None = None,
-               rerank_budget_ms: float | None = None, background: bool = False) -> RecallResult:
+               rerank_budget_ms: float | None = None, background: bool = False,
+               skip: Callable[[Hit], str | None] | None = None) -> RecallResult:
         """The full path of before_prompt_build: rank, merge standing knowledge, pack within budget, trace.
+
+        ``skip``: why a candidate is not handed over at all (the agent has it in its context already), or None;
+        a skipped candidate leaves its slot to the next one.
 
         ``rerank_budget_ms`` overrides ``rerank.budget_ms`` for this recall (Foresight's background
         preparations have their own, ``rerank.background_budget_ms``). ``background``: a preparation,
@@ -801,9 +818,12 @@ class Retriever:
             else:
                 ranked = _cut(ranked, depth)
             candidates = merge_standing(self.hits(ranked, depth), standing or [])
+            skipped: list[str] = []
+            if skip is not None:
+                candidates, skipped = _without(candidates, skip)
             applying, below = self.calibration.apply(candidates, self.config.calibration.threshold)
             packed = pack(applying, k, budget, self.config.packing.max_chars)
-        result = RecallResult(query, packed.hits, packed.left_out + below, packed.tokens, ranked.mode,
+        result = RecallResult(query, packed.hits, skipped + packed.left_out + below, packed.tokens, ranked.mode,
                               ranked.stage1_sessions, (time.perf_counter() - t0) * 1000, candidates)
         if not background:  # a background preparation never stands for the hook's own recall
             self.last_result = result
