@@ -822,3 +822,27 @@ def test_a_background_load_hands_frozen_objects_back_to_the_collector(tmp_path):
     assert loader is not None and sched.wait_loaded(60)
     assert gc.get_freeze_count() == 0
     assert [m.entry for m in sched.match("pre_tool", {}, task_key="t", tool_name="deploy7", params={})] == ["note 7"]
+
+
+def test_the_users_files_load_before_a_source_that_waits(tmp_path):
+    """The derived hooks read the Global layer, which may wait for a room the sidecar's warm-up is still making;
+    the hooks files the user wrote are matched meanwhile."""
+    import threading
+    import time
+
+    folder = tmp_path / "hooks"
+    write(folder, "a.yaml", [hook({"tool": "ssh"}, "one", "pay-legacy-1 is gone.")])
+    s = HookScheduler(folder)
+    gate = threading.Event()
+    s.add_source("memory", lambda: [] if gate.wait(30) else None)
+    s.load_in_background()
+    try:
+        deadline = time.monotonic() + 20
+        got = []
+        while not got and time.monotonic() < deadline:
+            got = [m.entry for m in s.match("pre_tool", {}, tool_name="ssh", task_key=f"t{time.monotonic()}")]
+            time.sleep(0.02)
+        assert got == ["pay-legacy-1 is gone."]
+    finally:
+        gate.set()
+    assert s.wait_loaded(30)

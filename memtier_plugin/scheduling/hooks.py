@@ -493,7 +493,6 @@ class HookScheduler:
             return
         try:
             self._next_refresh = self.clock() + self.refresh_s
-            self._poll_sources()
             if self.files is not None and self.files.refresh(pace, in_child):
                 hooks = self.files.hooks
                 with self._index_lock:
@@ -502,6 +501,9 @@ class HookScheduler:
                 with self._index_lock:
                     self._file_hooks = hooks
                     self._index = index if version == self._sources_version else self._index_of(hooks, self._sources)
+            # after the files: a source may wait for a room another thread is still making (the derived hooks
+            # read the Global layer while the sidecar's warm-up loads the models); the user's files never wait
+            self._poll_sources()
         finally:
             self._load_lock.release()
 
