@@ -255,12 +255,6 @@ class Memory(Rooms):
     def hooks_active(self) -> bool:
         return self.config.hooks.enabled and self.config.scheduling.mode in ("hooks", "combined")
 
-    def hook_matches(self, event_type: str, ctx: HookContext, ts: float, **call) -> str:
-        """The entries bound Hooks deliver at this event (each at most once per task), as cited lines; "" none."""
-        from .scheduling.hooks import format_matches
-
-        return format_matches(self.hook_match_list(event_type, ctx, ts, **call))
-
     def hook_match_list(self, event_type: str, ctx: HookContext, ts: float, **call) -> list:
         """The :class:`scheduling.hooks.Match` es bound Hooks deliver at this event (docs/hooks_memory.md);
         ``entry_id`` hooks read the entry as ``ctx.agent_id`` may (:meth:`entry_record`)."""

@@ -206,13 +206,6 @@ def render(hits: list[Hit]) -> str:
     return "\n".join([OPEN, *head, *(h.line() for h in hits), CLOSE])
 
 
-def hook_block(lines: str) -> str:
-    """Entries delivered by bound Hooks, as their own fenced block (they hold for this task); "" for none."""
-    if not lines:
-        return ""
-    return "\n".join([OPEN, "Memory bound to this situation by hooks (docs/hooks_memory.md); cite by id.", lines,
-                      CLOSE])
-
 
 def joint_block(hits: list[Hit], trace_rows: list[dict], matches: list, *, cap: int,
                 max_chars: int) -> tuple[str, list[dict]]:
