@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..vocabulary import NODE_KINDS
 from ..store import jsonl
-from ..store.episodic import append_lines, clean_id, new_id, parse_iso, utc_iso
+from ..store.episodic import append_lines, clean_id, derived_id, parse_iso, utc_iso
 from ..store.files import TailReader
 from ..store.paths import is_valid_id
 from ..store.tombstones import Forgotten
@@ -124,6 +124,7 @@ class GlobalStore:
         self._lock = threading.RLock()
         self.problems: list[str] = []
         self._revised: tuple[int, dict[str, str]] | None = None  # (offset it was computed at, the map)
+        self._early: dict[str, str] = {}  # node id -> by, for a retirement read before its node (a fleet's mirror)
 
     # ---- reading -----------------------------------------------------------
     def refresh(self) -> None:
@@ -131,7 +132,7 @@ class GlobalStore:
         with self._lock:
             new = list(self._tail.read())
             if self._tail.restarted:
-                self.nodes = {}
+                self.nodes, self._early = {}, {}
             for line_at, _end, rec in new:
                 if rec is None:
                     continue
@@ -145,10 +146,13 @@ class GlobalStore:
     def _fold(self, rec: dict) -> None:
         if rec["kind"] == "knowledge":
             if rec["id"] not in self.nodes:
-                self.nodes[rec["id"]] = Node(rec, tokens=frozenset(token_set(rec["content"])))
+                self.nodes[rec["id"]] = Node(rec, tokens=frozenset(token_set(rec["content"])),
+                                             retired_by=self._early.pop(rec["id"], None))
         else:
             node = self.nodes.get(rec["node_id"])
-            if node is not None and node.retired_by is None:
+            if node is None:
+                self._early.setdefault(rec["node_id"], rec.get("by") or "?")
+            elif node.retired_by is None:
                 node.retired_by = rec.get("by") or "?"
 
     def current(self, project: str | None = None, now: float | None = None) -> list[Node]:
@@ -237,13 +241,13 @@ class GlobalStore:
             text = redact(content)[0]
             route = tree.route(text)
             r = old.rec
-            rec = {"v": jsonl.SCHEMA_VERSION, "kind": "knowledge", "id": new_id("gk", ts), "timestamp": utc_iso(ts),
+            rec = {"v": jsonl.SCHEMA_VERSION, "kind": "knowledge", "id": derived_id("gk", ts, "correct", node_id, text),
+                   "timestamp": utc_iso(ts),
                    "node_kind": r["node_kind"], "content": text, "attribute": r.get("attribute", ""),
                    "topics": tree.top(route, 4), "applies": r.get("applies") or {"projects": "*"},
                    "provenance": {"entry_ids": [], "session_id": "", "agent_id": "", "speaker": "user",
                                   "form": "stated", "corrects": node_id}}
-            retired = {"v": jsonl.SCHEMA_VERSION, "kind": "retired", "id": new_id("up", ts), "timestamp": utc_iso(ts),
-                       "node_id": node_id, "by": rec["id"], "reason": "corrected by the user"}
+            retired = retirement(node_id, rec["id"], ts, "corrected by the user")
             for x in (rec, retired):
                 self._fold(x)
             return [rec, retired]
@@ -263,17 +267,34 @@ class GlobalStore:
             if n.tokens == toks or jaccard(n.tokens, toks) >= DUPLICATE_JACCARD:
                 return []  # already held: its wording stays
         route = tree.route(content)
-        rec = {"v": jsonl.SCHEMA_VERSION, "kind": "knowledge", "id": new_id("gk", ts), "timestamp": utc_iso(ts),
+        entry_ids = [i for i in cand.entry_ids if isinstance(i, str)][:8]
+        source = (*entry_ids,) if entry_ids else (clean_id(session_id), round(ts, 3))
+        rec = {"v": jsonl.SCHEMA_VERSION, "kind": "knowledge", "id": derived_id("gk", ts, str(scope), content, *source),
+               "timestamp": utc_iso(ts),
                "node_kind": cand.node_kind, "content": content, "attribute": cand.attribute,
                "topics": tree.top(route, 4), "applies": {"projects": scope, "from": None, "until": None},
-               "provenance": {"entry_ids": [i for i in cand.entry_ids if isinstance(i, str)][:8],
+               "provenance": {"entry_ids": entry_ids,
                               "session_id": clean_id(session_id), "agent_id": agent_id if is_valid_id(agent_id) else "",
                               "speaker": "user", "form": cand.form}}
         out = [rec]
         if cand.attribute:
             for n in same_scope:
                 if n.rec.get("attribute") == cand.attribute and n.rec["node_kind"] != "choice":
-                    out.append({"v": jsonl.SCHEMA_VERSION, "kind": "retired", "id": new_id("up", ts),
-                                "timestamp": utc_iso(ts), "node_id": n.id, "by": rec["id"],
-                                "reason": f"{cand.attribute} revised"})
+                    if stated_after(n.rec, rec):
+                        out.append(retirement(n.id, rec["id"], ts, f"{cand.attribute} revised"))
+                    else:  # stated before the current version (a host's clock behind): history at once
+                        out.append(retirement(rec["id"], n.id, ts, "stated before the current version"))
+                        break
         return out
+
+
+def stated_after(old: dict, new: dict) -> bool:
+    """Whether ``new`` was stated after ``old`` or at the same time (the statement time decides which version
+    of an attribute is current, not the order they reached a host in; on a tie the newcomer wins)."""
+    return parse_iso(new["timestamp"]) >= parse_iso(old["timestamp"])
+
+
+def retirement(node_id: str, by: str, ts: float, reason: str) -> dict:
+    """The ``retired`` record of ``node_id`` by ``by`` (its id derived from the two: written once per fleet)."""
+    return {"v": jsonl.SCHEMA_VERSION, "kind": "retired", "id": derived_id("up", ts, node_id, by),
+            "timestamp": utc_iso(ts), "node_id": node_id, "by": by, "reason": reason}

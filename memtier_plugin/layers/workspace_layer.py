@@ -33,7 +33,7 @@ from pathlib import Path
 import orjson
 
 from ..store import jsonl
-from ..store.episodic import append_lines, clean_id, clip_text, new_id, utc_iso
+from ..store.episodic import append_lines, clean_id, clip_text, derived_id, utc_iso
 from ..store.files import TailReader
 from ..store.paths import clip_redacted
 from ..recall.packing import has_content
@@ -251,11 +251,13 @@ def learn_skill(store: ProjectLedger, *, goal: str, calls: list[dict], run_id: s
     old = next((r for r in reversed(current_skills(store)) if same_kind(r, tools, goal)), None)
     count = int(old.get("count") or 1) + 1 if old else 1
     goals = list(dict.fromkeys([goal, *((old.get("goals") or [old["goal"]]) if old else [])]))[:SKILL_GOALS]
-    rec = {"v": jsonl.SCHEMA_VERSION, "kind": "skill", "id": new_id("sk", ts), "timestamp": utc_iso(ts),
+    rec = {"v": jsonl.SCHEMA_VERSION, "kind": "skill", "timestamp": utc_iso(ts),
            "project": store.project, "goal": goal, "goals": goals, "steps": steps, "tools": tools,
            "count": count, "outcome": "success", "content": skill_content(goal, steps, count),
            "provenance": {"run_id": clean_id(run_id), "session_id": clean_id(session_id), "agent_id": agent_id,
                           "entry_ids": entry_ids[:16]}}
+    rec["id"] = derived_id("sk", ts, store.project, rec["provenance"]["run_id"], rec["provenance"]["session_id"],
+                           agent_id, goal, round(ts, 3))
     if old:
         rec["supersedes"] = old["id"]
     store.append(rec)
@@ -294,7 +296,9 @@ def record_state(store: ProjectLedger, *, session_id: str, progress: str, calls:
                 if isinstance(v, str) and re.search(r"(?:path|file|url|id|version|branch|ref)$", str(k), re.I):
                     artifacts.append(f"{k}={clip_redacted(v, 80)[0]}")
     decisions = [redact(d.strip())[0] for d in _DECIDED.findall(progress) if d.strip() not in pending][:5]
-    rec = {"v": jsonl.SCHEMA_VERSION, "kind": "state", "id": new_id("ws", ts), "timestamp": utc_iso(ts),
+    rec = {"v": jsonl.SCHEMA_VERSION, "kind": "state", "id": derived_id("ws", ts, store.project, clean_id(session_id),
+                                                                       round(ts, 3), progress),
+           "timestamp": utc_iso(ts),
            "project": store.project, "session_id": clean_id(session_id), "progress": progress,
            "pending": pending, "artifacts": redact_obj(list(dict.fromkeys(artifacts))[:10])[0],
            "decisions": decisions, "calls": len(calls)}
@@ -303,8 +307,10 @@ def record_state(store: ProjectLedger, *, session_id: str, progress: str, calls:
 
 
 def latest_state(store: ProjectLedger) -> dict | None:
-    """The project's current working state: its latest record (each one supersedes the one before)."""
-    return next((r for r in reversed(store.refresh()) if r.get("kind") == "state"), None)
+    """The project's current working state: its latest record by time (each one supersedes the one before;
+    a fleet's mirror may hold them out of order)."""
+    states = [r for r in store.refresh() if r.get("kind") == "state"]
+    return max(states, key=lambda r: (str(r.get("timestamp") or ""), r["id"]), default=None)
 
 
 def state_open(rec: dict, records: list[dict] = ()) -> bool:

@@ -25,7 +25,7 @@ from typing import Any, Iterable
 from . import jsonl
 from ..errors import CorruptLineError
 from .paths import (
-    ID_RE, MAX_ID_CHARS, agent_day_file, checked_id, clean_id, clip_redacted, clip_text, day_of, new_id, parse_iso, utc_iso,
+    ID_RE, MAX_ID_CHARS, agent_day_file, checked_id, clean_id, clip_redacted, clip_text, day_of, derived_id, new_id, parse_iso, utc_iso,
 )
 from .files import TORN_END, append_lines, iter_records, read_lines, tail_records  # noqa: F401  (re-exported)
 from .records import entry_problem, fold_cw, update_problem

@@ -7,11 +7,12 @@ name (``/abs``, ``../..``, ``a/b``, ``''``, ``.``, ``..``, a trailing newline,
 control bytes, more than 128 characters) is refused with one line, so memory
 fails open for that turn and nothing is written outside ``memory/``. Also here, because every
 record kind uses them: ISO time stamps (:func:`utc_iso`, :func:`parse_iso`), new ids
-(:func:`new_id`) and the bounded, redacted form of an id a host sent (:func:`clean_id`).
+(:func:`new_id`, :func:`derived_id`) and the bounded, redacted form of an id a host sent (:func:`clean_id`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import time
@@ -71,6 +72,15 @@ def parse_iso(value: str) -> float:
 
 def new_id(prefix: str, ts: float) -> str:
     return f"{prefix}-{datetime.fromtimestamp(ts, tz=timezone.utc):%Y%m%d}-{os.urandom(6).hex()}"
+
+
+def derived_id(prefix: str, ts: float, *source) -> str:
+    """An id of :func:`new_id`'s shape whose last part is derived from ``source`` (what the record was made
+    from: its entries, the node it retires, the run it learned from), as fact ids are: the same record made
+    twice, by two processes or two hosts of a fleet, gets one id, so a second write of it is a no-op at the
+    key (docs/shared.md)."""
+    digest = hashlib.sha1("\x1f".join(str(p) for p in source).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{prefix}-{datetime.fromtimestamp(ts, tz=timezone.utc):%Y%m%d}-{digest}"
 
 
 def clip_text(text: str, limit: int) -> str:
