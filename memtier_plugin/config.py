@@ -264,6 +264,29 @@ class StepConfig:
 
 
 @dataclass
+class SharedConfig:
+    """Shared tiers on PostgreSQL for agents on many machines (issue 29, docs/shared.md). Off by default: the
+    embedded mode imports nothing of it."""
+
+    backend: str = field(default="none", metadata={"choices": ("none", "postgres")})
+    # the NAME of the environment variable holding the application role's DSN (never the DSN itself)
+    dsn_env: str = "MEMTIER_PG_DSN"
+    # the NAME of the variable holding an owner's DSN, for `memtier shared init` only (unset: dsn_env's)
+    admin_dsn_env: str = "MEMTIER_PG_ADMIN_DSN"
+    tenant: str = ""  # the user or team whose memory this is ("" = the OS user's name)
+    host_id: str = ""  # this host's name in the fleet ("" = the machine's host name)
+    tiers: list = field(default_factory=lambda: ["semantic", "global", "procedural", "state"],
+                        metadata={"item_choices": ("semantic", "global", "procedural", "state")})
+    pull_interval_s: float = field(default=5.0, metadata=_rng(0.05, 3600))  # the safety net when a NOTIFY is lost
+    notify: bool = True  # LISTEN for other hosts' writes (freshness of one round trip)
+    ship_interval_s: float = field(default=0.1, metadata=_rng(0.01, 60))  # how often new local lines are looked for
+    connect_timeout_s: float = field(default=2.0, metadata=_rng(0.1, 60))
+    statement_timeout_ms: float = field(default=2000.0, metadata=_rng(10, 600_000))
+    batch: int = field(default=200, metadata=_rng(1, 10_000))  # records per push transaction
+    leader_retry_s: float = field(default=30.0, metadata=_rng(0.1, 3600))
+
+
+@dataclass
 class Config:
     preset: str = field(default="paper", metadata={"choices": PRESET_NAMES})
     weights: WeightsConfig = field(default_factory=WeightsConfig)
@@ -283,6 +306,7 @@ class Config:
     hooks: HooksConfig = field(default_factory=HooksConfig)
     foresight: ForesightConfig = field(default_factory=ForesightConfig)
     step: StepConfig = field(default_factory=StepConfig)
+    shared: SharedConfig = field(default_factory=SharedConfig)
     source: str = field(default="<defaults>", metadata={"internal": True})
 
     @property

@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -470,16 +471,21 @@ def memory_for(ctx: HookContext) -> Memory:
         if mem is None:
             cfg = load_config(flags={"paths.workspace": key or None})
             mem = _services[key] = Memory(cfg)
+            mem.start_shared()  # the in-process plugin is long-lived: its shared tiers sync beside it
         return mem
 
 
 def reset_services() -> None:
-    """Forget cached services (tests, config reloads), stopping their background work first."""
+    """Forget cached services (tests, config reloads), stopping their background work first (and the shared
+    tiers' link, which pushes what is left on its way out)."""
     with _services_lock:
         for mem in _services.values():
             with best_effort("closing a service failed"):
                 mem.close()
         _services.clear()
+    if "memtier_plugin.shared.sync" in sys.modules:
+        with best_effort("stopping the shared tiers' link failed"):
+            sys.modules["memtier_plugin.shared.sync"].stop_all()
 
 
 # A process that exits while a background thread is inside a model (the warm-up, Foresight, embedding) can

@@ -38,6 +38,7 @@ class Rooms:
         self._step = self._step_worker = None  # memory for the step (scheduling/step.py)
         self._workspace: dict[tuple[str, str], Any] = {}
         self._warm_thread: threading.Thread | None = None
+        self._shared_started = False
 
     def visible_agents(self, agent_id: str) -> list[str] | None:
         """Agents whose episodic ledgers ``agent_id`` may read (None: all, for orchestrators)."""
@@ -292,9 +293,32 @@ class Rooms:
         out["total_s"] = time.perf_counter() - t0
         return out
 
+    def start_shared(self) -> None:
+        """With ``shared.backend: postgres``, start this workspace's link to the shared tiers (docs/shared.md) in
+        a thread of its own (psycopg is imported there, never on a hook's path); otherwise nothing (nothing of
+        ``memtier_plugin.shared`` is imported)."""
+        if self.config.shared.backend == "none":
+            return
+        with self._lock:
+            if self._shared_started:
+                return
+            self._shared_started = True
+
+        def start() -> None:
+            try:
+                from .shared.sync import start_sync
+            except ImportError:
+                log.error("memtier shared: shared.backend is postgres but psycopg is not installed "
+                          "(pip install 'memtier-plugin[shared]'); memory stays on this host")
+                return
+            start_sync(self.config)
+        threading.Thread(target=start, name="memtier-shared-start", daemon=True).start()
+
     def warm_up_in_background(self) -> threading.Thread:
         """:meth:`warm_up` in a thread of its own (the sidecar, the MCP server: neither their start nor their
-        first request waits for it); :meth:`close` waits for it, so no model runs while the process exits."""
+        first request waits for it); :meth:`close` waits for it, so no model runs while the process exits.
+        The shared tiers' link starts beside it (:meth:`start_shared`)."""
+        self.start_shared()
         with self._lock:
             if self._warm_thread is None or not self._warm_thread.is_alive():
                 self._warm_thread = threading.Thread(target=self._warm_up_logged, name="memtier-warm-up",

@@ -23,9 +23,12 @@ REQUIRE_OPENCLAW = os.environ.get("MEMTIER_REQUIRE_OPENCLAW") == "1"
 # Set by .ci/run after it installed Chromium and the ui-test extra: a browser-marked skip there is a broken
 # install step, so it fails the run too.
 REQUIRE_BROWSER = os.environ.get("MEMTIER_REQUIRE_BROWSER") == "1"
+# Set by .ci/run after it installed PostgreSQL and the shared extra: a pg-marked skip there fails the run.
+REQUIRE_PG = os.environ.get("MEMTIER_REQUIRE_PG") == "1"
 #: marker -> (required by the environment, outcome per test id)
 _REQUIRED = {"openclaw": (REQUIRE_OPENCLAW, "npm is on PATH (MEMTIER_REQUIRE_OPENCLAW=1)", {}),
-             "browser": (REQUIRE_BROWSER, "Chromium and Playwright were installed (MEMTIER_REQUIRE_BROWSER=1)", {})}
+             "browser": (REQUIRE_BROWSER, "Chromium and Playwright were installed (MEMTIER_REQUIRE_BROWSER=1)", {}),
+             "pg": (REQUIRE_PG, "PostgreSQL and the shared extra were installed (MEMTIER_REQUIRE_PG=1)", {})}
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -17,7 +17,7 @@ from conftest import ROOT
 
 PKG = ROOT / "memtier_plugin"
 ORDER = ["base", "store", "models", "recall", "layers", "consolidation", "scheduling", "intervention",
-         "learning", "facade", "bridges", "evaluation", "bench", "cli", "shims"]
+         "learning", "shared", "facade", "bridges", "evaluation", "bench", "cli", "shims"]
 ROOT_ROOMS = {
     # the host contract and the base modules (used everywhere, depend on nothing above them)
     "hookspecs": "base", "events": "base", "config": "base", "safe_yaml": "base", "errors": "base",

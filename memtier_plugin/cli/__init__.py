@@ -45,6 +45,7 @@ COMMANDS = {
     "forget": ("forget_cmd", "forget"),
     "correct": ("forget_cmd", "correct"),
     "purge": ("purge_cmd", "purge"),
+    "shared": ("shared_cmd", "shared"),
 }
 
 

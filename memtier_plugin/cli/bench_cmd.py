@@ -370,3 +370,66 @@ def table(rows: list[dict]) -> str:
 
 # MemSidecar's Hooks are what it measures (with the learned policy): `bench hooks` names it so; `bench sidecar` stays.
 bench.add_command(sidecar, "hooks")
+
+
+@bench.command("shared")
+@click.option("--prompts", type=click.IntRange(10, 100_000), default=200, show_default=True,
+              help="Warm before_prompt_build calls per side of the latency measure.")
+@click.option("--entries", type=click.IntRange(10, 1_000_000), default=1000, show_default=True,
+              help="Episodic entries of the latency workspace (plus 40 standing preferences).")
+@click.option("--writes", type=click.IntRange(1, 10_000), default=30, show_default=True,
+              help="Writes timed from host A to host B, with NOTIFY and with the periodic pull alone.")
+@click.option("--hosts", type=click.IntRange(1, 64), default=8, show_default=True, help="Host processes pushing at once.")
+@click.option("--rows", "rows_per_host", type=click.IntRange(1, 1_000_000), default=1000, show_default=True,
+              help="Records each host process pushes.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json-out", type=click.Path(dir_okay=False), default=None, help="Also write the JSON object to this file.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+def shared(prompts, entries, writes, hosts, rows_per_host, as_json, json_out, quiet):
+    """The shared tiers on a throwaway PostgreSQL started here: before_prompt_build p95 with the shared tier on
+    against off, freshness from host A to host B, append throughput of many hosts (docs/shared.md)."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        raise click.ClickException("the shared tiers need psycopg: pip install 'memtier-plugin[shared]'") from None
+    from ..bench.shared import bench_shared
+    from ..shared.server import find_bindir
+
+    if find_bindir() is None:
+        raise click.ClickException("no PostgreSQL server binaries (initdb) found: apt-get install postgresql")
+    say = None if quiet else (lambda msg: click.echo(f"memtier bench shared: {msg}", err=True))
+    try:
+        row = bench_shared(prompts=prompts, entries=entries, writes=writes, hosts=hosts, rows_per_host=rows_per_host,
+                           progress=say)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    text = _dump(_round_deep(row), json_out)
+    if as_json:
+        click.echo(text)
+        return
+    lat = row["latency"]
+
+    def ms(v):
+        return "–" if v is None else f"{v:.2f}"
+    click.echo(f"{row['server']}, load {row['load_1m']:.2f}, {row['seconds']:.0f} s")
+    click.echo(f"before_prompt_build, {lat['entries']} entries, warm: off p50 {ms(lat['off']['p50_ms'])} / p95 "
+               f"{ms(lat['off']['p95_ms'])} ms; on p50 {ms(lat['on']['p50_ms'])} / p95 {ms(lat['on']['p95_ms'])} ms; "
+               f"p95 on - off {lat['p95_diff_ms']:+.2f} ms (target ≤ +2); engine calls on the hook's thread: "
+               f"{lat['engine_calls_on_hook_thread']}; rows pulled meanwhile: {lat['rows_pulled_during_run']}")
+    for label in ("notify", "pull_only"):
+        f = row[f"freshness_{label}"]
+        click.echo(f"freshness A → B ({label.replace('_', ' ')}): p50 {ms(f['p50_ms'])} / p95 {ms(f['p95_ms'])} ms "
+                   f"(target p95 ≤ {f['target_p95_ms']:.0f})")
+    t = row["throughput"]
+    click.echo(f"append throughput, {t['hosts']} hosts through outbox → shipper → engine: {t['rows']} rows in "
+               f"{t['wall_s']:.2f} s = {t['rows_per_s']:,.0f} rows/s (target ≥ {t['target_rows_per_s']:,.0f}); batch "
+               f"commit p95 {ms(t['batch_commit']['p95_ms'])} ms")
+
+
+def _round_deep(value):
+    if isinstance(value, dict):
+        return {k: _round_deep(v) for k, v in value.items()}
+    if isinstance(value, float):
+        return round(value, 3)
+    return value

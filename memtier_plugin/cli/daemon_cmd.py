@@ -73,7 +73,16 @@ def daemon(state, once, as_json):
         sys.stderr.flush()
 
     d = Daemon(cfg, on_report=on_report, on_ready=on_ready)
-    report = d.run(once=once)
+    sync = None
+    if cfg.shared.backend == "postgres" and not once:  # the facts it promotes reach the fleet (docs/shared.md)
+        from ..shared.sync import start_sync
+
+        sync = start_sync(cfg)
+    try:
+        report = d.run(once=once)
+    finally:
+        if sync is not None:
+            sync.close()
     if once:
         if as_json:
             click.echo(orjson.dumps(report.to_dict()).decode())

@@ -19,6 +19,10 @@ def export_config(state):
     from ..memory import Memory
 
     cfg = state.config
+    if cfg.shared.backend == "postgres":  # a missing DSN stops startup naming the key, not at the first write
+        from ..shared.engine import dsn_from_env
+
+        dsn_from_env(cfg.shared.dsn_env)
     Memory.from_config(cfg)
     return cfg
 
