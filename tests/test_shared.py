@@ -220,7 +220,8 @@ HOST_SCRIPT = textwrap.dedent('''
     for i in range(n):
         attr = attrs[rnd.randrange(len(attrs))]
         store.upsert([Candidate("preference", f"{host} says {attr} option {i} code {rnd.randrange(10**9)}", attr,
-                                [f"{host}-e{i}"])], agent_id="agent", session_id=host, project="p", ts=time.time())
+                                [f"{host}-e{i}"])], agent_id=f"agent{i % 12}", session_id=f"{host}-{i % 12}",
+                     project="p", ts=time.time())  # 12 agents a host, each in its own session
     while sync.outbox.backlog_bytes():
         time.sleep(0.02)
     print("shipped", flush=True)
@@ -307,6 +308,27 @@ def test_the_naive_control_without_the_lock_forks(pg, tenant, tmp_path):
         p.communicate(timeout=60)
     problems = _engine_chains(pg, tenant)
     assert any(any("retired twice" in x or "current versions" in x for x in v) for v in problems.values()), problems
+
+
+def test_one_leader_per_tenant_and_the_next_takes_over_when_it_goes(pg, tenant):
+    from memtier_plugin.shared.engine import Engine
+    from memtier_plugin.shared.leader import Leader
+
+    engine = Engine(pg.app_dsn, tenant)
+    conns = [engine.connect() for _ in range(2)]
+    leaders = [Leader(tenant, retry_s=0.0) for _ in range(2)]
+    try:
+        for leader, conn in zip(leaders, conns):
+            leader.tick(conn)
+        assert [x.is_leader for x in leaders] == [True, False]
+        assert leaders[0].forks == 0 and leaders[1].forks is None, "only the leader runs the checks"
+        conns[0].close()  # the leader's host dies: its session, and so its lock, ends (once the server sees it)
+        assert wait_for(lambda: leaders[1].tick(conns[1]) or leaders[1].is_leader, timeout=10)
+        assert leaders[1].forks == 0
+    finally:
+        for c in conns:
+            c.close()
+        engine.close()
 
 
 # ---- two hosts, end to end -----------------------------------------------------------------------------
