@@ -545,7 +545,7 @@ def test_files_reload_when_they_change_and_go_when_removed(tmp_path):
     def entries(task):
         return [m.entry for m in s.match("pre_tool", {}, tool_name="ssh", task_key=task)]
 
-    assert entries("t0") == []  # the first event starts the load and does not wait for it
+    assert entries("t0") == ["First text."]  # the first event waits for the files' first load (a bounded wait)
     assert s.wait_loaded(60)
     assert entries("t1") == ["First text."]
     write(folder, "a.yaml", [hook({"tool": "ssh"}, "one", "Second text, longer.")])
@@ -610,8 +610,11 @@ def test_an_event_never_waits_for_a_hooks_parse_and_matches_the_last_loaded_set(
     assert "pay-legacy-1 is gone; use pay-2." in second.supplement
 
 
-def test_the_hooks_files_load_in_a_child_process_with_the_same_result_and_problems(tmp_path):
-    """The background load parses the YAML in a child process: the same hooks, the same one-line problems."""
+def test_the_hooks_files_load_in_a_child_process_with_the_same_result_and_problems(tmp_path, monkeypatch):
+    """The background load parses big files' YAML in a child process: the same hooks, the same one-line problems."""
+    from memtier_plugin.scheduling import hooks as hooks_mod
+
+    monkeypatch.setattr(hooks_mod, "CHILD_MIN_BYTES", 0)  # these small files too
     folder = tmp_path / "hooks"
     write(folder, "a.yaml", [WEEKEND, hook({"tool": "ssh"}, "ssh", "pay-legacy-1 is gone.")])
     write(folder, "b.yaml", [hook({"arg": {"path": "x", "matches": "(a+)+$"}}, "evil")])

@@ -68,6 +68,10 @@ MAX_ENTRY = 2000  # characters of an entry a hook carries (a delivery holds 6,00
 YAML_DEPTH = 24  # hooks / [i] / when / 8 levels of all/any/not / leaf / operator / [i]
 YAML_VALUES = 200_000  # values after alias expansion (1,000 hooks of ~64 nodes)
 EVENT_STEPS = 20_000  # evaluation steps one event may spend on all its hooks (~5-10 ms at worst)
+#: how long an event waits for the user's hooks files before their first load has finished (a process just
+#: started under load: a person's hook must hold from the first call). Never again after it: later loads
+#: run beside the events, which match the last loaded set.
+FIRST_LOAD_WAIT_S = 0.5
 EVENT_CANDIDATES = 5_000  # hooks one event may walk, in load order (the walk, not only evaluation, is bounded)
 MAX_ENTRIES, MAX_CHARS = 6, 6000  # MemSidecar's delivery budget
 TASK_TTL_S = 3600.0  # MemSidecar's task lifetime
@@ -225,6 +229,9 @@ def read_hooks_data(path: Path, pace: Callable[[], None] | None = None) -> Any:
 
 
 CHILD_TIMEOUT_S = 300.0
+#: the files of a load go to the child only from this many bytes on: a child interpreter costs 0.2-1 s to start
+#: (more under load), while a few KB of hooks parse here, paced, in milliseconds
+CHILD_MIN_BYTES = 64 * 1024
 
 
 def read_in_child(paths: list[str]) -> dict[str, bytes] | None:
@@ -288,7 +295,8 @@ class HookFiles:
 
     def refresh(self, pace: Callable[[], None] | None = None, in_child: bool = False) -> bool:
         """Load new and changed files, forget removed ones; True when the set of hooks changed. ``pace``: called
-        as the files are parsed; ``in_child``: their YAML is parsed in a child process (:func:`read_in_child`)."""
+        as the files are parsed; ``in_child``: their YAML is parsed in a child process (:func:`read_in_child`) when
+        they hold ``CHILD_MIN_BYTES`` or more."""
         try:
             entries = sorted((e for e in os.scandir(self.dir) if e.name.endswith(SUFFIXES)
                               and not e.name.startswith(".")), key=lambda e: e.name)
@@ -312,7 +320,8 @@ class HookFiles:
             old = self._files.get(e.name)
             if old is None or old[0] != sig:
                 todo.append((e.name, e.path, sig))
-        read = read_in_child([path for _, path, _ in todo]) if in_child and todo else None
+        big = sum(sig[1] for _, _, sig in todo) >= CHILD_MIN_BYTES
+        read = read_in_child([path for _, path, _ in todo]) if in_child and todo and big else None
         for name, path, sig in todo:
             changed = True
             try:
@@ -452,7 +461,8 @@ class HookScheduler:
 
     The hooks files are parsed in a background thread, never in an event: :meth:`load_in_background` (at
     start) and ``match`` when the folder is due for a look (every ``refresh_s``) start one unless one runs;
-    an event meanwhile matches the last loaded set (none before the first load ends). :meth:`refresh` loads
+    an event meanwhile matches the last loaded set. Before the files' first load has finished an event waits
+    for it, at most ``FIRST_LOAD_WAIT_S`` (the derived sources are not waited for). :meth:`refresh` loads
     in the caller's thread (tools, benchmarks); :meth:`wait_loaded` waits for a background load.
     """
 
@@ -483,6 +493,9 @@ class HookScheduler:
         self._loader_lock = threading.Lock()  # starting the background load
         self._loader: threading.Thread | None = None
         self._next_refresh = self._next_warning = float("-inf")
+        self._files_loaded = threading.Event()  # the files' first load finished (or there is no folder)
+        if self.files is None:
+            self._files_loaded.set()
 
     # ---- the hooks ---------------------------------------------------------------------------------
     def refresh(self, *, wait: bool = True, pace: Callable[[], None] | None = None, in_child: bool = False) -> None:
@@ -501,10 +514,12 @@ class HookScheduler:
                 with self._index_lock:
                     self._file_hooks = hooks
                     self._index = index if version == self._sources_version else self._index_of(hooks, self._sources)
+            self._files_loaded.set()
             # after the files: a source may wait for a room another thread is still making (the derived hooks
             # read the Global layer while the sidecar's warm-up loads the models); the user's files never wait
             self._poll_sources()
         finally:
+            self._files_loaded.set()  # a load that failed: events no longer wait for it
             self._load_lock.release()
 
     def load_in_background(self) -> threading.Thread | None:
@@ -662,6 +677,8 @@ class HookScheduler:
         now = self.clock()
         if now >= self._next_refresh and self.files is not None:
             self.load_in_background()  # never parsed here: this event matches the last loaded set
+        if not self._files_loaded.is_set():  # a process just started: the user's hooks hold from its first event
+            self._files_loaded.wait(FIRST_LOAD_WAIT_S)
         ev = Event(event_type, tool_name=tool_name, params=params, query=query, state=state)
         candidates, total = _candidates(self._index, ev, self.event_candidates)
         with self._lock:
