@@ -486,9 +486,57 @@ def test_pushing_again_is_a_no_op_and_a_torn_last_line_waits(pg, tenant, tmp_pat
     sync.ship_all()
     assert sync.pushed == 1
     again = Sync(cfg)
-    again.outbox._saved.clear()  # `memtier shared push --all`
+    again.outbox.reset()  # `memtier shared push --all`
     again.ship_all()
     assert again.pushed == 0, "what the engine holds is skipped by its id"
     assert len(engine_rows(pg, tenant)) == 1
     for s in (sync, again):
         s.engine.close()
+
+
+def test_a_hung_engine_is_bounded_by_the_timeouts_and_never_reaches_a_hook(tenant, tmp_path, monkeypatch):
+    """A peer that accepts and never answers (not a refusal): connects time out, the status says so, hooks
+    never notice."""
+    import socket
+    import threading
+
+    from memtier_plugin import plugin
+    from memtier_plugin.host import Host
+    from memtier_plugin.memory import reset_services
+    from memtier_plugin.shared.sync import read_status
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held, stop = [], threading.Event()
+
+    def accept():  # hold every connection open, say nothing (bounded by the test)
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    monkeypatch.setenv("MEMTIER_PG_DSN", f"postgresql://{APP}@127.0.0.1:{listener.getsockname()[1]}/postgres")
+    monkeypatch.setenv("MEMTIER_SHARED__CONNECT_TIMEOUT_S", "1")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    try:
+        reset_services()
+        host = Host()
+        host.register(plugin, "memtier")
+        times = [_turn(host, ws, i) for i in range(3)]
+        assert wait_for(lambda: read_status(ws / "memory").get("online") is False, timeout=15), read_status(ws / "memory")
+        times += [_turn(host, ws, i) for i in range(3, 8)]
+        assert max(times) < 2.0, times
+        st = read_status(ws / "memory")
+        assert st["backlog_bytes"] > 0 and st["offline_since"] and held, st
+    finally:
+        reset_services()
+        stop.set()
+        t.join(5)
+        for c in held:
+            c.close()
+        listener.close()

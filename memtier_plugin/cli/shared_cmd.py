@@ -139,7 +139,7 @@ def push(state, everything, as_json):
 
     sync = Sync(cfg)
     if everything:
-        sync.outbox._saved.clear()
+        sync.outbox.reset()
     t0 = time.perf_counter()
     try:
         lines = sync.ship_all()

@@ -61,11 +61,8 @@ class Outbox:
         if key not in self._readers:
             r = TailReader(path)
             ino, offset = self._saved.get(key, [None, 0])
-            try:
-                if ino is not None and os.stat(path).st_ino == ino and os.path.getsize(path) >= offset:
-                    r.offset, r._ino = int(offset), ino
-            except OSError:
-                pass
+            if ino is not None:
+                r.resume(offset, ino)  # TailReader reads a replaced or shorter file from its start
             self._readers[key] = (tier, r)
         return self._readers[key][1]
 
@@ -87,9 +84,14 @@ class Outbox:
         """Every line read so far is in the engine: save each file's offset."""
         with self._lock:
             for key, (_tier, r) in self._readers.items():
-                if r._ino is not None:
-                    self._saved[key] = [r._ino, r.offset]
+                if r.inode is not None:
+                    self._saved[key] = [r.inode, r.offset]
             save_json(self.path, self._saved)
+
+    def reset(self) -> None:
+        """Ship every line again from the start (``memtier shared push --all``: the engine skips what it holds)."""
+        self._saved.clear()
+        self._readers.clear()
 
     def rewind(self) -> None:
         """Forget what was read but not acknowledged (a push failed): it is read again next time."""

@@ -41,8 +41,8 @@ def _lock_key(tenant: str, tier: str, scope: str, key: str) -> str:
 def engine_retirement(row: Row, old_id: str, by_id: str, ts: float) -> Row:
     """The retirement the engine decides: ``old_id`` is retired by ``by_id`` (in ``row``'s tier and scope)."""
     if row.tier == "global":
-        rec = node_retirement(old_id, by_id, ts, "revised on another host" if old_id != row.id
-                              else "stated before the current version")
+        rec = node_retirement(old_id, by_id, ts, f"{row.body.get('attribute') or 'revised'} revised (decided by the "
+                              "shared tier)" if old_id != row.id else "stated before the current version")
     else:
         rec = {"v": jsonl.SCHEMA_VERSION, "kind": "superseded", "id": derived_id("sx", ts, old_id, by_id),
                "fact_id": old_id, "by": by_id, "project": row.scope, "timestamp": utc_iso(ts)}

@@ -234,6 +234,15 @@ class TailReader:
         self.restarted = False
         self._ino: int | None = None
 
+    def resume(self, offset: int, inode: int | None) -> None:
+        """Start at ``offset`` of the file with ``inode`` (a saved position); another file there, or a shorter
+        one, is read from its start at the next :meth:`read`."""
+        self.offset, self._ino = max(0, int(offset)), inode
+
+    @property
+    def inode(self) -> int | None:
+        return self._ino
+
     def read(self) -> Iterator[tuple[int, int, dict | None]]:
         self.restarted = False
         try:
