@@ -540,3 +540,11 @@ def test_a_hung_engine_is_bounded_by_the_timeouts_and_never_reaches_a_hook(tenan
         for c in held:
             c.close()
         listener.close()
+
+
+def test_a_refused_engine_is_one_line_naming_the_cause(tenant, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMTIER_PG_DSN", "postgresql://nobody@127.0.0.1:1/x")
+    for command in ("push", "pull", "doctor"):
+        r = run_cli("-w", str(tmp_path / "ws"), "shared", command, check=False)
+        assert r.returncode != 0 and "Connection refused" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -142,6 +142,7 @@ def push(state, everything, as_json):
         sync.outbox.reset()
     t0 = time.perf_counter()
     try:
+        sync.engine.check()
         lines = sync.ship_all()
     except ENGINE_ERRORS as exc:
         raise _engine_error(exc) from None
@@ -165,6 +166,7 @@ def pull(state, as_json):
     if not sync._take_lock():
         raise MemtierError(f"{cfg.memory_root}: a running memtier process syncs this workspace and pulls already")
     try:
+        sync.engine.check()
         n = sync.pull_once()
     except ENGINE_ERRORS as exc:
         raise _engine_error(exc) from None

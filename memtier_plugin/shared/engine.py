@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import os
 import threading
 from typing import Iterator
@@ -29,6 +30,11 @@ try:  # psycopg_pool's own timeout
     ENGINE_ERRORS = (*ENGINE_ERRORS, PoolTimeout)
 except ImportError:  # pragma: no cover - every psycopg_pool 3.x has it
     pass
+
+
+# The pool logs a warning for every failed reconnection attempt; while an engine is down that is a line every few
+# seconds. The sync reports an outage itself, once, with its start and backlog (memtier shared status).
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
 def dsn_from_env(name: str, what: str = "shared.dsn_env") -> str:
@@ -86,6 +92,11 @@ class Engine:
         """A dedicated session connection (LISTEN, the leader's lock), outside the pool."""
         self._count()
         return psycopg.connect(self.dsn, autocommit=autocommit, **self.kwargs)
+
+    def check(self) -> None:
+        """Connect once, outside the pool, so a command's error names the real cause ("Connection refused",
+        "password authentication failed") rather than the pool's timeout."""
+        self.connect().close()
 
     def close(self) -> None:
         with self._lock:
