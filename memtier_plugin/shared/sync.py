@@ -84,6 +84,7 @@ class Sync:
         self._wake_ship = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock_fd: int | None = None
+        self._next_report = 0.0
         self._status_lock = threading.Lock()
         self.status = {"backend": "postgres", "tenant": self.engine.tenant, "host": self.host, "online": None,
                        "offline_since": None, "last_error": None, "role": "starting", "pid": os.getpid()}
@@ -166,6 +167,7 @@ class Sync:
                     conn.execute(f"LISTEN {CHANNEL}")
                 self.puller.pull_once()
                 self._set(online=True, last_error=None)
+                self._report_host()
                 backoff = 0.5
                 while not self._stop.is_set():
                     self.leader.tick(conn)
@@ -180,6 +182,7 @@ class Sync:
                             self._stop.wait(wait)
                     if self.puller.pull_once() or woken:
                         self._set(online=True)
+                    self._report_host()
             except ENGINE_ERRORS as exc:
                 self.leader.lost()
                 self._offline(exc)
@@ -195,6 +198,20 @@ class Sync:
                         conn.close()
                     except Exception:  # noqa: BLE001 -- closing a broken connection
                         pass
+
+    def _report_host(self) -> None:
+        """This host's place in the feed, for `memtier shared status --check` on any host (at most every
+        ``shared.pull_interval_s``)."""
+        now = time.monotonic()
+        if now < self._next_report:
+            return
+        self._next_report = now + self.config.shared.pull_interval_s
+        from .. import __version__
+
+        with self.engine.tx() as cur:
+            cur.execute("INSERT INTO memtier_hosts (tenant, host, cursor, seen, version) VALUES (%s, %s, %s, now(), %s) "
+                        "ON CONFLICT (tenant, host) DO UPDATE SET cursor = EXCLUDED.cursor, seen = now(), "
+                        "version = EXCLUDED.version", (self.engine.tenant, self.host, self.puller.cursor, __version__))
 
     def _take_lock(self) -> bool:
         path = self.root / SUB / "sync.lock"
