@@ -275,8 +275,9 @@ class SharedConfig:
     admin_dsn_env: str = "MEMTIER_PG_ADMIN_DSN"
     tenant: str = ""  # the user or team whose memory this is ("" = the OS user's name)
     host_id: str = ""  # this host's name in the fleet ("" = the machine's host name)
-    tiers: list = field(default_factory=lambda: ["semantic", "global", "procedural", "state"],
-                        metadata={"item_choices": ("semantic", "global", "procedural", "state")})
+    # which tiers are shared; "forgotten": a forget on one host holds on every host (ids only)
+    tiers: list = field(default_factory=lambda: ["semantic", "global", "procedural", "state", "forgotten"],
+                        metadata={"item_choices": ("semantic", "global", "procedural", "state", "forgotten")})
     pull_interval_s: float = field(default=5.0, metadata=_rng(0.05, 3600))  # the safety net when a NOTIFY is lost
     notify: bool = True  # LISTEN for other hosts' writes (freshness of one round trip)
     ship_interval_s: float = field(default=0.1, metadata=_rng(0.01, 60))  # how often new local lines are looked for

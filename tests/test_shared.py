@@ -549,3 +549,31 @@ def test_a_refused_engine_is_one_line_naming_the_cause(tenant, tmp_path, monkeyp
         r = run_cli("-w", str(tmp_path / "ws"), "shared", command, check=False)
         assert r.returncode != 0 and "Connection refused" in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_forget_on_one_host_holds_on_every_host(pg, tenant, tmp_path):
+    """`memtier forget` on host A: the tombstone (ids only) travels like the rest, and host B stops delivering
+    the item; a purge stays on the host that ran it (each host removes the text from its own files)."""
+    from memtier_plugin.shared.sync import Sync
+    from memtier_plugin.store.tombstones import Forgotten
+
+    a, b = host_config(tmp_path / "a", "a"), host_config(tmp_path / "b", "b")
+    GlobalStore(a.memory_root).upsert([Candidate("preference", "I always want an aisle seat", "seat", ["e1"])],
+                                      agent_id="main", session_id="s", project="travel", ts=time.time())
+    sa, sb = Sync(a), Sync(b)
+    try:
+        sa.ship_all()
+        assert sb.pull_once() == 1
+        node = GlobalStore(b.memory_root).current()[0].id
+        ask = ("-w", str(tmp_path / "b"), "search", "--project", "travel", "--json", "book me an aisle seat")
+        assert node in run_cli(*ask).stdout
+        run_cli("-w", str(tmp_path / "a"), "forget", node, "--yes", "--purge")
+        sa.ship_all()
+        assert sb.pull_once() == 1
+        assert node in Forgotten(b.memory_root).ids()
+        assert node not in run_cli(*ask).stdout, "host B no longer delivers what the user forgot on host A"
+        kinds = [json.loads(x)["kind"] for x in (b.memory_root / "forgotten.jsonl").read_text().splitlines()]
+        assert kinds == ["forget"], "the purge record stays on host A"
+    finally:
+        sa.engine.close()
+        sb.engine.close()

@@ -19,10 +19,13 @@ import orjson
 
 from ..layers.global_layer import FILE as GLOBAL_FILE, SUB as GLOBAL_SUB, node_problem
 from ..layers.workspace_layer import skill_problem
+from ..store import tombstones
 from ..store.paths import is_valid_id, parse_iso
 from ..store.semantic import fact_problem, project_filename, revision_key, to_fact
 
-TIERS = ("semantic", "global", "procedural", "state")
+#: "forgotten": what the user told memory to forget (``forget`` records, ids only), so a forget on one host holds
+#: on every host. A ``purged`` record is not shared: each host removes the text from its own files.
+TIERS = ("semantic", "global", "procedural", "state", "forgotten")
 MAX_BODY_BYTES = 64 * 1024  # a ledger line is a few KB; a bigger row is not ours
 MARKERS = ("superseded", "retired")
 
@@ -45,6 +48,8 @@ def tier_files(memory_root: Path, tiers) -> Iterator[tuple[str, Path]]:
     for tier in tiers:
         if tier == "global":
             yield tier, root / GLOBAL_SUB / GLOBAL_FILE
+        elif tier == "forgotten":
+            yield tier, tombstones.path(root)
         else:
             d = root / tier
             if d.is_dir():
@@ -55,6 +60,8 @@ def local_path(memory_root: Path, tier: str, scope: str) -> Path:
     root = Path(memory_root)
     if tier == "global":
         return root / GLOBAL_SUB / GLOBAL_FILE
+    if tier == "forgotten":
+        return tombstones.path(root)
     return root / tier / project_filename(scope)
 
 
@@ -64,6 +71,9 @@ def problem(tier: str, rec: dict) -> str | None:
         return fact_problem(rec)
     if tier == "global":
         return node_problem(rec)
+    if tier == "forgotten":
+        p = tombstones.problem(rec)
+        return p or (None if rec.get("kind") == "forget" else "a purge is not shared (each host purges its own files)")
     if tier in ("procedural", "state"):
         p = skill_problem(rec)
         if p is None and rec.get("kind") != ("skill" if tier == "procedural" else "state"):
@@ -102,6 +112,8 @@ def to_row(tier: str, rec: dict, scope_hint: str = "") -> Row | None:
         key = revision_key(to_fact(rec))
         return Row(tier, scope, rid, kind, f"{key[0]}\x1f{key[1]}" if key else None, rec.get("supersedes") or None,
                    _stated(rec.get("effective_time"), rec.get("timestamp")), rec)
+    if tier == "forgotten":
+        return Row(tier, "*", rid, kind, None, None, _stated(rec.get("at")), rec)
     if tier == "global":
         if kind == "retired":
             return Row(tier, "*", rid, kind, None, rec["node_id"], 0.0, rec)

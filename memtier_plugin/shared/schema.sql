@@ -2,10 +2,10 @@
 -- advisory lock, so hosts may run it at once; every statement is idempotent.
 CREATE TABLE IF NOT EXISTS memtier_records (
   tenant      text   NOT NULL,
-  tier        text   NOT NULL CHECK (tier IN ('semantic', 'global', 'procedural', 'state')),
+  tier        text   NOT NULL CHECK (tier IN ('semantic', 'global', 'procedural', 'state', 'forgotten')),
   scope       text   NOT NULL,          -- the project, or '*' for the Global layer
   id          text   NOT NULL,          -- the ledger record's own id (sf-, gk-, up-, sk-, ws-, sx-)
-  kind        text   NOT NULL,          -- fact | superseded | knowledge | retired | skill | state
+  kind        text   NOT NULL,          -- fact | superseded | knowledge | retired | skill | state | forget
   rev_key     text,                     -- what supersession is keyed on (subject+attribute, scope+attribute)
   target      text,                     -- the record this one retires, if any
   stated_at   double precision NOT NULL DEFAULT 0,  -- statement time (epoch seconds): it decides the head
