@@ -27,7 +27,6 @@ the cache holds exactly that number.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections import OrderedDict
@@ -37,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from . import paths as model_paths
-from .embedders import onnx_runtime_present, onnx_session, tokenizer_class
+from .embedders import LoadOnce, onnx_runtime_present, onnx_session, pinned_bytes, tokenizer_class
 from ..errors import MemtierError
 
 MODEL_NAME = model_paths.JUDGE_NAME
@@ -63,13 +62,14 @@ def model_folder(configured: str = "") -> Path:
     return model_paths.models_dir(configured) / MODEL_NAME
 
 
-class Judge:
+class Judge(LoadOnce):
     """``score(pairs)`` → P(the text goes against the preference) for each (preference, text) pair.
 
     Loads on first use (both files' SHA-256 checked against the pins), one intra-op thread by default so it
     shares a 2-core machine. Thread-safe: one session, scores cached under a lock."""
 
     name = MODEL_NAME
+    unavailable = JudgeUnavailable
 
     def __init__(self, folder: str | Path | None = None, *, intra_op_num_threads: int = 1, verify: bool = True,
                  cache_size: int = CACHE_SIZE) -> None:
@@ -77,10 +77,8 @@ class Judge:
         self.intra_op_num_threads = int(intra_op_num_threads)
         self.verify = verify
         self.cache_size = int(cache_size)
-        self._session: Any = None
         self._tokenizer: Any = None
-        self._error: JudgeUnavailable | None = None
-        self._lock = threading.Lock()  # load, and the cache
+        self._init_once()  # self._lock guards the load and the cache
         self._run_lock = threading.Lock()  # one ONNX call at a time (a timed-out call may still be running)
         self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
 
@@ -88,30 +86,10 @@ class Judge:
         """True when onnxruntime, tokenizers and the model files are present (not yet verified)."""
         return onnx_runtime_present() and all((self.folder / n).is_file() for n in (MODEL_FILE, TOKENIZER_FILE))
 
-    def load(self) -> Judge:
-        """Tokenizer and ONNX session, once; a failure is remembered and raised again without re-reading."""
-        with self._lock:
-            if self._error is not None:
-                raise self._error
-            if self._session is None:
-                try:
-                    self._load()
-                except JudgeUnavailable as exc:
-                    self._error = exc
-                    raise
-        return self
-
     def _load(self) -> None:
         Tokenizer = tokenizer_class(JudgeUnavailable, SETUP_HINT)
-        model, tok_path = self.folder / MODEL_FILE, self.folder / TOKENIZER_FILE
-        for p in (model, tok_path):
-            if not p.is_file():
-                raise JudgeUnavailable(f"{p} not found: {SETUP_HINT}")
-        model_bytes, tok_bytes = model.read_bytes(), tok_path.read_bytes()
-        if self.verify:
-            for p, data in ((model, model_bytes), (tok_path, tok_bytes)):
-                if hashlib.sha256(data).hexdigest() != PINNED[p.name]:
-                    raise JudgeUnavailable(f"{p} fails its sha256 check; fetch it again: {SETUP_HINT}")
+        model_bytes, tok_bytes = pinned_bytes([self.folder / MODEL_FILE, self.folder / TOKENIZER_FILE], PINNED,
+                                              JudgeUnavailable, SETUP_HINT, self.verify)
         try:
             tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
             tok.enable_truncation(max_length=MAX_LENGTH, strategy="longest_first")
