@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import synthetic_prefeval as synth
 from conftest import run_cli
+from test_policy import _policy_workspace
 from memtier_plugin.cli import cli
 from memtier_plugin.config import load_config
 from memtier_plugin.errors import ConfigError
@@ -197,36 +198,20 @@ def test_judge_scores_that_are_not_probabilities_are_refused():
 # ---------------------------------------------------------------- at pre_tool
 
 
-def _judge_policy_memory(tmp_path, **flags):
+def _judge_policy_memory(tmp_path, **scheduling):
     """(Memory, ctx) of a workspace, through the host, whose policy reads the judge's features and always holds
-    (lexical features): a session stating a preference, then a task's prompt; ``flags`` are scheduling keys."""
-    from memtier_plugin import plugin
-    from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent
-    from memtier_plugin.host import Host
-    from memtier_plugin.memory import memory_for, reset_services
+    (lexical features): a session stating a preference, then a task's prompt; ``scheduling``: more keys."""
+    from memtier_plugin.events import PromptEvent
+    from memtier_plugin.memory import memory_for
 
-    ws = tmp_path / "ws"
-    ws.mkdir()
     pol = Policy.zero(names=FEATURES + EVIDENCE_FEATURES + JUDGE_FEATURES)
     pol.bias[ACTIONS.index("intervene")] = 5.0
-    write_policy(ws / "memtier-policy.yaml", pol)
     judge_dir = tmp_path / "judge-models"
     (judge_dir / MODEL_NAME).mkdir(parents=True)
     for name in ("policy_nli_int8.onnx", "tokenizer.json"):  # present (available); the stand-in scores
         (judge_dir / MODEL_NAME / name).write_bytes(b"x")
-    keys = {"policy": "memtier-policy.yaml", "judge_model_dir": str(judge_dir), **flags}
-    (ws / "memtier.yaml").write_text("standing:\n  embedder: none\nscheduling:\n  mode: combined\n"
-                                     + "".join(f"  {k}: {v}\n" for k, v in keys.items()))
-    reset_services()
-    host = Host()
-    host.register(plugin, "memtier")
-
-    def ctx(n):
-        return HookContext(agent_id="main", session_id=f"s{n}", run_id=f"r{n}", project="food", workspace_dir=str(ws))
-
-    host.before_prompt_build(PromptEvent("I avoid anything with peanuts or peanut sauce."), ctx(0))
-    host.agent_end(AgentEndEvent(success=True), ctx(0))
-    host.session_end(SessionEndEvent(reason="completed"), ctx(0))
+    host, ctx = _policy_workspace(tmp_path / "ws", pol, "I avoid anything with peanuts or peanut sauce.",
+                                  {"judge_model_dir": str(judge_dir), **scheduling})
     host.before_prompt_build(PromptEvent("Suggest a dinner recipe with noodles"), ctx(1))
     mem = memory_for(ctx(1))
 
@@ -298,7 +283,8 @@ def test_a_judge_policy_without_the_judge_is_refused_once_and_the_fixed_rule_dec
 def test_without_the_model_no_judge_feature_is_traced_and_other_policies_never_load_it(tmp_path, monkeypatch):
     from memtier_plugin.events import ToolCallEvent
 
-    mem, ctx = _judge_policy_memory(tmp_path, policy="none", judge_model_dir=str(tmp_path / "empty"))
+    mem, ctx = _judge_policy_memory(tmp_path, judge_model_dir=str(tmp_path / "empty"))
+    mem.config.scheduling.policy = "none"  # tracing, as `memtier train policy` does
     mem.collect_policy_features = mem.collect_policy_judge = True
     mem.on_pre_tool(ToolCallEvent("select_option", {"option": "peanut noodles"}), ctx)
     feats = mem.last_decision.features

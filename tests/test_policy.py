@@ -484,9 +484,10 @@ def test_with_the_real_models_evidence_selection_and_the_cross_encoder_read_the_
     assert violate["max_conflict"] > follow["max_conflict"]
 
 
-def _policy_workspace(ws, policy: Policy, preference: str):
-    """(host, ctx) of a new workspace whose config names ``policy`` (lexical features), after a session in
-    which the user stated ``preference``; ``ctx(n)`` is run n's context (session s<n>)."""
+def _policy_workspace(ws, policy: Policy, preference: str, scheduling: dict | None = None):
+    """(host, ctx) of a new workspace whose config names ``policy`` (lexical features) and the other
+    ``scheduling`` keys, after a session in which the user stated ``preference``; ``ctx(n)`` is run n's context
+    (session s<n>)."""
     from memtier_plugin import plugin
     from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent
     from memtier_plugin.host import Host
@@ -495,7 +496,8 @@ def _policy_workspace(ws, policy: Policy, preference: str):
     ws.mkdir()
     write_policy(ws / "memtier-policy.yaml", policy)
     (ws / "memtier.yaml").write_text("standing:\n  embedder: none\nscheduling:\n  mode: combined\n"
-                                     "  policy: memtier-policy.yaml\n")
+                                     "  policy: memtier-policy.yaml\n"
+                                     + "".join(f"  {k}: {v}\n" for k, v in (scheduling or {}).items()))
     reset_services()
     host = Host()
     host.register(plugin, "memtier")
