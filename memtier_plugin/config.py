@@ -206,6 +206,11 @@ class SchedulingConfig:
     # the policy's evidence and features (an embedding on a task's first call) get this long; past it the
     # call gets a supplement saying the check did not finish (never a silent allow), the work finishes aside
     policy_timeout_ms: float = field(default=500.0, metadata=_rng(1, 60000))
+    # the pair model (`memtier model setup --judge`, docs/models.md) for a policy that reads its features: auto
+    # when it is fetched; none never loads it (such a policy is then refused and the fixed rule decides). Its
+    # scores share policy_timeout_ms: past it the call is decided without them (docs/learning.md, "The judge")
+    judge: str = field(default="auto", metadata={"choices": ("auto", "none")})
+    judge_model_dir: str = ""  # where the judge's folder is ("": the models folder, docs/models.md)
 
 
 @dataclass

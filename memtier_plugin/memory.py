@@ -53,6 +53,7 @@ class Memory(Rooms):
         self.runs = Runs()
         self.collect_policy_features = False  # evaluation and training: trace the policy features without a policy
         self.collect_policy_pairs = False  # ... and the cross-encoder's (call, clause) features with them
+        self.collect_policy_judge = False  # ... and the pair model's (models/judge.py) when it is set up
         self.last_decision = None  # the last pre_tool decision (intervention.rules.Decision), for evaluation
         self._state_sessions: OrderedDict[str, None] = OrderedDict()  # sessions offered the working state
 
@@ -246,7 +247,7 @@ class Memory(Rooms):
         decision = self.last_decision = self.pre_commit.decide(
             tool, params, task=state.task_text(), state=state, project=ctx.project,
             agent_id=ctx.agent_id, ts=ts, collect_features=self.collect_policy_features,
-            collect_pairs=self.collect_policy_pairs)
+            collect_pairs=self.collect_policy_pairs, collect_judge=self.collect_policy_judge)
         traces.append(self.config.memory_root, ctx.agent_id, traces.decision_record(
             ts=ts, run_id=ctx.run_id, agent_id=ctx.agent_id, session_id=ctx.session_id, tool=tool,
             tool_call_id=clean_id(event.tool_call_id), action=decision.action,

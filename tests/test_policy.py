@@ -484,9 +484,10 @@ def test_with_the_real_models_evidence_selection_and_the_cross_encoder_read_the_
     assert violate["max_conflict"] > follow["max_conflict"]
 
 
-def _policy_workspace(ws, policy: Policy, preference: str):
-    """(host, ctx) of a new workspace whose config names ``policy`` (lexical features), after a session in
-    which the user stated ``preference``; ``ctx(n)`` is run n's context (session s<n>)."""
+def _policy_workspace(ws, policy: Policy, preference: str, scheduling: dict | None = None):
+    """(host, ctx) of a new workspace whose config names ``policy`` (lexical features) and the other
+    ``scheduling`` keys, after a session in which the user stated ``preference``; ``ctx(n)`` is run n's context
+    (session s<n>)."""
     from memtier_plugin import plugin
     from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent
     from memtier_plugin.host import Host
@@ -495,7 +496,8 @@ def _policy_workspace(ws, policy: Policy, preference: str):
     ws.mkdir()
     write_policy(ws / "memtier-policy.yaml", policy)
     (ws / "memtier.yaml").write_text("standing:\n  embedder: none\nscheduling:\n  mode: combined\n"
-                                     "  policy: memtier-policy.yaml\n")
+                                     "  policy: memtier-policy.yaml\n"
+                                     + "".join(f"  {k}: {v}\n" for k, v in (scheduling or {}).items()))
     reset_services()
     host = Host()
     host.register(plugin, "memtier")
@@ -775,7 +777,7 @@ def test_the_widest_policy_train_may_write_is_one_read_policy_reads(tmp_path):
 def test_train_policy_hidden_is_bounded_by_what_a_policy_file_holds(tmp_path):
     """`--hidden` past MAX_HIDDEN is one line at the CLI (exit 2, nothing written); at MAX_HIDDEN over every
     feature, the file it writes is one read_policy reads."""
-    from memtier_plugin.intervention.policy import CROSS_FEATURES, KNOWN_FEATURES, MAX_HIDDEN
+    from memtier_plugin.intervention.policy import CROSS_FEATURES, JUDGE_FEATURES, KNOWN_FEATURES, MAX_HIDDEN
 
     root = synth.write(tmp_path / "prefeval_dev")
     out = tmp_path / "wide.yaml"
@@ -787,9 +789,9 @@ def test_train_policy_hidden_is_bounded_by_what_a_policy_file_holds(tmp_path):
     run_cli("train", "policy", str(root), "--turns", "3", "--epochs", "1", "-q", "--json", "--out",
             str(tmp_path / "first.yaml"), "--rows-out", str(rows), env=LEXICAL)
     lines = [json.loads(line) for line in rows.read_text().splitlines()]
-    for r in lines:  # as if traced with the cross-encoder: every known feature present
+    for r in lines:  # as if traced with the cross-encoder and the judge: every known feature present
         if r.get("features"):
-            r["features"].update({k: 0.5 for k in CROSS_FEATURES})
+            r["features"].update({k: 0.5 for k in CROSS_FEATURES + JUDGE_FEATURES})
     rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
     run_cli("train", "policy", str(root), "--from-rows", str(rows), "--hidden", str(MAX_HIDDEN), "--epochs", "2",
             "--features", ",".join(KNOWN_FEATURES), "-q", "--json", "--out", str(out), env=LEXICAL)

@@ -686,21 +686,30 @@ def intervention_cmd(state, path, limit, turns, topics, policy_file, as_json, js
     for note in info["notes"]:
         click.echo(f"memtier eval: {note}", err=True)
     rows = result["rows"]
-    from ..intervention.policy import is_default, policy_path
+    from ..intervention.policy import is_default, load_policy, policy_path
 
     chosen = policy_path(cfg)  # 'default': the policy memtier ships (docs/learning.md); unset: the fixed rule
     decision = "fixed rule" if chosen is None else f"{'default policy' if is_default(chosen) else 'policy'} {chosen}"
     if chosen is not None and is_default(chosen):
-        from ..intervention.policy import load_policy
-
         need = load_policy(chosen).embedder
         if need and info["standing_embedder"] != need:  # pre_tool left the default aside: say what decided
             decision = f"fixed rule (the default policy reads {need}, which standing.embedder does not give here)"
             chosen = None
+    judge = None
+    if chosen is not None and load_policy(chosen).uses_judge:
+        from ..models.judge import MODEL_NAME as JUDGE_NAME, Judge, model_folder as judge_folder
+
+        if cfg.scheduling.judge == "none" or not Judge(judge_folder(cfg.scheduling.judge_model_dir)).available():
+            decision = f"fixed rule ({chosen} reads the judge, which is not set up or is none here)"
+            chosen = None
+        else:  # which judge read the calls, and how many it missed (decided without it)
+            missed = [r["judge_missed"] for r in rows["memtier"] if r.get("judge_missed")]
+            judge = {"model": JUDGE_NAME, "calls_without_it": {k: missed.count(k) for k in sorted(set(missed))}}
+            decision += f", with the judge {JUDGE_NAME}"
     doc = {"memtier": iv.metrics(rows["memtier"]), "baseline": iv.metrics(rows["baseline"]), "meta": {
         "benchmark": "prefeval-intervention", "path": str(root), "questions": result["questions"], "limit": limit,
         "turns": turns,
-        "topics": _topic_list(topics), "decision": decision, "mode": cfg.scheduling.mode,
+        "topics": _topic_list(topics), "decision": decision, "judge": judge, "mode": cfg.scheduling.mode,
         "policy": str(chosen) if chosen else None, "preset": cfg.preset,
         "config": None if cfg.source == "<defaults>" else cfg.source, "standing_embedder": cfg.standing.embedder,
         "embedder": info["embedder"], "standing_embedder_used": info["standing_embedder"],

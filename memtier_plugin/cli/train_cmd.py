@@ -260,13 +260,17 @@ DEFAULT_POLICY_OUT = "memtier-policy.yaml"
 @click.option("--features", "feature_set", default="evidence", show_default=True,
               help="What the policy reads: base (the best standing item: format-1 files), evidence (also the "
                    "item of the top 3 the call conflicts with most), ranked (also each of the top 3), pairs "
-                   "(evidence plus the cross-encoder's (call, clause) scores: needs --cross-encoder), or a "
+                   "(evidence plus the cross-encoder's (call, clause) scores: needs --cross-encoder), judge "
+                   "(evidence plus the pair model's scores of the top 3 items, both phrasings: needs --judge), or a "
                    "comma-separated list of feature names.")
 @click.option("--hidden", type=int, default=0, show_default=True, callback=lambda c, p, v: _hidden_units(v),
               help="Units of one tanh hidden layer (0: a linear policy; at most 256, what a policy file may hold).")
 @click.option("--cross-encoder", "pairs", is_flag=True,
               help="Also trace the cross-encoder's (call, clause) features (two pairs a call, ~25 ms each here; "
                    "needs `memtier model setup --reranker`).")
+@click.option("--judge", "judge", is_flag=True,
+              help="Also trace the pair model's features (its two phrasings of up to 3 (item, call) pairs a call, "
+                   "~0.1 s a pair here; needs `memtier model setup --judge`).")
 @click.option("--with-traces", "with_traces", is_flag=True,
               help="Also train on the workspace's real runs: pre_tool decisions traced with the policy's features, "
                    "labelled by what happened to the call and the run (docs/learning.md).")
@@ -274,7 +278,7 @@ DEFAULT_POLICY_OUT = "memtier-policy.yaml"
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @click.pass_obj
 def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr, out_path, rows_out, rows_in,
-           feature_set, hidden, pairs, with_traces, as_json, quiet):
+           feature_set, hidden, pairs, judge, with_traces, as_json, quiet):
     """Learn the pre_tool intervention policy (silent / supplement / intervene) on PrefEval with GRPO.
 
     PATH is the PrefEval folder (or its parent). Every question of the
@@ -318,7 +322,14 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
 
             if not CrossEncoder(model_folder(cfg.rerank.model_dir)).available():
                 raise ConfigError(f"--cross-encoder: the cross-encoder is not set up: {SETUP_HINT}")
-        result, info = iv.run_config(cfg, root, limit=limit, turns=turns, collect=True, pairs=pairs,
+        if judge:
+            from ..models.judge import SETUP_HINT as JUDGE_HINT, Judge, model_folder as judge_folder
+
+            off = cfg.scheduling.judge == "none"
+            if off or not Judge(judge_folder(cfg.scheduling.judge_model_dir)).available():
+                raise ConfigError(f"--judge: the judge is {'none (scheduling.judge)' if off else 'not set up'}: "
+                                  f"{JUDGE_HINT}")
+        result, info = iv.run_config(cfg, root, limit=limit, turns=turns, collect=True, pairs=pairs, judge=judge,
                                      progress=None if quiet else Progress(quiet).bound)
     rows, base = result["rows"]["memtier"], result["rows"]["baseline"]
     train_rows = [r for r in rows if r["topic"] in chosen]
@@ -410,12 +421,13 @@ def _real_run_rows(memory_root: Path, names: tuple) -> dict:
 def _feature_names(spec: str) -> tuple:
     """The features ``--features`` names: a preset or a comma-separated list (ConfigError: unknown names)."""
     from ..intervention.policy import (
-        CROSS_FEATURES, EVIDENCE_FEATURES, FEATURES, KNOWN_FEATURES, RANKED_FEATURES,
+        CROSS_FEATURES, EVIDENCE_FEATURES, FEATURES, JUDGE_FEATURES, KNOWN_FEATURES, RANKED_FEATURES,
     )
 
     presets = {"base": FEATURES, "evidence": FEATURES + EVIDENCE_FEATURES,
                "ranked": FEATURES + EVIDENCE_FEATURES + RANKED_FEATURES,
-               "pairs": FEATURES + EVIDENCE_FEATURES + CROSS_FEATURES}
+               "pairs": FEATURES + EVIDENCE_FEATURES + CROSS_FEATURES,
+               "judge": FEATURES + EVIDENCE_FEATURES + JUDGE_FEATURES}
     if spec.strip() in presets:
         return presets[spec.strip()]
     chosen = tuple(n.strip() for n in spec.split(",") if n.strip())

@@ -38,6 +38,7 @@ from . import prefeval as pe
 
 OPTIONS_DIR = "mcq_options"
 TOOL = "select_option"
+JUDGE_MISSES = ("judge_timeout", "judge_error", "judge_unavailable")  # a call decided without the judge, and why
 BM25_TOP = 4  # the README's rule: block when the question's own preference is in the top 4
 MEASURES = ("precision", "recall", "false_interrupt_rate", "supplement_rate", "decision_p50_ms",
             "decision_p95_ms", "n")
@@ -136,6 +137,7 @@ class MemtierIntervention(pe.MemtierPrefEval):
     options: dict = field(default_factory=dict)
     collect: bool = True
     pairs: bool = False  # with collect: the cross-encoder's features too
+    judge: bool = False  # with collect: the pair model's features too (models.judge)
 
     def score(self, ws: Path, q: pe.Question, lay: pe.Layout, keys: dict) -> list[dict]:
         from ..events import PromptEvent, ToolCallEvent
@@ -144,6 +146,7 @@ class MemtierIntervention(pe.MemtierPrefEval):
         mem = self._memory(ctx)
         mem.collect_policy_features = self.collect
         mem.collect_policy_pairs = self.collect and self.pairs  # when the cross-encoder can run
+        mem.collect_policy_judge = self.collect and self.judge  # when the judge is set up
         self.host.before_prompt_build(PromptEvent(q.text, timestamp=lay.now), ctx)
         rows, gold = [], lay.gold(q)
 
@@ -168,6 +171,7 @@ class MemtierIntervention(pe.MemtierPrefEval):
             rows.append({"topic": q.topic, "index": q.index, "option": k, "label": label(k), "action": action,
                          "ms": ms, "rule_action": feats.get("rule_action", d.action if d is not None else None),
                          "explicit_choice": bool(feats.get("explicit_choice")),
+                         "judge_missed": next((k for k in JUDGE_MISSES if feats.get(k)), None),
                          "features": feats.get("policy_features"),
                          "evidence": [e.id for e in d.evidence] if d is not None else [],
                          "evidence_is_own": None if top is None else own(top),
@@ -249,10 +253,11 @@ def table(doc: dict[str, Any]) -> str:
 
 def run_config(cfg, root: Path, *, topics: Sequence[str] | None = None, limit: int | None = None,
                turns: int = 300, workdir: Path | None = None, collect: bool = True, pairs: bool = False,
-               progress=None) -> tuple[dict[str, Any], dict]:
+               judge: bool = False, progress=None) -> tuple[dict[str, Any], dict]:
     """:func:`run` with the effective config ``cfg`` written into every workspace (a temporary folder unless
     ``workdir`` keeps them); (result, meta about the memtier side). ``pairs``: trace the cross-encoder's
-    features too (policy.CROSS_FEATURES; two pairs a call)."""
+    features too (policy.CROSS_FEATURES; two pairs a call); ``judge``: the pair model's (policy.JUDGE_FEATURES;
+    two phrasings of up to 3 pairs a call)."""
     import os
     import shutil
     import tempfile
@@ -264,7 +269,7 @@ def run_config(cfg, root: Path, *, topics: Sequence[str] | None = None, limit: i
     env_config = os.environ.pop("MEMTIER_CONFIG", None)
     memtier = None
     try:
-        memtier = MemtierIntervention(cfg, work, keep=keep, collect=collect, pairs=pairs)
+        memtier = MemtierIntervention(cfg, work, keep=keep, collect=collect, pairs=pairs, judge=judge)
         t0 = time.perf_counter()
         result = run(root, memtier=memtier, topics=topics, limit=limit, turns=turns, progress=progress)
         result["wall_seconds"] = round(time.perf_counter() - t0, 1)

@@ -18,7 +18,9 @@ never a label:
 * how close the call text is to each (embedding cosine with bge-small when the
   standing embedder is there; word overlap always), to the request, and to the
   whole item; and words in the call that soften a match ("minimal violence",
-  "alcohol-free", "vegan leather"); with the cross-encoder, its reading of the pair.
+  "alcohol-free", "vegan leather"); with the cross-encoder, its reading of the pair;
+* with the pair model (``scheduling.judge``), its probability that the call goes
+  against each of the top items (:func:`judge_features`).
 
 How well each separates following from violating options is in docs/evaluation.md.
 """
@@ -43,7 +45,13 @@ CROSS_FEATURES = ("ce_avoid", "ce_want", "ce_conflict", "ce_used")
 EVIDENCE_K = 3
 RANKED_FEATURES = tuple(f"top{k}_{n}" for k in range(1, EVIDENCE_K + 1)
                         for n in ("app", "sem_avoid", "sem_want", "lex_avoid"))
-KNOWN_FEATURES = FEATURES + EVIDENCE_FEATURES + RANKED_FEATURES + CROSS_FEATURES
+# the pair model (models.judge) on (standing item, call) in two phrasings of the call: the option alone
+# ("judge_*") and "Asked: <request> Suggested: <option>" ("judge_ask_*"); *_sel: P(the call goes against the
+# evidence-selected item), *_top1: the best-applying item's, *_max: the highest of the top EVIDENCE_K. Only
+# the pairs a policy's features name are scored (a pair ~0.1 s on one core)
+JUDGE_PHRASINGS = {"judge": "option", "judge_ask": "asked"}
+JUDGE_FEATURES = ("judge_sel", "judge_ask_sel", "judge_ask_top1", "judge_ask_max")
+KNOWN_FEATURES = FEATURES + EVIDENCE_FEATURES + RANKED_FEATURES + CROSS_FEATURES + JUDGE_FEATURES
 SELECTED_KEY = "sel_rank"  # in the traced features, not among them: the rank of the selected evidence item
 CE_CLIP = 12.0  # cross-encoder logits are kept within ±CE_CLIP
 MAX_CALL_TEXT = 1000  # characters of call text a decision reads
@@ -228,6 +236,49 @@ def features(call: str, request: str, scored: list, embedder=None, cross_encoder
         a, w = (max(lo, min(CE_CLIP, ce.get(k, lo))) for k in ("a", "w"))
         f.update(ce_avoid=a, ce_want=w, ce_conflict=a - w if len(ce) == 2 else 0.0, ce_used=1.0)
     return f
+
+
+def judge_pair(phrasing: str, item_text: str, call: str, request: str) -> tuple[str, str]:
+    """The (preference, text) pair the judge reads: the call text alone (``option``) or with the request it
+    answers (``asked``: "Asked: <request> Suggested: <call>")."""
+    text = call if phrasing == "option" else f"Asked: {request.strip()} Suggested: {call}"
+    return item_text, text
+
+
+def judge_features(judge, call: str, request: str, scored: list, feats: dict,
+                   names: tuple = JUDGE_FEATURES) -> dict[str, float]:
+    """The JUDGE_FEATURES ``names`` asks for: ``judge.score`` over the (item, call) pairs they need (the
+    evidence-selected item for *_sel, the best-applying one for *_top1, the top EVIDENCE_K for *_max), in one
+    call. ``feats``: the call's other features (their SELECTED_KEY names the selected item). Every value is a
+    number in [0, 1] (ValueError otherwise)."""
+    top = [it for it, _ in scored[:EVIDENCE_K]]
+    sel = int(feats.get(SELECTED_KEY, 0))
+    sel = sel if 0 <= sel < len(top) else 0
+    need: dict[str, list[int]] = {}
+    for n in names:
+        if n in JUDGE_FEATURES and top:
+            p, what = n.rsplit("_", 1)
+            idx = {"sel": [sel], "top1": [0], "max": list(range(len(top)))}[what]
+            need[p] = sorted(set(need.get(p, [])) | set(idx))
+    pairs = list(dict.fromkeys(judge_pair(JUDGE_PHRASINGS[p], top[k].content, call, request)
+                               for p, ks in need.items() for k in ks))
+    if not pairs:
+        return {}
+    probs = judge.score(pairs)
+    if len(probs) != len(pairs) or not all(isinstance(v, float) and 0.0 <= v <= 1.0 for v in probs):
+        raise ValueError("the judge's scores are not one probability a pair")
+    got = dict(zip(pairs, probs))
+
+    def prob(p: str, k: int) -> float:
+        return got[judge_pair(JUDGE_PHRASINGS[p], top[k].content, call, request)]
+
+    out: dict[str, float] = {}
+    for n in names:
+        if n in JUDGE_FEATURES and top:
+            p, what = n.rsplit("_", 1)
+            out[n] = prob(p, sel) if what == "sel" else prob(p, 0) if what == "top1" else \
+                max(prob(p, k) for k in range(len(top)))
+    return out
 
 
 _PAIR_SCORERS: dict[str, object] = {}

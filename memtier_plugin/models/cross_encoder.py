@@ -12,16 +12,14 @@ text) pairs, it never writes text. How recall uses its scores is
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import paths as model_paths
-from .embedders import length_batches, onnx_runtime_present, onnx_session, tokenizer_class
+from .embedders import LoadOnce, length_batches, onnx_runtime_present, onnx_session, pinned_bytes, tokenizer_class
 from ..errors import MemtierError
 
 log = logging.getLogger(__name__)
@@ -47,11 +45,7 @@ def model_folder(configured: str = "") -> Path:
     return model_paths.models_dir(configured) / MODEL_NAME
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-class CrossEncoder:
+class CrossEncoder(LoadOnce):
     """ms-marco-MiniLM-L-12-v2 (int8 ONNX): ``score(query, texts)`` → one logit per text.
 
     Loads on first use. One thread by default so it shares a 2-core machine;
@@ -60,6 +54,7 @@ class CrossEncoder:
     """
 
     name = MODEL_NAME
+    unavailable = RerankerUnavailable
 
     def __init__(self, folder: str | Path | None = None, *, intra_op_num_threads: int = 1,
                  max_length: int = MAX_WORDPIECES, max_batch_tokens: int = MAX_BATCH_TOKENS,
@@ -69,10 +64,8 @@ class CrossEncoder:
         self.max_length = int(max_length)
         self.max_batch_tokens = int(max_batch_tokens)
         self.verify = verify
-        self._session: Any = None
         self._tokenizer: Any = None
-        self._error: RerankerUnavailable | None = None
-        self._lock = threading.Lock()
+        self._init_once()
 
     @classmethod
     def from_config(cls, rerank_config) -> CrossEncoder:
@@ -83,30 +76,11 @@ class CrossEncoder:
         """True when onnxruntime, tokenizers and both model files are present (not yet verified)."""
         return onnx_runtime_present() and all((self.folder / n).is_file() for n in PINNED)
 
-    def load(self) -> CrossEncoder:
-        """Tokenizer and ONNX session, once; a failure is remembered and raised again without re-reading."""
-        with self._lock:
-            if self._error is not None:
-                raise self._error
-            if self._session is None:
-                try:
-                    self._load()
-                except RerankerUnavailable as exc:
-                    self._error = exc
-                    raise
-        return self
-
     def _load(self) -> None:
         Tokenizer = tokenizer_class(RerankerUnavailable, SETUP_HINT)
-        model, tok_path = self.folder / MODEL_FILE, self.folder / TOKENIZER_FILE
-        for p in (model, tok_path):
-            if not p.is_file():
-                raise RerankerUnavailable(f"{p} not found: {SETUP_HINT}")
-        model_bytes, tok_bytes = model.read_bytes(), tok_path.read_bytes()
-        if self.verify:
-            for p, data in ((model, model_bytes), (tok_path, tok_bytes)):
-                if _sha256(data) != PINNED[p.name]:
-                    raise RerankerUnavailable(f"{p} fails its sha256 check; fetch it again: {SETUP_HINT}")
+        model = self.folder / MODEL_FILE
+        model_bytes, tok_bytes = pinned_bytes([model, self.folder / TOKENIZER_FILE], PINNED, RerankerUnavailable,
+                                              SETUP_HINT, self.verify)
         tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
         tok.no_padding()  # we pad per batch
         tok.enable_truncation(max_length=self.max_length, strategy="only_second")

@@ -112,6 +112,50 @@ def onnx_session(model_bytes: bytes, threads: int):
     return ort.InferenceSession(model_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
 
 
+def pinned_bytes(files: list[Path], pinned: dict[str, str], error: type[Exception], hint: str,
+                 verify: bool = True) -> list[bytes]:
+    """Each file's bytes, in order; ``error`` naming the first that is missing or (``verify``) does not match
+    its SHA-256 in ``pinned`` (by file name)."""
+    for p in files:
+        if not p.is_file():
+            raise error(f"{p} not found: {hint}")
+    out = [p.read_bytes() for p in files]
+    if verify:
+        for p, data in zip(files, out):
+            if hashlib.sha256(data).hexdigest() != pinned[p.name]:
+                raise error(f"{p} fails its sha256 check; fetch it again: {hint}")
+    return out
+
+
+class LoadOnce:
+    """``load()`` runs the subclass's ``_load()`` once, under a lock; a failure of type ``unavailable`` is
+    remembered and raised again without reading the files again. The subclass sets ``_session`` in
+    ``_load`` and calls :meth:`_init_once` in its constructor."""
+
+    unavailable: type[Exception] = Exception
+
+    def _init_once(self) -> None:
+        self._session: Any = None
+        self._error: Exception | None = None
+        self._lock = threading.Lock()
+
+    def load(self):
+        """Tokenizer and ONNX session, once; a failure is remembered and raised again without re-reading."""
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            if self._session is None:
+                try:
+                    self._load()
+                except self.unavailable as exc:
+                    self._error = exc
+                    raise
+        return self
+
+    def _load(self) -> None:
+        raise NotImplementedError
+
+
 def length_batches(lengths: list[int], max_batch_tokens: int, batch_size: int | None = None):
     """Indices grouped into batches of similar length: ascending, each batch's padded size
     (members × its longest) within ``max_batch_tokens`` and at most ``batch_size`` members."""

