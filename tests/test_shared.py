@@ -577,3 +577,19 @@ def test_a_forget_on_one_host_holds_on_every_host(pg, tenant, tmp_path):
     finally:
         sa.engine.close()
         sb.engine.close()
+
+
+def test_one_process_syncs_a_workspace_and_a_pull_beside_it_is_refused(pg, tenant, tmp_path):
+    from memtier_plugin.shared.sync import Sync
+
+    cfg = host_config(tmp_path / "a", "a")
+    first, second = Sync(cfg).start(), Sync(cfg).start()
+    try:
+        assert wait_for(lambda: first.status["role"] == "syncing" or second.status["role"] == "syncing")
+        time.sleep(0.3)
+        assert [first.status["role"], second.status["role"]].count("syncing") == 1, "the other one stands by"
+        r = run_cli("-w", str(tmp_path / "a"), "shared", "pull", check=False, env={"MEMTIER_SHARED__HOST_ID": "a"})
+        assert r.returncode != 0 and "syncs this workspace" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    finally:
+        first.close()
+        second.close()

@@ -6,6 +6,7 @@ when one of them runs; without the ``shared`` extra each says how to install it,
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 
@@ -126,6 +127,25 @@ def status(state, check, as_json):
             click.echo(f"    host {printable(h['host'])}: at {h['cursor']} (seen {h['seen']})")
 
 
+@contextlib.contextmanager
+def _one_shot(cfg, *, exclusive: bool = False):
+    """A :class:`Sync` for one command: the engine checked first (its refusal named in one line), closed after.
+    ``exclusive``: this workspace's sync lock too (what appends to the ledgers must be the only one)."""
+    from ..shared.engine import ENGINE_ERRORS
+    from ..shared.sync import Sync
+
+    sync = Sync(cfg)
+    try:
+        if exclusive and not sync.take_lock():
+            raise MemtierError(f"{cfg.memory_root}: a running memtier process syncs this workspace and pulls already")
+        sync.engine.check()
+        yield sync
+    except ENGINE_ERRORS as exc:
+        raise _engine_error(exc) from None
+    finally:
+        sync.release()
+
+
 @shared.command()
 @click.option("--all", "everything", is_flag=True, help="Ship every line again from the start (importing an existing "
               "workspace; what the engine holds already is skipped by its id).")
@@ -133,21 +153,11 @@ def status(state, check, as_json):
 @click.pass_obj
 def push(state, everything, as_json):
     """Ship what this host's shared ledgers hold and the engine does not (idempotent)."""
-    cfg = _need(state)
-    from ..shared.engine import ENGINE_ERRORS
-    from ..shared.sync import Sync
-
-    sync = Sync(cfg)
-    if everything:
-        sync.outbox.reset()
     t0 = time.perf_counter()
-    try:
-        sync.engine.check()
+    with _one_shot(_need(state)) as sync:
+        if everything:
+            sync.outbox.reset()
         lines = sync.ship_all()
-    except ENGINE_ERRORS as exc:
-        raise _engine_error(exc) from None
-    finally:
-        sync.engine.close()
     out = {"lines": lines, "new_rows": sync.pushed, "seconds": round(time.perf_counter() - t0, 3)}
     click.echo(json_line(out) if as_json else
                f"memtier shared: {lines} lines read, {sync.pushed} new to the engine in {out['seconds']} s")
@@ -158,20 +168,8 @@ def push(state, everything, as_json):
 @click.pass_obj
 def pull(state, as_json):
     """Bring the tenant's rows this host lacks into its ledgers (a new host's bootstrap)."""
-    cfg = _need(state)
-    from ..shared.engine import ENGINE_ERRORS
-    from ..shared.sync import Sync
-
-    sync = Sync(cfg)
-    if not sync._take_lock():
-        raise MemtierError(f"{cfg.memory_root}: a running memtier process syncs this workspace and pulls already")
-    try:
-        sync.engine.check()
+    with _one_shot(_need(state), exclusive=True) as sync:
         n = sync.pull_once()
-    except ENGINE_ERRORS as exc:
-        raise _engine_error(exc) from None
-    finally:
-        sync.close(timeout=0)
     click.echo(json_line({"lines": n, "cursor": sync.puller.cursor}) if as_json else
                f"memtier shared: {n} lines pulled; feed position {sync.puller.cursor}")
 

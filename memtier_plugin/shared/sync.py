@@ -213,7 +213,8 @@ class Sync:
                         "ON CONFLICT (tenant, host) DO UPDATE SET cursor = EXCLUDED.cursor, seen = now(), "
                         "version = EXCLUDED.version", (self.engine.tenant, self.host, self.puller.cursor, __version__))
 
-    def _take_lock(self) -> bool:
+    def take_lock(self) -> bool:
+        """This workspace's sync lock, without waiting (False: another process holds it)."""
         path = self.root / SUB / "sync.lock"
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -226,7 +227,7 @@ class Sync:
         return True
 
     def _run(self) -> None:
-        while not self._take_lock():  # another process of this workspace syncs: stand by
+        while not self.take_lock():  # another process of this workspace syncs: stand by
             if self._stop.wait(2.0):
                 return
         self._set(role="syncing")
@@ -255,6 +256,10 @@ class Sync:
                 self.ship_once()  # a last push of what the process wrote on its way out (best effort)
         except Exception:  # noqa: BLE001 -- the engine may be down: the lines wait in the ledgers
             pass
+        self.release()
+
+    def release(self) -> None:
+        """Close the engine and give the sync lock back (a one-shot command's end; :meth:`close` ends here)."""
         self.engine.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
