@@ -82,3 +82,12 @@ def test_postgres_without_psycopg_logs_one_error_and_hooks_still_work(tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
     assert "pip install 'memtier-plugin[shared]'" in r.stderr and "memory stays on this host" in r.stderr
     assert (tmp_path / "memory" / "global" / "knowledge.jsonl").exists(), "memory still works on this host"
+
+
+def test_the_sidecar_without_psycopg_stops_at_startup_naming_the_extra(tmp_path):
+    code = ("import sys; sys.modules['psycopg'] = None; sys.argv = ['memtier', '-w', %r, 'serve'];"
+            "from memtier_plugin.cli import cli; cli()") % str(tmp_path / "ws")
+    env = {**os.environ, "MEMTIER_SHARED__BACKEND": "postgres", "MEMTIER_PG_DSN": "postgresql://x@127.0.0.1:1/x"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode != 0 and "shared.backend" in r.stderr and "memtier-plugin[shared]" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -19,9 +19,13 @@ def export_config(state):
     from ..memory import Memory
 
     cfg = state.config
-    if cfg.shared.backend == "postgres":  # a missing DSN stops startup naming the key, not at the first write
-        from ..shared.engine import dsn_from_env
+    if cfg.shared.backend == "postgres":  # a missing DSN or driver stops startup naming the key, not a first write
+        try:
+            from ..shared.engine import dsn_from_env
+        except ImportError:
+            from ..errors import ConfigError
 
+            raise ConfigError("shared.backend: postgres needs psycopg: pip install 'memtier-plugin[shared]'") from None
         dsn_from_env(cfg.shared.dsn_env)
     Memory.from_config(cfg)
     return cfg
