@@ -93,7 +93,7 @@ class Judge(LoadOnce):
         try:
             tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
             tok.enable_truncation(max_length=MAX_LENGTH, strategy="longest_first")
-            tok.enable_padding(length=MAX_LENGTH, pad_id=0, pad_token="[PAD]")
+            tok.enable_padding(length=MAX_LENGTH, pad_id=0)  # pad symbol: the tokenizers default, [PAD]
             sess = onnx_session(model_bytes, self.intra_op_num_threads)
         except Exception as e:  # tokenizers and onnxruntime raise their own exception types
             raise JudgeUnavailable(f"cannot load {self.folder}: {e}") from e
