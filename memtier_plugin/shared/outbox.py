@@ -20,7 +20,7 @@ from typing import Iterator
 import orjson
 
 from ..store.files import TailReader
-from .rows import Row, tier_files, to_row
+from .rows import Row, scope_hint, tier_files, to_row
 
 SUB = ".shared"
 
@@ -73,7 +73,7 @@ class Outbox:
         for tier, path in tier_files(self.root, self.tiers):
             reader = self._reader(tier, path)
             key = str(path.relative_to(self.root))
-            hint = path.stem if not path.stem.startswith("_") else ""
+            hint = scope_hint(path)
             for _at, end, rec in reader.read():
                 yield key, end, (to_row(tier, rec, hint) if rec is not None else None)
                 n += 1

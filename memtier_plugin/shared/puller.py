@@ -21,7 +21,7 @@ from pathlib import Path
 from ..store import jsonl
 from ..store.files import TailReader, append_lines
 from .outbox import SUB, load_json, save_json
-from .rows import from_engine, local_path, tier_files, to_row
+from .rows import from_engine, local_path, scope_hint, tier_files, to_row
 
 log = logging.getLogger(__name__)
 PULL_LIMIT = 1000
@@ -38,7 +38,7 @@ class KnownIds:
     def refresh(self) -> set[str]:
         for tier, path in tier_files(self.root, self.tiers):
             tail = self._tails.setdefault(path, TailReader(path))
-            hint = path.stem if not path.stem.startswith("_") else ""
+            hint = scope_hint(path)
             for _at, _end, rec in tail.read():
                 row = to_row(tier, rec, hint) if rec is not None else None
                 if row is not None:

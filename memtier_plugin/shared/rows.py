@@ -56,6 +56,12 @@ def tier_files(memory_root: Path, tiers) -> Iterator[tuple[str, Path]]:
                 yield from ((tier, p) for p in sorted(d.glob("*.jsonl")))
 
 
+def scope_hint(path: Path) -> str:
+    """The project a ledger file is named after, for an older line that does not say it ("" when the name is a
+    slug and hash: ``project_filename`` cannot be read back)."""
+    return "" if path.stem.startswith("_") else path.stem
+
+
 def local_path(memory_root: Path, tier: str, scope: str) -> Path:
     root = Path(memory_root)
     if tier == "global":
@@ -97,7 +103,7 @@ def marker_id(rec: dict) -> str:
     return "sx-" + hashlib.sha1(orjson.dumps(rec, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
-def to_row(tier: str, rec: dict, scope_hint: str = "") -> Row | None:
+def to_row(tier: str, rec: dict, hint: str = "") -> Row | None:
     """``rec`` of ``tier``'s ledger as a row, or None when it is not a record of that tier."""
     if not isinstance(rec, dict) or problem(tier, rec) is not None:
         return None
@@ -122,8 +128,8 @@ def to_row(tier: str, rec: dict, scope_hint: str = "") -> Row | None:
         key = (f"{orjson.dumps(projects).decode()}\x1f{attribute}"
                if attribute and rec["node_kind"] != "choice" else None)
         return Row(tier, "*", rid, kind, key, None, _stated(rec.get("timestamp")), rec)
-    scope = rec.get("project") if isinstance(rec.get("project"), str) else scope_hint
-    if not scope and not scope_hint:
+    scope = rec.get("project") if isinstance(rec.get("project"), str) else hint
+    if not scope and not hint:
         return None
     return Row(tier, scope, rid, kind, None, rec.get("supersedes") or None, _stated(rec.get("timestamp")), rec)
 
