@@ -83,14 +83,15 @@ class DerivedHooks:
         """(node id, source) → its latest record."""
         out: dict[tuple[str, str], dict] = {}
         self.problems = []
-        if not self.path.exists():
-            return out
-        for rec, lineno, problem in iter_records(self.path):
-            problem = problem or record_problem(rec)
-            if problem:
-                self.problems.append(f"{self.path}:{lineno}: {problem}")
-                continue
-            out[(rec["node_id"], rec["source"])] = rec
+        try:
+            for rec, lineno, problem in iter_records(self.path):
+                problem = problem or record_problem(rec)
+                if problem:
+                    self.problems.append(f"{self.path}:{lineno}: {problem}")
+                    continue
+                out[(rec["node_id"], rec["source"])] = rec
+        except FileNotFoundError:  # not written yet, or gone (a purge, a workspace removed) since
+            return {}
         return out
 
     def write(self, written: Iterable[dict], ts: float, propose: Callable[[dict], list[dict]] | None = None) -> int:
