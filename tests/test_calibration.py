@@ -17,7 +17,7 @@ from memtier_plugin.config import load_config
 from memtier_plugin.errors import ConfigError
 from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent
 from memtier_plugin.host import Host
-from memtier_plugin.learning.calibrate import MAX_FALSE_DELIVERY, fit_all, replay
+from memtier_plugin.learning.calibrate import MAX_FALSE_DELIVERY, MAX_WRONG_STANDING, fit_all, replay
 from memtier_plugin.recall import calibration as cal
 from memtier_plugin.recall.packing import Hit
 
@@ -85,8 +85,9 @@ def _standing_hit(hid, **sig):
 
 def test_apply_orders_by_probability_and_leaves_out_what_falls_below_its_layer_threshold():
     c = cal.load(cal.shipped_path("paper"))
-    near = _standing_hit("near", sem=1.0, cos=0.8, topic=0.9, lexical=0.5, route=0.9)
-    far = _standing_hit("far", sem=0.0, cos=0.2, topic=0.0, lexical=0.0, route=0.0)
+    # a prompt that asks for a choice (layers/requests.py): the item near it, the other far under it
+    near = _standing_hit("near", sem=1.0, cos=0.8, topic=0.9, lexical=0.5, route=0.9, asks=1.0)
+    far = _standing_hit("far", sem=0.0, cos=0.2, topic=0.0, lexical=0.0, route=0.0, asks=1.0, margin=-0.6)
     kept, left = c.apply([far, near])
     assert [h.id for h in kept] == ["near"]
     assert far.probability < c.thresholds["global"] <= near.probability
@@ -158,7 +159,8 @@ def test_the_standing_threshold_keeps_unrelated_prompts_within_the_false_deliver
     lower = {**c.thresholds, "global": max(0.0, c.thresholds["global"] - 0.1)}
     assert replay(rows.queries, c.models, lower, 4)["false_delivery"] > report["chosen"]["false_delivery"]
     assert report["chosen"]["bench_any"] > 0.9
-    assert c.models["skill"].weights == c.models["global"].weights  # no skill data: scored like a Global item
+    # no skill data: the skill model is fitted on the Global items' rows, with the skill's own features
+    assert set(c.models["skill"].weights) == set(cal.FEATURES["skill"]) and c.models["skill"].weights["cos"] > 0
 
 
 def test_train_calibration_from_rows_writes_a_file_the_hooks_read(tmp_path, workspace):
@@ -221,3 +223,33 @@ def test_search_explain_shows_each_items_probability(workspace, monkeypatch):
     data = json.loads(run_cli("search", "harbour gate code", "--agent", "a", "--project", "p", "--json").stdout)
     assert all(0.0 < h["probability"] < 1.0 for h in data["hits"])
     assert not math.isnan(data["hits"][0]["probability"])
+
+
+def test_the_standing_threshold_also_bounds_the_wrong_standing_items_a_prompt_with_its_own_is_handed():
+    # unrelated prompts are far from every item, so false delivery alone would allow a low threshold; but each
+    # question's own preference has two near neighbours that do not apply
+    rng = random.Random(3)
+    queries = []
+    for _ in range(300):
+        hits = []
+        for j in range(3):
+            cos = rng.gauss(0.75 if j == 0 else 0.6, 0.08)
+            hits.append(("global", cal.derive("global", {"sem": 0, "cos": cos, "topic": 0, "lexical": 0, "route": 0,
+                                                         "embedded": 1, "prompt_words": 1}), int(j == 0), f"g{j}"))
+        queries.append({"source": "bench", "hits": hits})
+        queries.append({"source": "bench-inter", "hits": [
+            ("global", cal.derive("global", {"sem": 0, "cos": rng.gauss(0.2, 0.05), "topic": 0, "lexical": 0,
+                                             "route": 0, "embedded": 1, "prompt_words": 1}), 0, "i0")]})
+
+    class R:
+        pass
+
+    rows = R()
+    rows.queries = queries
+    c, report = fit_all(rows, top_k=4)
+    assert report["chosen"]["wrong_standing"] <= MAX_WRONG_STANDING
+    assert report["chosen"]["false_delivery"] <= MAX_FALSE_DELIVERY
+    lower = {**c.thresholds, "global": max(0.0, c.thresholds["global"] - 0.1)}
+    at_lower = replay(rows.queries, c.models, lower, 4)
+    assert at_lower["false_delivery"] <= MAX_FALSE_DELIVERY < 1  # false delivery alone would have allowed it
+    assert at_lower["wrong_standing"] > MAX_WRONG_STANDING

@@ -37,16 +37,16 @@ WIDE = {"standing.max_items": 10, "standing.min_score": 0.0, "calibration.thresh
 class Rows:
     """Labelled candidates, grouped by the query they were recalled for."""
 
-    queries: list[dict] = field(default_factory=list)  # {source, hits: [(layer, features, label, id)]}
+    queries: list[dict] = field(default_factory=list)  # {source, prompt, hits: [(layer, features, label, id)]}
 
-    def add_query(self, source: str, hits, label_of: Callable, standing_only: bool = False) -> None:
+    def add_query(self, source: str, hits, label_of: Callable, standing_only: bool = False, prompt: str = "") -> None:
         group = []
         for h in hits:
             layer = layer_of(h)
             if standing_only and layer == "episode":
                 continue
             group.append((layer, features(h), 1 if label_of(h) else 0, h.id))
-        self.queries.append({"source": source, "hits": group})
+        self.queries.append({"source": source, "prompt": prompt, "hits": group})
 
 
 def _hits(result) -> list:
@@ -97,7 +97,8 @@ def locomo_rows(path: Path, config_flags: dict, rows: Rows, *, limit: int | None
                 continue
             result = mem.recall(qa.question, ctx, last + 86400.0, record_trace=False)
             rows.add_query("locomo", _hits(result),
-                           lambda h: any(entry_turn.get(e) in evidence for e in (h.id, *h.sources)))
+                           lambda h: any(entry_turn.get(e) in evidence for e in (h.id, *h.sources)),
+                           prompt=qa.question)
             if progress:
                 progress("locomo", done, total)
         mem.close()
@@ -122,10 +123,11 @@ def prefeval_rows(path: Path, config, rows: Rows, *, limit: int | None, inter_pr
             mem = self._memory(ctx)
             gold = lay.gold(q)
             result = mem.recall(q.text, ctx, lay.now, record_trace=False)
-            rows.add_query("prefeval", _hits(result), lambda h: pe.covered(h, keys) & gold)
+            rows.add_query("prefeval", _hits(result), lambda h: pe.covered(h, keys) & gold, prompt=q.text)
             for text in rng.sample(user_turns, min(inter_prompts, len(user_turns))):
                 result = mem.recall(text, ctx, lay.now, record_trace=False)
-                rows.add_query("prefeval-inter", _hits(result), lambda h: False, standing_only=True)
+                rows.add_query("prefeval-inter", _hits(result), lambda h: False, standing_only=True,
+                               prompt=text)
             return []
 
     coll = Collect(config, workdir / "prefeval")

@@ -11,7 +11,8 @@ Modules by purpose:
   (``procedural/<project>.jsonl`` skills, ``state/<project>.jsonl`` working state);
 * reading a rule: :mod:`.rules` (what a standing rule bounds: action, days, time, amount,
   production; the one grammar Hooks and the pre-commit check share);
-* delivering: :mod:`.standing` (the items in scope, what applies to this prompt, with no time decay);
+* delivering: :mod:`.standing` (the items in scope, what applies to this prompt, with no time decay),
+  :mod:`.requests` (whether a prompt asks for a choice, which calibration reads);
 * maintaining: :mod:`.maintain` (the one path the hooks and the daemon share: extraction at task
   boundaries, skills, working state, revised labels).
 

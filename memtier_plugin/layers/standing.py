@@ -32,6 +32,7 @@ import numpy as np
 
 from ..recall.packing import Hit
 from .extract import requirement_attributes
+from .requests import asks_for_choice
 from ..tokenize import token_set
 from .topics import TopicTree, cosine
 from .workspace_layer import current_skills, skill_applies, skill_text
@@ -200,6 +201,8 @@ class StandingScorer:
         sem = np.clip((cos - SEM_FLOOR) / SEM_SPAN, 0.0, 1.0) if cos is not None else None
         w_sem = self.cfg.sem if sem is not None else 0.0
         total = w_sem + self.cfg.topic + self.cfg.lexical
+        asks = asks_for_choice(query)
+        best = float(cos.max()) if cos is not None and len(cos) else 0.0
         out = []
         for i, it in enumerate(items):
             sig = {"sem": float(sem[i]) if sem is not None else 0.0, "topic": cosine(qroute, it.route),
@@ -211,6 +214,13 @@ class StandingScorer:
             sig["embedded"] = 1.0 if cos is not None else 0.0
             sig["cos"] = float(cos[i]) if cos is not None else 0.0
             sig["prompt_words"] = min(len(qtoks), 20) / 20  # a prompt of few words embeds unreliably
+            sig["asks"] = asks  # the prompt asks for a choice (layers/requests.py)
+            # how far the item's cosine is under this prompt's nearest item's (0 for the nearest): one
+            # preference usually answers a question, but several close ones may all apply, so it is graded
+            sig["margin"] = float(cos[i]) - best if cos is not None else 0.0
+            # among the nearest: within ROUTE_DELTA of the nearest cosine (closer than that, bge-small's cosines
+            # do not order two items reliably, so a flight booking's seat and meal rules are both nearest)
+            sig["nearest"] = 1.0 if cos is not None and sig["margin"] >= -ROUTE_DELTA else 0.0
             out.append((it, s, sig))
         out.sort(key=lambda t: (-t[1], t[0].id))
         return out

@@ -8,7 +8,8 @@ The thresholds are chosen by replaying every query's delivery — its candidates
 above their layer's threshold, best first by probability, at most ``top_k``:
 standing knowledge's (a standing item or skill says "this holds now", so a
 false one misleads the agent) is the lowest that hands at most 5 % of the
-unrelated prompts anything (``MAX_FALSE_DELIVERY``); episodes are not cut
+unrelated prompts anything (``MAX_FALSE_DELIVERY``) and on average at most 0.3 wrong
+standing items to a prompt that has its own (``MAX_WRONG_STANDING``); episodes are not cut
 (``EPISODE_THRESHOLD``: see there), the curve of a cut is reported beside
 evidence delivered per source and F2 over delivered candidates.
 """
@@ -22,6 +23,7 @@ import numpy as np
 from ..recall.calibration import FEATURES, LEXICAL, Calibration, LayerModel, _sigmoid, auc, derive, fit_layer
 
 MAX_FALSE_DELIVERY = 0.05  # the share of unrelated prompts that may be handed anything (issue 25)
+MAX_WRONG_STANDING = 0.3  # standing items or skills a prompt that has its own may be handed besides (issue 25)
 # Episodes are not cut by probability: their BM25 level grows with the store (a calibration fitted on 600-turn
 # conversations would silence a new user's 20-entry store), they are labelled as past records, and k and the
 # token budget bound them; calibration orders them among the other layers. The curve is reported all the same.
@@ -58,22 +60,20 @@ def lexical_view(layer: str, feats: dict) -> dict | None:
         return None
     if feats.get("topic", 0.0) < TOPIC_GATE and feats.get("lexical", 0.0) < LEXICAL_GATE:
         return None
-    return derive(f"{layer}_lexical", {k: feats.get(k, 0.0) for k in ("topic", "lexical", "prompt_words")})
+    return derive(f"{layer}_lexical", {k: feats.get(k, 0.0) for k in ("topic", "lexical", "prompt_words", "asks")})
 
 
 def _fit(rows: dict[str, list], l2: float) -> dict[str, LayerModel]:
     models = {}
     for layer, names in FEATURES.items():
         data = rows.get(layer) or []
-        if not data or len({l for _, l in data}) < 2:
+        if not data or len({l for _, l in data}) < 2:  # nothing to learn from: a skill is fitted on the Global
+            data = rows.get(SHARES.get(layer, "")) or []  # items' rows with its own features (the same
+        if not data or len({l for _, l in data}) < 2:      # applicability signals); anything else is never delivered
+            models[layer] = LayerModel(-10.0, {k: 0.0 for k in names})
             continue
         X, y = _matrix(data, names)
         models[layer] = fit_layer(X, y, names, l2=l2)
-    for layer, names in FEATURES.items():  # nothing to learn from: a skill is scored like a Global item (the same
-        if layer not in models:            # applicability signals), anything else is never delivered
-            shared = models.get(SHARES.get(layer, ""))
-            models[layer] = LayerModel(shared.bias, dict(shared.weights)) if shared is not None else \
-                LayerModel(-10.0, {k: 0.0 for k in names})
     return models
 
 
@@ -84,12 +84,16 @@ def replay(queries: list[dict], models: dict[str, LayerModel], thresholds: dict[
     tp = fp = fn = 0
     by_source: dict[str, list[float]] = {}
     false_delivery: list[float] = []
+    wrong: list[int] = []  # per prompt with a standing positive: the standing negatives handed to it
     items = []
     for q in queries:
         scored = sorted(((_sigmoid(models[layer].logit(feats)), label, layer) for layer, feats, label, _ in q["hits"]),
                         key=lambda t: -t[0])
-        taken = [label for p, label, layer in scored if p >= thresholds[layer]][:top_k]
+        taken_all = [(label, layer) for p, label, layer in scored if p >= thresholds[layer]][:top_k]
+        taken = [label for label, _ in taken_all]
         positives = sum(label for _, label, _ in scored)
+        if any(label and layer != "episode" for _, label, layer in scored):
+            wrong.append(sum(1 for label, layer in taken_all if not label and layer != "episode"))
         tp += sum(taken)
         fp += len(taken) - sum(taken)
         fn += positives - sum(taken)
@@ -103,7 +107,8 @@ def replay(queries: list[dict], models: dict[str, LayerModel], thresholds: dict[
     f2 = 5 * precision * recall / (4 * precision + recall) if precision + recall else 0.0
     out = {"f2": f2, "precision": precision, "recall": recall,
            "items_per_prompt": sum(items) / len(items) if items else 0.0,
-           "false_delivery": sum(false_delivery) / len(false_delivery) if false_delivery else 0.0}
+           "false_delivery": sum(false_delivery) / len(false_delivery) if false_delivery else 0.0,
+           "wrong_standing": sum(wrong) / len(wrong) if wrong else 0.0}
     for source, hits in sorted(by_source.items()):
         out[f"{source}_any"] = sum(hits) / len(hits)
     return {k: round(v, 4) for k, v in out.items()}
@@ -156,13 +161,14 @@ def lexical_queries(queries: list[dict]) -> list[dict]:
 def _standing_threshold(queries: list[dict], models: dict[str, LayerModel], top_k: int,
                         layers: tuple[str, ...]) -> tuple[float, dict]:
     """The lowest threshold of ``layers`` that hands at most ``MAX_FALSE_DELIVERY`` of the unrelated prompts
-    anything (episodes aside), and the curve up to it."""
+    anything and, on average, at most ``MAX_WRONG_STANDING`` wrong standing items to a prompt that has a standing
+    item of its own (episodes aside), and the curve up to it."""
     curve = {}
     for t in GRID:
         r = replay(queries, models, {"episode": 1.01, **{name: t for name in FEATURES if name != "episode"},
                                      **{name: t for name in layers}}, top_k)
         curve[str(t)] = r
-        if r["false_delivery"] <= MAX_FALSE_DELIVERY:
+        if r["false_delivery"] <= MAX_FALSE_DELIVERY and r["wrong_standing"] <= MAX_WRONG_STANDING:
             return t, curve
     return GRID[-1], curve
 
@@ -170,7 +176,8 @@ def _standing_threshold(queries: list[dict], models: dict[str, LayerModel], top_
 def choose(queries: list[dict], models: dict[str, LayerModel], top_k: int) -> tuple[dict[str, float], dict]:
     """The thresholds: standing knowledge's (Global items and skills; with and without an embedder, each on the
     candidates it would see) the lowest that hands at most ``MAX_FALSE_DELIVERY`` of the unrelated prompts
-    anything; the episodes' ``EPISODE_THRESHOLD``, with the curve of every other cut reported."""
+    anything (and at most ``MAX_WRONG_STANDING`` wrong ones to a prompt with its own); the episodes'
+    ``EPISODE_THRESHOLD``, with the curve of every other cut reported."""
     curve: dict[str, dict] = {}
     standing, curve["standing"] = _standing_threshold(queries, models, top_k, ("global", "skill"))
     lexical, curve["standing_lexical"] = _standing_threshold(lexical_queries(queries), models, top_k,

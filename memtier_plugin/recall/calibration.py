@@ -43,13 +43,16 @@ FEATURES: dict[str, tuple[str, ...]] = {
     # their say), the raw BM25 level (φbm25 is relative to the query's best), the cross-encoder's scaled value
     # where the head was re-ranked and whether it was, and whether it is a fact
     "episode": ("score", "log_raw_bm25", "fact", "rerank", "reranked"),
-    # standing items and skills: their applicability signals (layers/standing.py)
-    # (and the raw cosine; not which item is the prompt's nearest: on PrefEval one preference answers a question,
-    # but a flight booking needs the seat, the meal and the departure-time rules at once)
-    "global": ("sem", "cos", "topic", "lexical", "route", "embedded", "cos_topic", "prompt_words"),
+    # standing items: their applicability signals (layers/standing.py), the raw cosine, whether the prompt asks
+    # for a choice (layers/requests.py), how far the item's cosine is under the prompt's nearest item's
+    # (``margin``) and whether it is among the nearest (``nearest``: within 0.04 of it, so a flight booking's
+    # seat, meal and departure-time rules can all be; on PrefEval one preference answers a question)
+    "global": ("sem", "cos", "topic", "lexical", "route", "embedded", "cos_topic", "prompt_words",
+               "asks", "margin", "nearest"),
+    # a skill answers a task of its kind (``skill_applies`` gates it), not a request for advice: no ``asks``
     "skill": ("sem", "cos", "topic", "lexical", "route", "embedded", "cos_topic", "prompt_words"),
     # the same without an embedder (standing.embedder none, or no model fetched): the word signals only
-    "global_lexical": ("topic", "lexical", "topic_lexical", "prompt_words"),
+    "global_lexical": ("topic", "lexical", "topic_lexical", "prompt_words", "asks"),
     "skill_lexical": ("topic", "lexical", "topic_lexical", "prompt_words"),
 }
 #: a lexical layer's threshold is its embedded counterpart's (one probability scale)
@@ -92,11 +95,12 @@ def features(hit) -> dict[str, float]:
                 "reranked": 0.0 if hit.rerank is None else 1.0})
     if layer in LEXICAL:
         return derive(layer, {"topic": sig.get("topic", 0.0), "lexical": sig.get("lexical", 0.0),
-                              "prompt_words": sig.get("prompt_words", 0.0)})
+                              "prompt_words": sig.get("prompt_words", 0.0), "asks": sig.get("asks", 0.0)})
     return derive(layer, {"sem": sig.get("sem", 0.0), "cos": sig.get("cos", 0.0),
                           "topic": sig.get("topic", 0.0), "lexical": sig.get("lexical", 0.0),
                           "route": sig.get("route", 0.0), "embedded": 1.0 if sig.get("embedded", 1.0) else 0.0,
-                          "prompt_words": sig.get("prompt_words", 0.0)})
+                          "prompt_words": sig.get("prompt_words", 0.0), "asks": sig.get("asks", 0.0),
+                          "margin": sig.get("margin", 0.0), "nearest": sig.get("nearest", 0.0)})
 
 
 @dataclass

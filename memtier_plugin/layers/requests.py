@@ -1,0 +1,39 @@
+"""Whether a prompt asks for a choice: the kind of request a user's standing preferences bear on.
+
+A preference is said once and applies for good, but only to the decisions it
+is about: "I avoid graphic violence" bears on "What shows would you recommend
+for this weekend?" and on "Book two tickets for Saturday", not on "Why does
+this C++ loop overflow?". The embedding cosine of prompt and preference cannot
+tell these apart on its own (a coding question and a preference about
+programming courses share words and topics), so calibration
+(:mod:`..recall.calibration`) also reads the prompt's request type:
+``asks_for_choice`` is 1.0 when the prompt asks memory's owner to be advised
+or served (a recommendation, a suggestion, options, ideas, what to pick, plan,
+book, buy or order), else 0.0. It is one feature among the others, weighed by
+the fitted model: an item whose words or embedding match well is still
+delivered to a prompt that asks for nothing.
+
+The cues are English request forms, not any benchmark's topics; a prompt in
+another language reads 0.0 and is scored by its other signals, as before.
+"""
+
+from __future__ import annotations
+
+import re
+
+# advice and options asked for ("what would you recommend", "any tips", "which one should I take")
+_ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alternatives?|"
+           r"(?:should|could|can|shall) (?:i|we)|(?:i|we) should|help me|looking for|what are some|ways? to|"
+           r"(?:where|which|what) (?:\w+ )?(?:should|would|could) (?:i|we)|any good|best|good|favou?rite")
+# errands done on the user's behalf, where their standing choices apply ("book me a flight", "plan our trip")
+_ERRANDS = r"plan\w*|book|booking|reserve|order(?! to\b)|buy|purchase|pick|choose|find me|get me|schedule"
+_CUE = re.compile(rf"\b(?:{_ADVICE}|{_ERRANDS})\b", re.IGNORECASE)
+MAX_CHARS = 2000  # a pasted document is not read past its start: the request is at the start or the end
+
+
+def asks_for_choice(prompt: str) -> float:
+    """1.0 when ``prompt`` asks for a recommendation, options or an errand done for the user, else 0.0."""
+    if not prompt:
+        return 0.0
+    text = prompt if len(prompt) <= 2 * MAX_CHARS else prompt[:MAX_CHARS] + "\n" + prompt[-MAX_CHARS:]
+    return 1.0 if _CUE.search(text) else 0.0

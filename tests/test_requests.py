@@ -1,0 +1,74 @@
+"""Whether a prompt asks for a choice (layers/requests.py), and how calibration reads it with the margin."""
+
+from memtier_plugin.layers.requests import MAX_CHARS, asks_for_choice
+from memtier_plugin.layers.standing import StandingScorer
+from memtier_plugin.layers.topics import topic_tree
+from memtier_plugin.config import load_config
+from memtier_plugin.recall import calibration as cal
+
+
+def test_requests_for_advice_or_an_errand_ask_for_a_choice():
+    for prompt in ("What shows would you recommend for this weekend?",
+                   "Can you suggest a jacket for the winter?",
+                   "Any tips for a first marathon?",
+                   "Which laptop should I take for travel?",
+                   "Are there any indie games that I should try?",
+                   "Book me a flight to Berlin on Friday.",
+                   "Plan our trip to Lisbon in May.",
+                   "Order dinner for the team tonight."):
+        assert asks_for_choice(prompt) == 1.0, prompt
+
+
+def test_questions_and_tasks_that_ask_for_no_choice_do_not():
+    for prompt in ("Why does this C++ loop overflow?",
+                   "Rename the variable count in parser.py and rerun the lint job.",
+                   "Translate this paragraph into German.",
+                   "In order to compile, which flags does gcc need?",  # "order to" is no errand
+                   "What did Melanie paint last summer?",
+                   ""):
+        assert asks_for_choice(prompt) == 0.0, prompt
+
+
+def test_a_pasted_document_is_read_at_its_start_and_end_only():
+    middle = "x " * MAX_CHARS + "recommend " + "y " * MAX_CHARS
+    assert asks_for_choice(middle) == 0.0
+    assert asks_for_choice(middle + " Which one should I pick?") == 1.0
+
+
+class _Embedder:
+    """Fixed vectors by text: the agent's model stands in for nothing here; only cosines are needed."""
+
+    def __init__(self, vectors):
+        self.vectors = vectors
+
+    def embed(self, texts):
+        import numpy as np
+        return [np.asarray(self.vectors.get(t, (0.0, 0.0, 1.0)), dtype=np.float32) for t in texts]
+
+
+def test_standing_signals_carry_the_request_and_each_items_margin_under_the_nearest(tmp_path):
+    from memtier_plugin.layers.standing import Item
+
+    cfg = load_config(None, flags={"paths.workspace": str(tmp_path)})
+    tree = topic_tree()
+    a = Item(id="a", content="I never eat meat.", label="preference", tier="global", timestamp="")
+    b = Item(id="b", content="I want an aisle seat.", label="preference", tier="global", timestamp="")
+    c = Item(id="c", content="No dairy for me.", label="preference", tier="global", timestamp="")
+    prompt = "What should I cook for dinner?"
+    emb = _Embedder({prompt: (1.0, 0.0, 0.0), a.content: (0.8, 0.6, 0.0), b.content: (0.5, 0.0, 0.866),
+                     c.content: (0.78, 0.6258, 0.0)})
+    scored = {it.id: sig for it, _, sig in StandingScorer(cfg, tree, emb).score(prompt, [a, b, c])}
+    assert scored["a"]["asks"] == scored["b"]["asks"] == 1.0
+    assert scored["a"]["margin"] == 0.0
+    assert abs(scored["b"]["margin"] - (0.5 - 0.8)) < 1e-5
+    # within 0.04 of the nearest cosine is among the nearest: two rules may both apply
+    assert scored["a"]["nearest"] == scored["c"]["nearest"] == 1.0 and scored["b"]["nearest"] == 0.0
+    none = StandingScorer(cfg, tree, None).score(prompt, [a, b])
+    assert all(sig["margin"] == 0.0 and sig["nearest"] == 0.0 for _, _, sig in none)  # no cosine, neither
+
+
+def test_the_shipped_calibration_weighs_the_request_and_the_margin():
+    c = cal.load(cal.shipped_path("paper"))
+    w = c.models["global"].weights
+    assert w["asks"] > 0  # a prompt that asks for a choice makes a preference likelier
+    assert w["margin"] > 0 and w["nearest"] > 0  # an item far under the prompt's nearest is less likely to apply
