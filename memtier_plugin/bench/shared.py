@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -50,6 +49,31 @@ THROUGHPUT_SCRIPT = textwrap.dedent('''
         commits.append(time.perf_counter() - t)
     print(json.dumps({"seconds": time.perf_counter() - t0, "rows": sync.pushed, "commits": commits}), flush=True)
     sync.engine.close()
+''')
+
+
+# the other host of the latency measure: a process of its own, as it would be on another machine (in the bench's
+# process its threads would take the interpreter lock from the hook being timed)
+WRITER_SCRIPT = textwrap.dedent('''
+    import sys, threading, time
+    from memtier_plugin.config import load_config
+    from memtier_plugin.layers.extract import Candidate
+    from memtier_plugin.layers.global_layer import GlobalStore
+    from memtier_plugin.shared.sync import Sync
+    ws, rnd = sys.argv[1], sys.argv[2]
+    cfg = load_config(flags={"paths.workspace": ws, "shared.host_id": "writer"})
+    sync = Sync(cfg).start()
+    store = GlobalStore(cfg.memory_root, fsync=False)
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+    print("ready", flush=True)
+    i = 0
+    while not stop.wait(0.2):
+        store.upsert([Candidate("preference", f"I prefer the {i}th cache layout for round {rnd} reports", "",
+                                [f"w{rnd}-{i}"])], agent_id="w", session_id="w", project="bench", ts=time.time())
+        i += 1
+    sync.close()
+    print(i, flush=True)
 ''')
 
 
@@ -163,27 +187,20 @@ def bench_shared(*, prompts: int = 200, entries: int = 1000, writes: int = 30, h
 
 
 def _latency_on(ws: Path, tmp: Path, base: dict, prompts: int, say, rnd: int) -> tuple[int, int, list[float]]:
-    """before_prompt_build with the shared tier on, while another host writes preferences every 0.2 s."""
-    from ..config import load_config
-    from ..layers.extract import Candidate
-    from ..layers.global_layer import GlobalStore
+    """before_prompt_build with the shared tier on, while another host (a process of its own) writes preferences
+    every 0.2 s."""
     from ..memory import reset_services
     from ..shared import sync as shared_sync
-    from ..shared.sync import Sync
 
     with _env(**base, MEMTIER_SHARED__BACKEND="postgres", MEMTIER_SHARED__HOST_ID="latency"):
         say(f"latency: round {rnd + 1}: {prompts} prompts, shared tier on (another host writing)")
-        other = Sync(load_config(flags={"paths.workspace": str(tmp / "writer"), "shared.host_id": "writer"})).start()
-        stop = threading.Event()
-
-        def write():
-            store, i = GlobalStore(tmp / "writer" / "memory", fsync=False), 0
-            while not stop.wait(0.2):
-                store.upsert([Candidate("preference", f"I prefer the {i}th cache layout for round {rnd} reports", "",
-                                        [f"w{rnd}-{i}"])], agent_id="w", session_id="w", project="bench", ts=time.time())
-                i += 1
-        writer = threading.Thread(target=write, daemon=True)
-        writer.start()
+        script = tmp / "writer.py"
+        script.write_text(WRITER_SCRIPT)
+        writer = subprocess.Popen([sys.executable, str(script), str(tmp / "writer"), str(rnd)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+        if writer.stdout.readline().strip() != "ready":
+            writer.kill()
+            raise RuntimeError(f"the writing host failed: {writer.stderr.read()[-500:]}")
         _prompt_latency(ws, 5)  # the link starts beside the first hook
         link = None
         for _ in range(200):
@@ -192,12 +209,12 @@ def _latency_on(ws: Path, tmp: Path, base: dict, prompts: int, say, rnd: int) ->
                 break
             time.sleep(0.05)
         times = _prompt_latency(ws, prompts)
-        stop.set()
-        writer.join()
+        _, err = writer.communicate("stop\n", timeout=60)
+        if writer.returncode != 0:
+            raise RuntimeError(f"the writing host failed: {err[-500:]}")
         calls = int(link.engine.calls.get("MainThread", 0)) if link else 0
         pulled = len(link.puller.appended) if link else 0
         reset_services()
-        other.close()
     return calls, pulled, times
 
 
