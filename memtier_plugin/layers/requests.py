@@ -10,8 +10,10 @@ programming courses share words and topics), so calibration
 ``asks_for_choice`` is 1.0 when the prompt asks memory's owner to be advised
 or served (a recommendation, a suggestion, options, ideas, what to pick, plan,
 book, buy or order), else 0.0. It is one feature among the others, weighed by
-the fitted model: an item whose words or embedding match well is still
-delivered to a prompt that asks for nothing.
+the fitted model: an item that shares a prompt's topic and embedding closely
+is still delivered to a prompt that asks for nothing (the release-notes style
+to "write the release notes of 2.4", workspace-fixtures/steps), one that only
+loosely matches is not.
 
 The cues are English request forms, not any benchmark's topics; a prompt in
 another language reads 0.0 and is scored by its other signals, as before.
@@ -28,7 +30,7 @@ _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alterna
 # errands done on the user's behalf, where their standing choices apply ("book me a flight", "plan our trip")
 _ERRANDS = r"plan\w*|book|booking|reserve|order(?! to\b)|buy|purchase|pick|choose|find me|get me|schedule"
 _CUE = re.compile(rf"\b(?:{_ADVICE}|{_ERRANDS})\b", re.IGNORECASE)
-MAX_CHARS = 2000  # a pasted document is not read past its start: the request is at the start or the end
+MAX_CHARS = 2000  # a pasted document is read at its start and its end only, where a request is
 
 
 def asks_for_choice(prompt: str) -> float:
