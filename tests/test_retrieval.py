@@ -311,6 +311,26 @@ def test_pack_never_says_an_entry_twice_but_keeps_skills_made_from_it():
     assert any(line.startswith("ep-1: repeats sf-1") for line in packed.left_out)
 
 
+def test_pack_keeps_each_rule_a_message_gave_but_not_one_said_twice():
+    """One message, three rules: each standing item made from it is kept; a fact that says one of them again
+    (two thirds of its words) is not; the message itself, after them, is not either."""
+    def hit(i, tier, text):
+        return Hit(i, text, "2026-11-01T00:00:00Z", "s1", "a", "user", tier, 1.0, sources=["ep-1"])
+
+    ranked = [hit("gk-1", "global", "I always want an aisle seat"),
+              hit("gk-2", "global", "I always want vegetarian meals"),
+              hit("sf-1", "semantic", "User always wants an aisle seat"),
+              hit("gk-3", "global", "I always want hotels under $200 a night"),
+              hit("ep-1", "episodic", "I always want an aisle seat, vegetarian meals, and hotels under $200 a night")]
+    packed = pack(ranked, k=5, budget=1000)
+    assert [h.id for h in packed.hits] == ["gk-1", "gk-2", "gk-3"]
+    assert any(line.startswith("sf-1: repeats gk-1") for line in packed.left_out)
+    assert any(line.startswith("ep-1: repeats gk-1") for line in packed.left_out)
+    # the message first: every item made from it is said already
+    packed = pack(ranked[-1:] + ranked[:-1], k=5, budget=1000)
+    assert [h.id for h in packed.hits] == ["ep-1"]
+
+
 def test_a_background_recall_never_stands_for_the_hooks_own(corpus):
     r = _retriever()
     mine = r.recall("aisle seat", agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False)
@@ -318,3 +338,37 @@ def test_a_background_recall_never_stands_for_the_hooks_own(corpus):
     r.recall("window seat", agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False,
              background=True)  # Foresight's or a tool result's preparation, on another thread
     assert r.last_result is mine
+
+
+def _sourced_fact(root: Path, project: str, text: str, source: dict, fid: str, agent: str = "a"):
+    rec = {"kind": "fact", "id": fid, "timestamp": source["timestamp"], "project": project, "origin_agent": agent,
+           "content": text, "session_ids": [source["session_id"]], "source_entry_ids": [source["id"]],
+           "supersedes": None}
+    append_lines(root / "semantic" / f"{project}.jsonl", jsonl.dumps(rec))
+
+
+def test_a_fact_ranks_no_higher_than_its_own_visible_entry(workspace):
+    """A fact is shorter than the turn it was made from and skips decay: on the words it shares with that
+    turn it would outrank the turn that answers the question. Where the agent sees the fact's source, the
+    fact ranks at its source's place (and stands in for it); another agent, who cannot see the source, gets
+    the fact on its own score."""
+    root = workspace / "memory"
+    ledger = Ledger(root)
+    answer = _add(ledger, "a", "s1", "trips", "Oliver keeps his bone under the old oak in the garden", days_ago=40)
+    chat = _add(ledger, "a", "s1", "trips", "Ha, Oliver loves his bone so much, what a dog, I remember the time "
+                "we all went to the lake together and swam until sunset", days_ago=40)
+    _sourced_fact(root, "trips", "Oliver loves his bone", chat, "sf-chat")
+    query = "Where is Oliver's bone?"
+    top = _retriever(**{"retrieval.top_k": 1, "retrieval.scoping": "soft"})
+    res = top.recall(query, agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False)
+    assert [h.id for h in res.hits] == [answer["id"]]
+    by_id = {h.id: h for h in res.candidates}
+    assert by_id["sf-chat"].score <= np.nextafter(by_id[chat["id"]].score, np.inf)
+    assert by_id["sf-chat"].raw_bm25 <= by_id[chat["id"]].raw_bm25
+    # with k 2 the fact stands in for its source: the block never says the same turn twice
+    two = _retriever(**{"retrieval.top_k": 2, "retrieval.scoping": "soft"})
+    res = two.recall(query, agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False)
+    assert [h.id for h in res.hits] == [answer["id"], "sf-chat"]
+    # agent b cannot see agent a's turns: the shared fact keeps its own (higher) score and comes first
+    res = top.recall(query, agent_id="b", project="trips", agents=["b"], now=NOW, record_trace=False)
+    assert [h.id for h in res.hits] == ["sf-chat"]

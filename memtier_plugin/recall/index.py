@@ -33,7 +33,8 @@ from ..store.semantic import retirement
 from ..tokenize import tokenize
 
 log = logging.getLogger(__name__)
-FORMAT = 3  # 2: file marks (hand-edit detection); saved as generations behind CURRENT; 3: the "reply" column
+FORMAT = 4  # 2: file marks (hand-edit detection); saved as generations behind CURRENT; 3: the "reply" column;
+#            4: fact sources (a fact ranks no higher than its own visible entry would)
 _MARK_BYTES = 1024  # hashed at a file's head and just before its checkpoint
 _GEN_RE = re.compile(r"g-[0-9a-f]{16}")
 
@@ -139,6 +140,7 @@ class DocIndex:
         self.marks: dict[str, list] = {}  # file -> [offset, inode, mtime_ns, head+tail digest] (see _mark)
         self.session_docs = SessionDocs()
         self.fact_sessions: dict[int, list[int]] = {}  # fact doc -> session codes of its sources
+        self.fact_sources: dict[int, list[str]] = {}  # fact doc -> the episodic entry ids it was made from
         self.pending: dict[str, list[dict]] = {}  # updates seen before their entry
         self.applied: set[str] = set()  # ids of change records already folded in this process
         self._deferred: list[list[str]] | None = None  # token lists not yet in bm25 (bulk mode only)
@@ -228,6 +230,7 @@ class DocIndex:
         self.session_docs.add(int(c["session"][doc]), doc)
         if kind == "fact":
             self.fact_sessions[doc] = [self.sessions.get(s) for s in rec.get("session_ids") or []]
+            self.fact_sources[doc] = [x for x in rec.get("source_entry_ids") or [] if isinstance(x, str)][:64]
             retired = retirement(rec)
             if retired is not None:
                 self.ingest({"kind": "superseded", "fact_id": retired[0]}, file_code, offset)
@@ -429,6 +432,7 @@ class DocIndex:
                 "sessions": self.sessions.names, "agents": self.agents.names, "projects": self.projects.names,
                 "files": self.files.names, "checkpoint": self.checkpoint, "marks": self.marks,
                 "fact_sessions": {str(k): v for k, v in self.fact_sessions.items()},
+                "fact_sources": {str(k): v for k, v in self.fact_sources.items()},
                 "pending": self.pending, "annotate_dates": self.annotate_dates,
                 "reply_context": self.reply_context}
         (directory / "meta.json").write_bytes(orjson.dumps(meta))
@@ -456,6 +460,7 @@ class DocIndex:
         self.checkpoint = meta["checkpoint"]
         self.marks = meta["marks"]
         self.fact_sessions = {int(k): v for k, v in meta["fact_sessions"].items()}
+        self.fact_sources = {int(k): v for k, v in meta["fact_sources"].items()}
         self.pending = meta["pending"]
         self.session_docs = SessionDocs(self.col("session"))
         return self

@@ -24,6 +24,7 @@ STANDING_HEADER = ("Items marked 'standing' are the user's preferences, constrai
 HOOK_HEADER = ("Items cited by a hook's id are bound to this situation by hooks (docs/hooks_memory.md); "
                "'working state' is where this project's last task stopped.")
 DUPLICATE_JACCARD = 0.9
+SAME_ITEM = 2 / 3  # share of the shorter item's words two items made from one entry share when they say one thing
 
 
 @dataclass
@@ -122,13 +123,26 @@ def content_terms(text: str) -> int:
     return len({t for t in tokenize(text) if t not in _ACK and not t.isdigit()})
 
 
+def _repeats(hit: Hit, words: frozenset, by: list[tuple]) -> bool:
+    """Whether ``hit`` says again what the taken hits ``by`` (one per source entry) say. An episode is said by
+    any item made from it (a fact or standing item stands in for its turn); a fact or standing item by its
+    entry itself, or by an item made from the same entry that says the same thing (two thirds of its words or more).
+    Two items made from one message ("an aisle seat, vegetarian meals and hotels under $200") each say a
+    rule of their own."""
+    if hit.tier == "episodic":
+        return True
+    return all(tier == "episodic" or (words and len(words & other) >= SAME_ITEM * min(len(words), len(other)))
+               for _, tier, other in by)
+
+
 def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packed:
     """Greedy in rank order: take a hit if it says something of its own, is not a duplicate, does not repeat
     what a hit already taken was made from, and fits both budgets.
 
     An episode, fact or standing item whose every source entry is already in the
     block (the entry itself, or a fact or standing item made from it) says that
-    entry again: the slot goes to the next hit instead. Skills, working state and
+    entry again: the slot goes to the next hit instead (:func:`_repeats`: items made
+    from one message that each state a rule of their own are all kept). Skills, working state and
     hooks are never skipped this way (a skill made from a run does not restate it).
 
     An acknowledgement ("Noted.", "Perfect, thanks.") matched only through the
@@ -140,7 +154,7 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
     """
     taken: list[Hit] = []
     sets: list[frozenset] = []
-    covered: dict[str, str] = {}  # source entry id -> the taken hit that stands for it
+    covered: dict[str, tuple] = {}  # source entry id -> (id, tier, words) of the taken hit that stands for it
     left: list[str] = []
     used_tokens = 0
     used_chars = 0
@@ -157,8 +171,9 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
         if dup is not None:
             left.append(f"{hit.id}: duplicate of {dup.id}")
             continue
-        if hit.tier in RESTATING_TIERS and hit.sources and all(src in covered for src in hit.sources):
-            left.append(f"{hit.id}: repeats {covered[hit.sources[0]]} (made from the same entry)")
+        if hit.tier in RESTATING_TIERS and hit.sources and all(src in covered for src in hit.sources) \
+                and _repeats(hit, ts, [covered[src] for src in hit.sources]):
+            left.append(f"{hit.id}: repeats {covered[hit.sources[0]][0]} (made from the same entry)")
             continue
         line = hit.line()
         cost = count_tokens(line)
@@ -172,7 +187,7 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
         taken.append(hit)
         sets.append(ts)
         for src in hit.sources if hit.tier in RESTATING_TIERS else ():
-            covered.setdefault(src, hit.id)
+            covered.setdefault(src, (hit.id, hit.tier, ts))
         used_tokens += cost
         used_chars += len(line)
     return Packed(taken, left, used_tokens)

@@ -720,8 +720,18 @@ class Retriever:
             keep &= ~np.isin(e_docs, exclude)
         e_docs, e_raw = e_docs[keep], e_raw[keep]
         e_cos = e_cos[keep] if dense else e_cos
-        from_stage1 = np.isin(ep.col("session")[e_docs], s_codes) if s_codes else np.zeros(len(e_docs), bool)
         f_docs, f_raw = facts
+        # a fact's visible source entries compete too, whatever their match: the fact ranks at theirs (below)
+        src = self._visible_sources(f_docs, agents, project, exclude)
+        extra = np.setdiff1d(src, e_docs)
+        if len(extra):
+            x_docs, x_raw = ep.bm25.score(q, extra) if q else (np.empty(0, np.int64), np.empty(0))
+            raw_of = dict(zip(x_docs.tolist(), x_raw.tolist()))
+            e_docs = np.concatenate([e_docs, extra]).astype(np.int64)
+            e_raw = np.concatenate([e_raw, [raw_of.get(d, 0.0) for d in extra.tolist()]])
+            if dense:
+                e_cos = np.concatenate([e_cos, self.vectors(ep)[extra] @ qv])
+        from_stage1 = np.isin(ep.col("session")[e_docs], s_codes) if s_codes else np.zeros(len(e_docs), bool)
         n_ep = len(e_docs)
         names = ("sem", "bm25", "decay", "cw", "tier")
         if n_ep + len(f_docs) == 0:
@@ -739,10 +749,43 @@ class Retriever:
         else:
             sem = np.zeros(len(raw))
         fused = fuse(weights, sem, bm, decay, phi_cw(cw), tier_bonus(tiers, cfg.tier_multipliers))
+        if len(src):
+            self._cap_at_sources(fused.scores, raw, e_docs, f_docs)
         order = _top_order(fused.scores, depth)
         pairs = [(ep, int(e_docs[i])) if i < n_ep else (self.semantic, int(f_docs[i - n_ep])) for i in order.tolist()]
         return Ranked(pairs, fused.scores[order], raw[order],
                       {k: v[order] for k, v in fused.signals.items()}, fused.weights, "")
+
+    def _visible_sources(self, f_docs: np.ndarray, agents, project, exclude) -> np.ndarray:
+        """The episodic docs, visible to this recall, that the facts ``f_docs`` were made from (ascending)."""
+        ep, pos, sources = self.episodic, self.episodic.pos, self.semantic.fact_sources
+        docs = {pos[i] for f in f_docs.tolist() for i in sources.get(f, ()) if i in pos}
+        if not docs:
+            return np.empty(0, np.int64)
+        arr = np.array(sorted(d for d in docs if d < ep.n), dtype=np.int64)
+        keep = self._mask(ep, arr, agents, project)
+        if exclude is not None and len(exclude):
+            keep &= ~np.isin(arr, exclude)
+        return arr[keep]
+
+    def _cap_at_sources(self, scores: np.ndarray, raw: np.ndarray, e_docs: np.ndarray, f_docs: np.ndarray) -> None:
+        """A fact restates the entries it was made from. Where the agent can see one of them, the fact ranks
+        no higher than the best of them would, by fused score and raw BM25 (what calibration reads): shorter
+        and exempt from decay, it would otherwise outrank its own turn on any one-word match ("I totally
+        agree, Melanie") and push the evidence out of the block. At that rank the fact stands just before its
+        source, so the block holds the fact (current, and shorter) and packing skips the entry it repeats.
+        A fact whose sources this agent cannot see (another agent's) keeps its own score: that is what the
+        semantic tier shares."""
+        at = {d: i for i, d in enumerate(e_docs.tolist())}
+        pos, sources, n_ep = self.episodic.pos, self.semantic.fact_sources, len(e_docs)
+        for j, f in enumerate(f_docs.tolist()):
+            mine = [at[pos[i]] for i in sources.get(f, ()) if i in pos and pos[i] in at]
+            if not mine:
+                continue
+            best = max(mine, key=lambda i: scores[i])
+            k = n_ep + j
+            scores[k] = min(scores[k], np.nextafter(scores[best], np.inf))
+            raw[k] = min(raw[k], raw[best])
 
     # ---- hits and packing ------------------------------------------------
     def content(self, idx: DocIndex, doc: int) -> str:
