@@ -15,7 +15,12 @@ def test_requests_for_advice_or_an_errand_ask_for_a_choice():
                    "Are there any indie games that I should try?",
                    "Book me a flight to Berlin on Friday.",
                    "Plan our trip to Lisbon in May.",
-                   "Order dinner for the team tonight."):
+                   "Order dinner for the team tonight.",
+                   # an act in the world, told in the imperative where a request starts
+                   "Fly out from SFO on November 9, come back November 14.",
+                   "Last piece: fly me home from Porto on the 16th.",
+                   "Thanks. Can you push 1.4.2 to production now?",
+                   "Please renew my gym membership."):
         assert asks_for_choice(prompt) == 1.0, prompt
 
 
@@ -25,6 +30,8 @@ def test_questions_and_tasks_that_ask_for_no_choice_do_not():
                    "Translate this paragraph into German.",
                    "In order to compile, which flags does gcc need?",  # "order to" is no errand
                    "What did Melanie paint last summer?",
+                   "How do I deploy a Flask app with gunicorn?",  # knowledge asked for, not an act
+                   "My flight was delayed, so we will drive to the coast instead.",  # a story, not a request
                    ""):
         assert asks_for_choice(prompt) == 0.0, prompt
 

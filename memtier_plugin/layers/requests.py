@@ -9,7 +9,8 @@ programming courses share words and topics), so calibration
 (:mod:`..recall.calibration`) also reads the prompt's request type:
 ``asks_for_choice`` is 1.0 when the prompt asks memory's owner to be advised
 or served (a recommendation, a suggestion, options, ideas, what to pick, plan,
-book, buy or order), else 0.0. It is one feature among the others, weighed by
+book, buy or order; or an act in the world told in the imperative: "Fly out
+from SFO on the 9th", "can you push it to production?"), else 0.0. It is one feature among the others, weighed by
 the fitted model: an item that shares a prompt's topic and embedding closely
 is still delivered to a prompt that asks for nothing (the release-notes style
 to "write the release notes of 2.4", workspace-fixtures/steps), one that only
@@ -30,6 +31,13 @@ _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alterna
 # errands done on the user's behalf, where their standing choices apply ("book me a flight", "plan our trip")
 _ERRANDS = r"plan\w*|book|booking|reserve|order(?! to\b)|buy|purchase|pick|choose|find me|get me|schedule"
 _CUE = re.compile(rf"\b(?:{_ADVICE}|{_ERRANDS})\b", re.IGNORECASE)
+# errands in the imperative, as an agent is told them ("Fly out from SFO on the 9th", "Last piece: fly me home",
+# "can you push it to production?"): a verb of acting in the world for the user where a request starts. Only
+# there: "how do I deploy a Flask app?" asks for knowledge, not for an act.
+_ACTS = (r"fly|travel|drive|ship|send|pay|rent|hire|cancel|reschedule|arrange|deploy|push|release|roll out|"
+         r"install|renew|upgrade|register|sign (?:me )?up|check (?:me )?in")
+_REQUEST_START = r"(?:^|[.!?:;]\s+|\b(?:please|can you|could you|would you|will you|go ahead and|let's|let us|then)\s+)"
+_ACT = re.compile(rf"{_REQUEST_START}(?:{_ACTS})\b", re.IGNORECASE | re.MULTILINE)
 MAX_CHARS = 2000  # a pasted document is read at its start and its end only, where a request is
 
 
@@ -38,4 +46,4 @@ def asks_for_choice(prompt: str) -> float:
     if not prompt:
         return 0.0
     text = prompt if len(prompt) <= 2 * MAX_CHARS else prompt[:MAX_CHARS] + "\n" + prompt[-MAX_CHARS:]
-    return 1.0 if _CUE.search(text) else 0.0
+    return 1.0 if _CUE.search(text) or _ACT.search(text) else 0.0
