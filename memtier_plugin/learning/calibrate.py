@@ -20,7 +20,8 @@ import math
 
 import numpy as np
 
-from ..recall.calibration import FEATURES, LEXICAL, Calibration, LayerModel, _sigmoid, auc, derive, fit_layer
+from ..recall.calibration import (DERIVED, FEATURES, LEXICAL, Calibration, LayerModel, _sigmoid, auc, derive,
+                                  fit_layer)
 
 MAX_FALSE_DELIVERY = 0.05  # the share of unrelated prompts that may be handed anything (issue 25)
 MAX_WRONG_STANDING = 0.3  # standing items or skills a prompt that has its own may be handed besides (issue 25)
@@ -60,7 +61,8 @@ def lexical_view(layer: str, feats: dict) -> dict | None:
         return None
     if feats.get("topic", 0.0) < TOPIC_GATE and feats.get("lexical", 0.0) < LEXICAL_GATE:
         return None
-    return derive(f"{layer}_lexical", {k: feats.get(k, 0.0) for k in ("topic", "lexical", "prompt_words", "asks")})
+    lexical = f"{layer}_lexical"
+    return derive(lexical, {k: feats.get(k, 0.0) for k in FEATURES[lexical] if k not in DERIVED})
 
 
 def _fit(rows: dict[str, list], l2: float) -> dict[str, LayerModel]:

@@ -55,6 +55,8 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "global_lexical": ("topic", "lexical", "topic_lexical", "prompt_words", "asks"),
     "skill_lexical": ("topic", "lexical", "topic_lexical", "prompt_words"),
 }
+#: features made from others by :func:`derive` (a candidate's signals never carry them)
+DERIVED = frozenset({"cos_topic", "topic_lexical"})
 #: a lexical layer's threshold is its embedded counterpart's (one probability scale)
 LEXICAL = {"global_lexical": "global", "skill_lexical": "skill"}
 LAYERS = tuple(FEATURES)
