@@ -428,7 +428,7 @@ def test_a_sidecar_stopped_while_it_warms_up_exits_cleanly(sidecar, tmp_path):
 def test_a_planted_symlink_never_redirects_the_token(tmp_path, monkeypatch):
     """Private files are created with O_EXCL | O_NOFOLLOW: a symlink planted under the temp name the
     writer draws (here made predictable) is skipped, and the file it points to is never written."""
-    from memtier_plugin.bridges.http import ensure_token
+    from memtier_plugin.bridges.sidecar_token import ensure_token
     from memtier_plugin.store import files
 
     d = tmp_path / "memory" / ".sidecar"
@@ -460,7 +460,7 @@ def test_the_token_is_rotated_after_an_unclean_exit(sidecar, tmp_path):
 
 
 def test_the_challenge_proves_the_server_holds_the_token_without_receiving_it(sidecar):
-    from memtier_plugin.bridges.http import challenge_proof
+    from memtier_plugin.bridges.sidecar_token import challenge_proof
 
     sc = sidecar()
     nonce = os.urandom(32).hex()

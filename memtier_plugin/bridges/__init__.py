@@ -5,7 +5,11 @@ Config: none of its own (``memtier serve``, ``memtier mcp`` and ``memtier ui`` f
 Modules by purpose:
 
 * :mod:`.http`: ``memtier serve``, the loopback HTTP server (``/v1/<hook>``, ``/v1/<tool>``,
-  ``/health``) the OpenClaw plugin talks to, with its token and endpoint files;
+  ``/health``) the OpenClaw plugin talks to, with its endpoint file and workspace lock;
+* :mod:`.sidecar_token`: the sidecar's shared secret: its private folder, the token file, and
+  the challenge proof a client checks before it sends the token;
+* :mod:`.request_parsing`: untrusted request bodies (the sidecar's and the ui's) read into JSON
+  and the hook context and events, a bad field refused as a one-line :class:`.request_parsing.RequestError`;
 * :mod:`.mcp`: ``memtier mcp``, the MCP server (stdio) with the memory tools;
 * :mod:`.ui`: ``memtier ui``, the local web page's server and its guards (token, Host, Origin);
 * :mod:`.ui_views`: what the page shows, read from the workspace without a lock.

@@ -18,19 +18,13 @@ Protocol (JSON in, JSON out, UTF-8)::
     GET  /v1/challenge?nonce=<hex>                     (no token: the server proves it holds it)
 
 ``ctx`` and ``event`` carry the field names of :mod:`memtier_plugin.events`
-(snake_case); unknown fields are ignored, so clients may send newer ones.
-Every request needs ``Authorization: Bearer <token>``; the token lives in
-``<memory root>/.sidecar/token`` (mode 0600, its folder 0700, never inside a
-ledger) and is compared in constant time. The server listens on loopback only.
-
-Before a client sends the token or any content on a connection it asks
-``GET /v1/challenge?nonce=<16-64 random bytes, hex>`` (no token) and checks the
-answer ``{"service", "pid", "workspace", "port", "proof"}``: ``proof`` is the hex
-HMAC-SHA256, keyed with the token, of ``memtier-sidecar-challenge-v1\n<nonce>\n
-<pid>\n<workspace>\n<port>`` (:func:`challenge_proof`). Only a server holding the
-token can answer, and naming its own port stops a squatter from relaying the
-challenge to the real sidecar. A token file left by a sidecar that did not exit
-cleanly is replaced at the next start (:func:`serve`).
+(snake_case); unknown fields are ignored, so clients may send newer ones
+(:mod:`.request_parsing` reads them). Every request needs
+``Authorization: Bearer <token>``, compared in constant time; the token file
+and the ``GET /v1/challenge`` proof a client checks before it sends the token
+are :mod:`.sidecar_token`'s. A token file left by a sidecar that did not exit
+cleanly is replaced at the next start (:func:`serve`). The server listens on
+loopback only.
 
 Under many clients: at most ``max_connections`` connections (past it, the
 oldest connection that has not yet sent the token is closed to make room, or
@@ -58,12 +52,9 @@ from __future__ import annotations
 import dataclasses
 import errno
 import fcntl
-import hashlib
 import hmac
-import json
 import logging
 import os
-import secrets
 import signal
 import socket
 import threading
@@ -75,14 +66,11 @@ from typing import Any, Callable
 import orjson
 
 from .. import __version__
-from ..errors import InvalidIdError, MemtierError
-from ..events import (
-    AgentEndEvent, CompactionEvent, HookContext, PromptEvent, SessionEndEvent, ToolCallEvent, ToolResultEvent,
-)
+from ..errors import MemtierError
+from ..events import HookContext
 from ..host import Host, review_decision
-from ..store.files import atomic_write
-from ..store.jsonl import clean_obj
-from ..store.paths import checked_id
+from .request_parsing import HOOK_EVENTS, RequestError, json_kind, parse_body, parse_ctx, parse_event
+from .sidecar_token import challenge_proof, ensure_token, private_dir, sidecar_dir, write_private
 
 log = logging.getLogger(__name__)
 
@@ -102,160 +90,8 @@ UNAUTH_IDLE_S = 10.0
 REQUEST_TIMEOUT_S = 10.0
 #: Failed writes logged per minute at most (then one line counting the rest).
 FAILED_WRITES_PER_MIN = 20
-#: What the challenge proof is computed over (versioned: a new layout is a new prefix).
-CHALLENGE_PREFIX = "memtier-sidecar-challenge-v1"
-HOOK_EVENTS = {"before_prompt_build": PromptEvent, "pre_tool": ToolCallEvent, "post_tool": ToolResultEvent,
-               "agent_end": AgentEndEvent, "before_compaction": CompactionEvent, "session_end": SessionEndEvent}
 TOOLS = ("memory_search", "memory_get", "memory_add", "memory_forget", "memory_correct")
-_CTX_FIELDS = ("agent_id", "session_key", "session_id", "run_id", "project")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
-
-
-class RequestError(MemtierError):
-    """A request the sidecar refuses: an HTTP status and one line saying what was wrong."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-
-
-# ---- files beside the workspace ------------------------------------------------
-def sidecar_dir(memory_root: Path | str) -> Path:
-    """``<memory root>/.sidecar``: token, endpoint and lock (mode 0700; never read as a ledger)."""
-    return Path(memory_root) / ".sidecar"
-
-
-def _private_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically, readable by the owner only (0600 from creation)."""
-    atomic_write(path, data, mode=0o600)
-
-
-def ensure_token(path: Path | str, *, rotate: bool = False) -> str:
-    """The sidecar token in ``path``: reused when it is a private (0600) file of ours, else a new one.
-
-    A token file others could read is replaced, not trusted: it may have leaked. ``rotate``: always a
-    new one (the last sidecar did not exit cleanly, so whatever listened on its port since may hold it).
-    """
-    path = Path(path)
-    if rotate:
-        token = secrets.token_urlsafe(32)
-        _write_private(path, (token + "\n").encode())
-        return token
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # an existing folder keeps its mode
-    try:
-        st = path.lstat()
-        text = path.read_text(encoding="ascii").strip() if path.is_file() and not path.is_symlink() else ""
-        if (st.st_mode & 0o077) == 0 and st.st_uid == os.getuid() and len(text) >= 32 and text.isprintable():
-            return text
-        if text:
-            log.warning("%s: token file readable by others or not ours; writing a new token", path)
-    except (FileNotFoundError, UnicodeDecodeError):
-        pass
-    token = secrets.token_urlsafe(32)
-    _write_private(path, (token + "\n").encode())
-    return token
-
-
-def challenge_proof(token: str | bytes, nonce: str, pid: int, workspace: str, port: int) -> str:
-    """The hex HMAC-SHA256 (keyed with the token) a sidecar answers ``GET /v1/challenge?nonce=`` with."""
-    key = token.encode() if isinstance(token, str) else token
-    msg = f"{CHALLENGE_PREFIX}\n{nonce}\n{pid}\n{workspace}\n{port}".encode()
-    return hmac.new(key, msg, hashlib.sha256).hexdigest()
-
-
-def _surrogate_free(value: Any) -> Any:
-    """``value`` with every lone surrogate (a JavaScript host's cut emoji) as U+FFFD; pairs joined."""
-    return clean_obj(value)
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def parse_body(body: bytes) -> Any:
-    """A request body as JSON; lone surrogate escapes (``"\\ud83d"``) decode to U+FFFD, as on every other
-    input path, instead of failing the request. Raises ``ValueError`` (one line) for anything not JSON."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        strict = str(exc).splitlines()[0][:120]
-    try:  # orjson refuses lone surrogates; the standard parser keeps them, clean_obj replaces them
-        obj = json.loads(body.decode("utf-8", "replace"), parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        raise ValueError(strict) from None
-    return _surrogate_free(obj)
-
-
-def read_token(path: Path | str) -> str:
-    """The token a client sends (first line of the file)."""
-    return Path(path).read_text(encoding="ascii").strip()
-
-
-# ---- requests → hook calls ----------------------------------------------------
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-_NUMBER = (int, float)
-#: The JSON type of every event field (by name; events only ever gain fields). ``None`` in a tuple: null allowed.
-FIELD_TYPES: dict[str, tuple] = {
-    "prompt": (str,), "messages": (list,), "timestamp": (*_NUMBER, None), "tool_name": (str,),
-    "params": (dict, None), "tool_call_id": (str, None), "result": (object, None), "error": (str, None),
-    "duration_ms": (*_NUMBER, None), "success": (bool,), "reason": (str, None),
-}
-_NAMES = {str: "a string", list: "an array", dict: "an object", bool: "true or false", int: "a number",
-          float: "a number", object: "a value"}
-
-
-def _checked(where: str, value: Any, types: tuple) -> Any:
-    """``value`` when it is one of ``types`` (a bool is never a number), else RequestError naming ``where``."""
-    if value is None:
-        if None in types:
-            return None
-        raise RequestError(400, f"{where}: expected {_NAMES[types[0]]}, got null")
-    concrete = tuple(t for t in types if t is not None)
-    if isinstance(value, bool) and bool not in concrete and object not in concrete:
-        ok = False
-    else:
-        ok = isinstance(value, concrete)
-    if not ok:
-        raise RequestError(400, f"{where}: expected {_NAMES[concrete[0]]}, got {_kind(value)}")
-    return value
-
-
-def parse_ctx(obj: Any, workspace: Path) -> HookContext:
-    """The request's ``ctx`` as a HookContext of this sidecar's workspace; a path-like agent id is refused."""
-    if not isinstance(obj, dict):
-        raise RequestError(400, f"ctx: expected an object, got {_kind(obj)}")
-    values = {name: _checked(f"ctx.{name}", obj.get(name), (str, None)) or "" for name in _CTX_FIELDS}
-    try:
-        checked_id(obj.get("agent_id"), "ctx.agent_id")
-    except InvalidIdError as exc:
-        raise RequestError(400, str(exc)) from None
-    return HookContext(**values, workspace_dir=str(workspace))
-
-
-def parse_event(hook: str, obj: Any):
-    """The request's ``event`` as the hook's event dataclass (fields by name; unknown ones ignored)."""
-    cls = HOOK_EVENTS[hook]
-    obj = {} if obj is None else obj
-    if not isinstance(obj, dict):
-        raise RequestError(400, f"event: expected an object, got {_kind(obj)}")
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
-        if obj.get(f.name) is None:
-            if required:
-                raise RequestError(400, f"event.{f.name}: required")
-            continue
-        kwargs[f.name] = _checked(f"event.{f.name}", obj[f.name], FIELD_TYPES.get(f.name, (object, None)))
-    return cls(**kwargs)
 
 
 class Sidecar:
@@ -276,7 +112,7 @@ class Sidecar:
             raise RequestError(404, f"unknown endpoint /v1/{name[:60]}: expected one of "
                                     f"{', '.join([*HOOK_EVENTS, *TOOLS])}")
         if not isinstance(body, dict):
-            raise RequestError(400, f"body: expected a JSON object, got {_kind(body)}")
+            raise RequestError(400, f"body: expected a JSON object, got {json_kind(body)}")
         ctx = parse_ctx(body.get("ctx"), self.workspace)
         if name in TOOLS:
             return self._tool(name, ctx, body.get("params"))
@@ -301,7 +137,7 @@ class Sidecar:
 
         params = {} if params is None else params
         if not isinstance(params, dict):
-            raise RequestError(400, f"params: expected an object, got {_kind(params)}")
+            raise RequestError(400, f"params: expected an object, got {json_kind(params)}")
         mem = memory_for(ctx)
         try:
             if name == "memory_search":
@@ -634,7 +470,7 @@ def endpoint_path(memory_root: Path | str) -> Path:
 
 def lock_workspace(memory_root: Path | str) -> int:
     """Hold ``.sidecar/lock`` for this process's life: one sidecar per workspace (released even on SIGKILL)."""
-    d = _private_dir(sidecar_dir(memory_root))
+    d = private_dir(sidecar_dir(memory_root))
     fd = os.open(d / "lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
                  0o600)
     try:
@@ -731,7 +567,7 @@ def serve(workspace: Path | str, memory_root: Path | str, *, host: str = "127.0.
                              daemon=True).start()
         endpoint = Endpoint(server.url, str(token_path.resolve()), os.getpid(), str(workspace))
         ep_file = endpoint_path(memory_root)
-        _write_private(ep_file, orjson.dumps(dataclasses.asdict(endpoint), option=orjson.OPT_INDENT_2))
+        write_private(ep_file, orjson.dumps(dataclasses.asdict(endpoint), option=orjson.OPT_INDENT_2))
         try:
             if on_ready:
                 on_ready(endpoint)

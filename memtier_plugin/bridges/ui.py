@@ -49,7 +49,8 @@ from ..errors import MemtierError
 from ..memory import Memory
 from ..store.paths import checked_id, is_valid_id
 from . import ui_views as views
-from .http import LOOPBACK, RequestError, parse_body
+from .http import LOOPBACK
+from .request_parsing import RequestError, parse_body
 
 log = logging.getLogger(__name__)
 
