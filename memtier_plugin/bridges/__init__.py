@@ -6,7 +6,7 @@ Modules by purpose:
 
 * :mod:`.http`: ``memtier serve``, the loopback HTTP server (``/v1/<hook>``, ``/v1/<tool>``,
   ``/health``) the OpenClaw plugin talks to, with its endpoint file and workspace lock;
-* :mod:`.sidecar_token`: the sidecar's shared secret: its private folder, the token file, and
+* :mod:`.sidecar_token` holds the sidecar's shared secret (its private folder, the token file) and
   the challenge proof a client checks before it sends the token;
 * :mod:`.request_parsing`: untrusted request bodies (the sidecar's and the ui's) read into JSON
   and the hook context and events, a bad field refused as a one-line :class:`.request_parsing.RequestError`;

@@ -1,4 +1,4 @@
-"""The sidecar's shared secret: the private folder beside the workspace, the token file, the challenge proof.
+"""The sidecar's shared secret, kept in a private folder beside the workspace (the token file), and the challenge proof.
 
 Every request to ``memtier serve`` needs ``Authorization: Bearer <token>``; the
 token lives in ``<memory root>/.sidecar/token`` (mode 0600, its folder 0700,
