@@ -369,6 +369,10 @@ def test_a_fact_ranks_no_higher_than_its_own_visible_entry(workspace):
     two = _retriever(**{"retrieval.top_k": 2, "retrieval.scoping": "soft"})
     res = two.recall(query, agent_id="a", project="trips", agents=["a"], now=NOW, record_trace=False)
     assert [h.id for h in res.hits] == [answer["id"], "sf-chat"]
+    from memtier_plugin.cli.search_cmd import explain_table
+    table = explain_table(res)  # --explain marks the capped fact: its score is not the sum of its signals
+    assert f"{res.hits[1].score:.3f}*" in table and "*: a fact ranked at the score of its own entry" in table
     # agent b cannot see agent a's turns: the shared fact keeps its own (higher) score and comes first
     res = top.recall(query, agent_id="b", project="trips", agents=["b"], now=NOW, record_trace=False)
     assert [h.id for h in res.hits] == ["sf-chat"]
+    assert "*" not in explain_table(res)

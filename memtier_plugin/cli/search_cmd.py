@@ -59,6 +59,12 @@ def _p(hit) -> str:
     return "    -" if hit.probability is None else f"{hit.probability:5.3f}"
 
 
+def _capped(hit) -> bool:
+    """A fact whose score was capped at its own entry's (recall/retriever.py): below the sum of its signals."""
+    return (hit.tier == "semantic" and hit.rerank is None
+            and hit.score < sum(v["contribution"] for v in hit.signals.values()) - 1e-9)
+
+
 def explain_table(result) -> str:
     """The signal breakdown of each delivered hit as a fixed-width table."""
     reranked = any(h.rerank is not None for h in result.hits)
@@ -78,7 +84,8 @@ def explain_table(result) -> str:
         if reranked:
             cells += " " + ("-" if h.rerank is None else f"{h.rerank:.2f}").rjust(6)
         text = printable(" ".join(h.content.split()))
-        lines.append(f"{rank:<4} {printable(h.id):<26} {_p(h)} {h.score:>6.3f}  {cells}  {text[:60]}")
+        mark = "*" if _capped(h) else " "
+        lines.append(f"{rank:<4} {printable(h.id):<26} {_p(h)} {h.score:>6.3f}{mark} {cells}  {text[:60]}")
     for why in result.left_out:
         lines.append(f"     left out: {printable(why)}")
     lines.append("p: the calibrated probability that the item applies (one scale for every layer; the block takes "
@@ -86,6 +93,9 @@ def explain_table(result) -> str:
                  "cells are value×weight; tier value is μ−1; score = Σ value×weight"
                  + ("; a [layer] row is standing knowledge: its score is its applicability (docs/standing.md)"
                     if any(h.standing for h in result.hits) else "")
+                 + ("\n*: a fact ranked at the score of its own entry, which this agent can see (score < Σ: "
+                    "docs/retrieval.md, 'A fact ranks no higher than its own turn')"
+                    if any(_capped(h) for h in result.hits) else "")
                  + ("\nrerank: the cross-encoder's scaled value; it re-ordered the episodic head, and a moved "
                     "entry takes its new place's score, so there score ≠ Σ (docs/retrieval.md)" if reranked else ""))
     return "\n".join(lines)
