@@ -325,6 +325,9 @@ def test_pack_keeps_each_rule_a_message_gave_but_not_one_said_twice():
     packed = pack(ranked, k=5, budget=1000)
     assert [h.id for h in packed.hits] == ["gk-1", "gk-2", "gk-3"]
     assert any(line.startswith("sf-1: repeats gk-1") for line in packed.left_out)
+    # a fact that restates the second item of the message is said already too, not only one of the first
+    meals = hit("sf-2", "semantic", "User always wants vegetarian meals")
+    assert [h.id for h in pack(ranked[:2] + [meals], k=5, budget=1000).hits] == ["gk-1", "gk-2"]
     assert any(line.startswith("ep-1: repeats gk-1") for line in packed.left_out)
     # the message first: every item made from it is said already
     packed = pack(ranked[-1:] + ranked[:-1], k=5, budget=1000)

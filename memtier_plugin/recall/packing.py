@@ -123,16 +123,16 @@ def content_terms(text: str) -> int:
     return len({t for t in tokenize(text) if t not in _ACK and not t.isdigit()})
 
 
-def _repeats(hit: Hit, words: frozenset, by: list[tuple]) -> bool:
-    """Whether ``hit`` says again what the taken hits ``by`` (one per source entry) say. An episode is said by
-    any item made from it (a fact or standing item stands in for its turn); a fact or standing item by its
-    entry itself, or by an item made from the same entry that says the same thing (two thirds of its words or more).
-    Two items made from one message ("an aisle seat, vegetarian meals and hotels under $200") each say a
-    rule of their own."""
+def _repeats(hit: Hit, words: frozenset, by: list[list[tuple]]) -> bool:
+    """Whether ``hit`` says again what the taken hits ``by`` (per source entry, those made from it) say. An
+    episode is said by any item made from it (a fact or standing item stands in for its turn); a fact or
+    standing item by its entry itself, or by an item made from the same entry that says the same thing (two
+    thirds of the shorter one's words). Two items made from one message ("an aisle seat, vegetarian meals and
+    hotels under $200") each say a rule of their own."""
     if hit.tier == "episodic":
         return True
-    return all(tier == "episodic" or (words and len(words & other) >= SAME_ITEM * min(len(words), len(other)))
-               for _, tier, other in by)
+    return all(any(tier == "episodic" or (words and len(words & other) >= SAME_ITEM * min(len(words), len(other)))
+                   for _, tier, other in takers) for takers in by)
 
 
 def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packed:
@@ -154,7 +154,7 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
     """
     taken: list[Hit] = []
     sets: list[frozenset] = []
-    covered: dict[str, tuple] = {}  # source entry id -> (id, tier, words) of the taken hit that stands for it
+    covered: dict[str, list[tuple]] = {}  # source entry id -> (id, tier, words) of each taken hit made from it
     left: list[str] = []
     used_tokens = 0
     used_chars = 0
@@ -173,7 +173,7 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
             continue
         if hit.tier in RESTATING_TIERS and hit.sources and all(src in covered for src in hit.sources) \
                 and _repeats(hit, ts, [covered[src] for src in hit.sources]):
-            left.append(f"{hit.id}: repeats {covered[hit.sources[0]][0]} (made from the same entry)")
+            left.append(f"{hit.id}: repeats {covered[hit.sources[0]][0][0]} (made from the same entry)")
             continue
         line = hit.line()
         cost = count_tokens(line)
@@ -187,7 +187,7 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
         taken.append(hit)
         sets.append(ts)
         for src in hit.sources if hit.tier in RESTATING_TIERS else ():
-            covered.setdefault(src, (hit.id, hit.tier, ts))
+            covered.setdefault(src, []).append((hit.id, hit.tier, ts))
         used_tokens += cost
         used_chars += len(line)
     return Packed(taken, left, used_tokens)
