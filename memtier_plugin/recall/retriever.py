@@ -130,6 +130,26 @@ def _top_order(scores: np.ndarray, depth: int) -> np.ndarray:
     return np.lexsort((np.arange(n), -scores))[:depth]
 
 
+def _cap_at_sources(scores: np.ndarray, raw: np.ndarray, e_docs: np.ndarray, of_fact: list[list[int]]) -> None:
+    """A fact restates the entries it was made from. Where the agent can see one of them (``of_fact[j]``: the
+    visible source docs of fact j, which sits at ``len(e_docs) + j``), the fact ranks no higher than the best
+    of them would, by fused score and raw BM25 (what calibration reads): shorter and exempt from decay, it
+    would otherwise outrank its own turn on any one-word match ("I totally agree, Melanie") and push the
+    evidence out of the block. At that rank the fact stands just before its source, so the block holds the
+    fact (current, and shorter) and packing skips the entry it repeats. A fact whose sources this agent
+    cannot see (another agent's) keeps its own score: that is what the semantic tier shares."""
+    at = {d: i for i, d in enumerate(e_docs.tolist())}
+    n_ep = len(e_docs)
+    for j, docs in enumerate(of_fact):
+        mine = [at[d] for d in docs if d in at]
+        if not mine:
+            continue
+        best = max(mine, key=lambda i: scores[i])
+        k = n_ep + j
+        scores[k] = min(scores[k], np.nextafter(scores[best], np.inf))
+        raw[k] = min(raw[k], raw[best])
+
+
 def _cut(ranked: Ranked, depth: int) -> Ranked:
     """The best ``depth`` of a ranking."""
     if len(ranked.docs) <= depth:
@@ -722,7 +742,7 @@ class Retriever:
         e_cos = e_cos[keep] if dense else e_cos
         f_docs, f_raw = facts
         # a fact's visible source entries compete too, whatever their match: the fact ranks at theirs (below)
-        src = self._visible_sources(f_docs, agents, project, exclude)
+        src, of_fact = self._visible_sources(f_docs, agents, project, exclude)
         extra = np.setdiff1d(src, e_docs)
         if len(extra):
             x_docs, x_raw = ep.bm25.score(q, extra) if q else (np.empty(0, np.int64), np.empty(0))
@@ -750,42 +770,27 @@ class Retriever:
             sem = np.zeros(len(raw))
         fused = fuse(weights, sem, bm, decay, phi_cw(cw), tier_bonus(tiers, cfg.tier_multipliers))
         if len(src):
-            self._cap_at_sources(fused.scores, raw, e_docs, f_docs)
+            _cap_at_sources(fused.scores, raw, e_docs, of_fact)
         order = _top_order(fused.scores, depth)
         pairs = [(ep, int(e_docs[i])) if i < n_ep else (self.semantic, int(f_docs[i - n_ep])) for i in order.tolist()]
         return Ranked(pairs, fused.scores[order], raw[order],
                       {k: v[order] for k, v in fused.signals.items()}, fused.weights, "")
 
-    def _visible_sources(self, f_docs: np.ndarray, agents, project, exclude) -> np.ndarray:
-        """The episodic docs, visible to this recall, that the facts ``f_docs`` were made from (ascending)."""
-        ep, pos, sources = self.episodic, self.episodic.pos, self.semantic.fact_sources
-        docs = {pos[i] for f in f_docs.tolist() for i in sources.get(f, ()) if i in pos}
-        if not docs:
-            return np.empty(0, np.int64)
-        arr = np.array(sorted(d for d in docs if d < ep.n), dtype=np.int64)
+    def _visible_sources(self, f_docs: np.ndarray, agents, project,
+                         exclude) -> tuple[np.ndarray, list[list[int]]]:
+        """The episodic docs, visible to this recall, that the facts ``f_docs`` were made from: all of them
+        (ascending) and each fact's own."""
+        ep, sources = self.episodic, self.semantic.fact_sources
+        per_fact = [[d for d in (ep.pos.get(i) for i in sources.get(f, ())) if d is not None and d < ep.n]
+                    for f in f_docs.tolist()]
+        arr = np.array(sorted({d for docs in per_fact for d in docs}), dtype=np.int64)
+        if not len(arr):
+            return arr, []
         keep = self._mask(ep, arr, agents, project)
         if exclude is not None and len(exclude):
             keep &= ~np.isin(arr, exclude)
-        return arr[keep]
-
-    def _cap_at_sources(self, scores: np.ndarray, raw: np.ndarray, e_docs: np.ndarray, f_docs: np.ndarray) -> None:
-        """A fact restates the entries it was made from. Where the agent can see one of them, the fact ranks
-        no higher than the best of them would, by fused score and raw BM25 (what calibration reads): shorter
-        and exempt from decay, it would otherwise outrank its own turn on any one-word match ("I totally
-        agree, Melanie") and push the evidence out of the block. At that rank the fact stands just before its
-        source, so the block holds the fact (current, and shorter) and packing skips the entry it repeats.
-        A fact whose sources this agent cannot see (another agent's) keeps its own score: that is what the
-        semantic tier shares."""
-        at = {d: i for i, d in enumerate(e_docs.tolist())}
-        pos, sources, n_ep = self.episodic.pos, self.semantic.fact_sources, len(e_docs)
-        for j, f in enumerate(f_docs.tolist()):
-            mine = [at[pos[i]] for i in sources.get(f, ()) if i in pos and pos[i] in at]
-            if not mine:
-                continue
-            best = max(mine, key=lambda i: scores[i])
-            k = n_ep + j
-            scores[k] = min(scores[k], np.nextafter(scores[best], np.inf))
-            raw[k] = min(raw[k], raw[best])
+        seen = set(arr[keep].tolist())
+        return arr[keep], [[d for d in docs if d in seen] for docs in per_fact]
 
     # ---- hits and packing ------------------------------------------------
     def content(self, idx: DocIndex, doc: int) -> str:
