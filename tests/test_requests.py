@@ -74,6 +74,31 @@ def test_standing_signals_carry_the_request_and_each_items_margin_under_the_near
     assert all(sig["margin"] == 0.0 and sig["nearest"] == 0.0 for _, _, sig in none)  # no cosine, neither
 
 
+def test_a_preferences_margin_is_measured_among_preferences_not_against_a_skill(tmp_path):
+    """A skill's text holds the prompt that made it, so it is nearer a like prompt than any preference; the
+    preferences' margin and nearest are read among the Global items (the demo's "fly me home" lost its
+    flight rule to the flight skill this way), and a skill's among the skills."""
+    from memtier_plugin.layers.standing import Item
+
+    cfg = load_config(None, flags={"paths.workspace": str(tmp_path)})
+    rule = Item(id="r", content="Never book flights before 8am.", label="rule", tier="global", timestamp="")
+    seat = Item(id="s", content="I want an aisle seat.", label="preference", tier="global", timestamp="")
+    skill = Item(id="k", content="skill (worked before for: fly me home from Porto): search_flights, book_flight",
+                 label="skill", tier="procedural", timestamp="")
+    other = Item(id="o", content="skill (worked before for: a hotel in Lisbon): book_hotel",
+                 label="skill", tier="procedural", timestamp="")
+    prompt = "Fly me home from Porto on the 16th."
+    emb = _Embedder({prompt: (1.0, 0.0, 0.0), rule.content: (0.55, 0.835, 0.0), seat.content: (0.45, 0.0, 0.893),
+                     skill.content: (0.8, 0.6, 0.0), other.content: (0.6, 0.8, 0.0)})
+    tree = topic_tree()
+    scored = {it.id: sig for it, _, sig in StandingScorer(cfg, tree, emb).score(prompt, [rule, seat, skill, other])}
+    assert scored["r"]["margin"] == 0.0 and scored["r"]["nearest"] == 1.0  # nearest of its kind, 0.25 under the skill
+    assert abs(scored["s"]["margin"] - (0.45 - 0.55)) < 1e-5 and scored["s"]["nearest"] == 0.0
+    assert scored["k"]["margin"] == 0.0 and abs(scored["o"]["margin"] - (0.6 - 0.8)) < 1e-5
+    alone = {it.id: sig for it, _, sig in StandingScorer(cfg, tree, emb).score(prompt, [rule, seat])}
+    assert alone["r"]["margin"] == scored["r"]["margin"] and alone["s"]["margin"] == scored["s"]["margin"]
+
+
 def test_the_shipped_calibration_weighs_the_request_and_the_margin():
     c = cal.load(cal.shipped_path("paper"))
     w = c.models["global"].weights

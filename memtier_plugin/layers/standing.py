@@ -202,7 +202,11 @@ class StandingScorer:
         w_sem = self.cfg.sem if sem is not None else 0.0
         total = w_sem + self.cfg.topic + self.cfg.lexical
         asks = asks_for_choice(query)
-        best = float(cos.max()) if cos is not None and len(cos) else 0.0
+        # margin and nearest compare an item with the nearest item of its own kind: a skill's text holds the prompt
+        # that made it, so beside a skill every preference would read "far from the nearest"
+        is_skill = np.array([it.label == "skill" for it in items])
+        best = {k: float(cos[is_skill == k].max()) if cos is not None and (is_skill == k).any() else 0.0
+                for k in (False, True)}
         out = []
         for i, it in enumerate(items):
             sig = {"sem": float(sem[i]) if sem is not None else 0.0, "topic": cosine(qroute, it.route),
@@ -217,7 +221,7 @@ class StandingScorer:
             sig["asks"] = asks  # the prompt asks for a choice (layers/requests.py)
             # how far the item's cosine is under this prompt's nearest item's (0 for the nearest): one
             # preference usually answers a question, but several close ones may all apply, so it is graded
-            sig["margin"] = float(cos[i]) - best if cos is not None else 0.0
+            sig["margin"] = float(cos[i]) - best[bool(is_skill[i])] if cos is not None else 0.0
             # among the nearest: within ROUTE_DELTA of the nearest cosine (closer than that, bge-small's cosines
             # do not order two items reliably, so a flight booking's seat and meal rules are both nearest)
             sig["nearest"] = 1.0 if cos is not None and sig["margin"] >= -ROUTE_DELTA else 0.0
