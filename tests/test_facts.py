@@ -491,6 +491,39 @@ def test_a_transcript_line_is_read_as_its_speakers_words():
     assert "lgbtq" in f.attribute and not f.attribute.startswith("caroline")
 
 
+def test_a_transcript_line_is_kept_in_its_speakers_name_whichever_role_carried_it():
+    """Two people in one conversation: each one's "I" is that person. Their facts name them (the words stage 1
+    matches "When did Melanie sign up for pottery?" on) and their revision keys do not collide."""
+    (c,) = [f for f in extract_facts("Caroline: I went to the LGBTQ support group yesterday.", timestamp=TS)
+            if f.fact_kind == "event"]
+    assert c.subject == "caroline" and c.content.startswith("Caroline went to the LGBTQ support group")
+    # the replying side of a transcript is a person too, not the agent: read with the user's rules
+    (m,) = [f for f in extract_facts("Melanie: Wow, Caroline! I just signed up for a pottery class yesterday.",
+                                     role="assistant", timestamp=TS) if f.fact_kind == "event"]
+    assert m.subject == "melanie" and m.content.startswith("Melanie just signed up for a pottery class")
+    left = [f.content for f in extract_facts("Melanie: I'm swamped with the kids & work", role="assistant",
+                                             timestamp=TS)]
+    assert left and all(t.startswith("Melanie") for t in left)
+    a = extract_facts("Caroline: I live in Boston.", timestamp=TS)
+    b = extract_facts("Melanie: I live in Denver.", role="assistant", timestamp=TS)
+    assert {f.subject for f in a} == {"caroline"} and {f.subject for f in b} == {"melanie"}
+    # an agent's own reply, with no label, keeps the agent's rules: its "I" is not the user
+    assert not [f for f in extract_facts("I signed up for the newsletter yesterday.", role="assistant",
+                                         timestamp=TS) if f.subject == "user" and f.fact_kind == "event"]
+
+
+@pytest.mark.parametrize("text", ["Caroline: I totally agree, Melanie!", "Melanie: Hey Caroline, I agree.",
+                                  "Thanks, Melanie! I really do.", "Melanie: I hope you're okay.",
+                                  "Hope you have a great weekend!", "Wishing you the best with the adoption, Caroline!"])
+def test_a_name_or_a_wish_said_to_someone_makes_no_fact(text):
+    assert extract_facts(text, timestamp=TS) == []
+
+
+def test_a_hope_of_ones_own_is_still_a_plan():
+    assert [f.content for f in extract_facts("I hope to visit Japan next year.", timestamp=TS)] == \
+        ["User hopes to visit Japan next year"]
+
+
 @pytest.mark.parametrize("text, attribute, value", [
     ("Seat: 14C", "seat", "14C"),
     ("Budget: $500 a night", "budget", "$500 a night"),

@@ -286,7 +286,8 @@ def _clause_facts(clause: str, sent: str, role: str, when: tuple[str | None, str
     elif dated and not pm and not any(f.fact_kind == "event" for f in out) and not any(
             f.fact_kind == "attribute" and P.norm_value(f.value).startswith(P.norm_value(when[0])) for f in out):
         out.append(Fact("event", "user", P.slug(_undated(clause)) or "event", when[0] or "", P.third_person(clause), 0.7))
-    if not out and P.FIRST_PERSON.search(clause) and (P.DISTINCT.search(clause) or len(P.content_tokens(clause)) >= 3):
+    bare = P.VOCATIVE.sub("", clause)  # "I totally agree, Melanie": the name is said to someone, not stated
+    if not out and P.FIRST_PERSON.search(bare) and (P.DISTINCT.search(bare) or len(P.content_tokens(bare)) >= 3):
         out.append(Fact("attribute", "user", NOTE_PREFIX + (P.slug(clause, 6) or "note"), clause, clause, 0.3))
     return out
 
@@ -297,7 +298,8 @@ def _states_nothing(text: str) -> bool:
     "I'd like you to ...", a verbless "a hotel near the venue for Dec 1"). A standing rule in the
     imperative ("never book flights before 8am", "always ...") opens with its adverb, not a verb, and
     is kept; so is "let's use X" (a decision)."""
-    if text.endswith("?") or P.GREETING.match(text) or P.ACK.match(text) or P.LEAVE_TAKING.match(text):
+    if text.endswith("?") or P.GREETING.match(text) or P.ACK.match(text) or P.LEAVE_TAKING.match(text) \
+            or P.WELL_WISHING.match(text):
         return True
     if P.REQUEST.match(text) or P.WANT_ACTION.match(text) or P.QUESTION_START.match(text):
         return True
@@ -411,9 +413,14 @@ def extract_facts(text: str, *, role: str = "user", timestamp: str | None = None
         return []
     if role == "tool" and (text := tool_statement(text)) is None:
         return []
+    speaker = None
     if (m := P.SPEAKER_LABEL.match(text.strip())) and P.UTTERANCE.search(m["said"]) \
             and not P.ACTION_KEY.match(m["who"]) and not P.KV_KEY_BAD.match(m["who"]):
-        text = m["said"]  # a transcript line: its speaker's label is no attribute
+        # a transcript line: its speaker's label is no attribute, and its "I" is that person, whichever
+        # role carried the line: read as a person's own words, kept under their name (_named)
+        text, speaker = m["said"], m["who"]
+        if role in ("user", "assistant"):
+            role = "user"
     day = _day(timestamp)
     out: list[Fact] = []
     seen: set[tuple[str, str, str, str]] = set()
@@ -441,9 +448,26 @@ def extract_facts(text: str, *, role: str = "user", timestamp: str | None = None
                     eff = when[1]  # None: relative phrase left for dates.py
                 else:
                     eff = day.isoformat() if day else None
+                if speaker is not None:
+                    f = _named(f, speaker)
                 out.append(Fact(f.fact_kind, f.subject, f.attribute, f.value, f.content[:300],
                                 f.confidence, eff))
     return out
+
+
+_USER_WORD = re.compile(r"\bUser(?='s\b|\b)")
+
+
+def _named(f: Fact, speaker: str) -> Fact:
+    """A fact read from ``speaker``'s line, told in their name: "User went to a support group" -> "Caroline
+    went to a support group" (subject ``caroline``); a first-person clause the rewrite left as it was ("I
+    loved the book"), or one that names nobody, is kept with its speaker in front. So neither retrieval's
+    words nor a revision key mixes up two people of one conversation."""
+    content = _USER_WORD.sub(speaker, f.content)
+    if speaker not in content:
+        content = f"{speaker}: {content}"
+    subject = (P.slug(speaker, 2) or f.subject) if f.subject == "user" else f.subject
+    return Fact(f.fact_kind, subject, f.attribute, f.value, content, f.confidence, f.effective_time)
 
 
 # ---------------------------------------------------------------- revision and dedup

@@ -350,6 +350,15 @@ UTTERANCE = re.compile(
     r"^(?=(?:\S+\s+){3,}\S).*\b(?:is|are|was|were|am|been|have|has|had|do|does|did|can|could|will|would)\b",
     F,
 )
+# Wishes said to the listener ("I hope you're okay", "Hope you have a great weekend", "Wishing you the best"):
+# about the conversation, not knowledge. "I hope to visit Japan" states a plan and is not one of them.
+WELL_WISHING = re.compile(r"^(?:(?:i|we)\s+)?(?:hope|hoping|wish|wishing)\s+(?:you|you're|your|y'all|all)\b", F)
+# A name the clause is said to, not about: "I totally agree, Melanie", "Hey Caroline, ...". Only the
+# note rule (a first-person clause kept for its distinctive words) looks through it: a name said to
+# someone is no content of its own.
+VOCATIVE = re.compile(
+    r"^(?i:hey|hi|hello|oh|wow|aw+|yeah|yes|thanks|thank you|congrats|sorry)[\s,]+[A-Z][a-z]+\s*[,!.]\s*"
+    r"|,\s*[A-Z][a-z]+\s*[!.?]*$")
 COLON_KV = re.compile(r"^(?P<k>[A-Za-z][\w '/-]{0,38}?)\s*(?::|=)\s+(?P<v>\S.{0,118})$")
 YOUR_KV = re.compile(r"\byour\s+(?P<k>[a-z][\w' -]{1,40}?)\s+(?:is|are)\s+(?P<v>[^,;]{2,80}?)" + _END, F)
 ING_VALUE = re.compile(r"\w+ing\b|going\b|not\b", F)
