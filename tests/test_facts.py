@@ -512,6 +512,16 @@ def test_a_transcript_line_is_kept_in_its_speakers_name_whichever_role_carried_i
                                          timestamp=TS) if f.subject == "user" and f.fact_kind == "event"]
 
 
+@pytest.mark.parametrize("text", ["Summary: I prefer refundable fares for you, and I booked the Marriott.",
+                                  "Plan: I will deploy on Friday.", "Answer: I think you should take the aisle seat."])
+def test_a_reply_with_a_section_label_is_not_a_person_speaking(text):
+    """An agent's "Summary:" is a part of its reply: its "I" is the agent, so no preference or plan of a
+    person called Summary is made of it."""
+    facts = extract_facts(text, role="assistant", timestamp=TS)
+    assert all(f.subject not in ("summary", "plan", "answer") for f in facts)
+    assert not [f for f in facts if f.fact_kind in ("preference", "plan")]
+
+
 @pytest.mark.parametrize("text", ["Caroline: I totally agree, Melanie!", "Melanie: Hey Caroline, I agree.",
                                   "Thanks, Melanie! I really do.", "Melanie: I hope you're okay.",
                                   "Hope you have a great weekend!", "Wishing you the best with the adoption, Caroline!"])

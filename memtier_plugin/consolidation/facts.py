@@ -418,9 +418,10 @@ def extract_facts(text: str, *, role: str = "user", timestamp: str | None = None
             and not P.ACTION_KEY.match(m["who"]) and not P.KV_KEY_BAD.match(m["who"]):
         # a transcript line: its speaker's label is no attribute, and its "I" is that person, whichever
         # role carried the line: read as a person's own words, kept under their name (_named)
-        text, speaker = m["said"], m["who"]
-        if role in ("user", "assistant"):
-            role = "user"
+        text = m["said"]
+        if not P.SECTION_LABEL.match(m["who"]):  # "Summary: I booked ...": a part of a reply, not a person
+            speaker = m["who"]
+            role = "user" if role in ("user", "assistant") else role
     day = _day(timestamp)
     out: list[Fact] = []
     seen: set[tuple[str, str, str, str]] = set()

@@ -350,6 +350,13 @@ UTTERANCE = re.compile(
     r"^(?=(?:\S+\s+){3,}\S).*\b(?:is|are|was|were|am|been|have|has|had|do|does|did|can|could|will|would)\b",
     F,
 )
+# A line's label that names a part of a reply, not a person ("Summary: I booked ...", "Plan: I will deploy
+# on Friday"): such a line is read without its label, in its own role, and in nobody's name.
+SECTION_LABEL = re.compile(
+    r"^(?:summary|answer|result|results|plan|status|reason|option|options|recommendation|recommendations|next|"
+    r"next steps?|steps?|details?|context|conclusion|overview|notes?|tips?|caution|important|reminder|todo|"
+    r"fix|issue|problem|solution|question|response|reply|output|input|example|source|sources|important note|"
+    r"bottom line|tl;?dr|edit|update|short answer|long answer|explanation|analysis|verdict|outcome|goal|task)$", F)
 # Wishes said to the listener ("I hope you're okay", "Hope you have a great weekend", "Wishing you the best"):
 # about the conversation, not knowledge. "I hope to visit Japan" states a plan and is not one of them.
 WELL_WISHING = re.compile(r"^(?:(?:i|we)\s+)?(?:hope|hoping|wish|wishing)\s+(?:you|you're|your|y'all|all)\b", F)
