@@ -56,7 +56,7 @@ def calibration(state, path, locomo_limit, prefeval_limit, inter_prompts, l2, ou
     from ..learning.calibrate import fit_all
     from ..recall.calibration import MARKER, derive
     from ..store.artifacts import write_artifact
-    from .eval_cmd import Progress
+    from .eval_output import Progress
 
     flags = {k: v for k, v in state.flags().items() if v is not None}
     cfg = load_config(getattr(state, "config_path", None), flags=flags)

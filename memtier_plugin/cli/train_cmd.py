@@ -299,7 +299,7 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
     from ..evaluation import prefeval as pe
     from ..intervention.policy import write_policy
     from ..learning.grpo import GRPOConfig, train as grpo
-    from .eval_cmd import Progress, _topic_list
+    from .eval_output import Progress, topic_list
 
     root = pe.find_root(path)
     cfg = load_config(getattr(state, "config_path", None),
@@ -309,7 +309,7 @@ def policy(state, path, seed, train_topics, limit, turns, epochs, group_size, lr
     if src is not None and src.is_file() and out.resolve() == src.resolve():
         raise ConfigError(f"--out {out} is your config file; the policy goes to its own file")
     names = pe.topics(root)
-    chosen = _topic_list(train_topics) or names[0::2]
+    chosen = topic_list(train_topics) or names[0::2]
     unknown = sorted(set(chosen) - set(names))
     if unknown:
         raise ConfigError(f"--train-topics: no topic {', '.join(unknown)} in {root} (known: {', '.join(names)})")
