@@ -187,7 +187,8 @@ class CalibrationConfig:
 
     # a calibration file (`memtier train calibration`; relative: to the workspace); "" the one shipped for the preset
     file: str = ""
-    # the probability below which a standing item or skill is not delivered; -1 = the file's own threshold
+    # the probability below which a standing item or skill is not delivered, whatever the prompt; -1 = the file's
+    # own thresholds, and its rule for a prompt that asks for a choice (recall/calibration.py, ``choice``)
     threshold: float = field(default=-1.0, metadata=_rng(-1, 1))
 
 

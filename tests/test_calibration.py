@@ -253,3 +253,63 @@ def test_the_standing_threshold_also_bounds_the_wrong_standing_items_a_prompt_wi
     at_lower = replay(rows.queries, c.models, lower, 4)
     assert at_lower["false_delivery"] <= MAX_FALSE_DELIVERY < 1  # false delivery alone would have allowed it
     assert at_lower["wrong_standing"] > MAX_WRONG_STANDING
+
+
+def test_a_prompt_that_asks_for_a_choice_is_handed_its_best_preference_and_none_far_under_it():
+    """The ``choice`` rule: a prompt asking for a choice gets its best Global item from ``choice.threshold`` up,
+    and no Global item under ``choice.relative`` of the best one's probability; other prompts keep the layer's
+    threshold, and ``calibration.threshold`` sets every standing threshold, the rule aside."""
+    c = cal.load(cal.shipped_path("paper"))
+    assert c.choice == {"threshold": 0.05, "relative": 0.5}
+    t = c.thresholds["global"]
+
+    def at(hid, p, asks):  # a Global hit the shipped model scores at probability ``p`` (bias-only logit)
+        h = _standing_hit(hid, asks=asks)
+        m = c.models["global"]
+        logit = m.bias + sum(m.weights.get(k, 0.0) * v["value"] for k, v in h.signals.items())
+        h.signals["route"]["value"] += (math.log(p / (1 - p)) - logit) / m.weights["route"]
+        assert c.probability(h) == pytest.approx(p, abs=1e-6)
+        return h
+
+    # asks: the best (0.10, under the layer threshold) is delivered; 0.06 is within half of it, 0.04 is not
+    best, close, low = at("best", 0.10, 1.0), at("close", 0.06, 1.0), at("low", 0.04, 1.0)
+    assert 0.10 < t
+    kept, left = c.apply([low, close, best])
+    assert [h.id for h in kept] == ["best", "close"]
+    assert left == ["low: p=0.040 below the global threshold 0.050 of a prompt that asks for a choice"]
+    # asks: an item above the layer threshold but far under the best one is another preference's
+    top, other = at("top", 0.80, 1.0), at("other", 0.30, 1.0)
+    assert 0.30 > t
+    kept, left = c.apply([top, other])
+    assert [h.id for h in kept] == ["top"] and left[0].startswith("other: p=0.300 below the global threshold 0.400")
+    # a prompt that asks for no choice: the layer's threshold, no relative cut
+    kept, _ = c.apply([at("a", 0.10, 0.0), at("b", 0.80, 0.0), at("c", 0.30, 0.0)])
+    assert [h.id for h in kept] == ["b", "c"]
+    # calibration.threshold: one threshold for every standing item, the choice rule set aside
+    kept, _ = c.apply([at("d", 0.80, 1.0), at("e", 0.30, 1.0), at("f", 0.10, 1.0)], threshold=0.2)
+    assert [h.id for h in kept] == ["d", "e"]
+    # a file without the section: the layer's threshold for every prompt
+    plain = cal.from_doc({k: v for k, v in _doc().items() if k != "choice"}, "plain.yaml")
+    assert plain.choice == {}
+    kept, _ = plain.apply([at("g", 0.80, 1.0), at("h", 0.30, 1.0), at("i", 0.10, 1.0)])
+    assert [h.id for h in kept] == ["g", "h"]
+
+
+@pytest.mark.parametrize("choice, key", [
+    ({"threshold": 1.5, "relative": 0.5}, "choice.threshold"),
+    ({"threshold": 0.05, "relative": "half"}, "choice.relative"),
+    ({"threshold": 0.05}, "choice.relative"),
+    ({"threshold": 0.05, "relative": 0.5, "lead": 1}, "choice.lead"),
+    ("0.05", "choice"),
+])
+def test_a_bad_choice_section_is_refused_naming_the_key(choice, key):
+    with pytest.raises(ConfigError) as err:
+        cal.from_doc(_doc(choice=choice), "cal.yaml")
+    assert f"cal.yaml: {key}" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_choice_rule_survives_a_write_and_a_read(tmp_path):
+    c = cal.load(cal.shipped_path("paper"))
+    doc = c.to_doc()
+    assert doc["choice"] == {"threshold": 0.05, "relative": 0.5}
+    assert cal.from_doc(doc, "again.yaml").choice == c.choice

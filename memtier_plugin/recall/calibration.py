@@ -17,6 +17,14 @@ probability, or one per layer (a standing item or skill says "this holds now",
 so a false one misleads more than a past episode and may need more evidence). One
 ships per preset in ``memtier_plugin/data/calibration/``; ``calibration.file``
 names a user's own.
+
+A prompt that asks for a choice (a recommendation, options, an errand: layers/requests.py) is what a user's
+preferences bear on, and one of them usually answers it, but which one is told apart by the probabilities
+better than their level (bge-small's cosines sit low and close for a preference that applies by world
+knowledge: "a trip to Las Vegas" and "I dislike gambling"). So the optional ``choice`` section gives such a
+prompt's Global items a rule of their own: an item is delivered at ``choice.threshold`` or more, and at
+``choice.relative`` times the best Global item's probability or more (items that stand far under the best
+are another preference's, docs/standing.md).
 """
 
 from __future__ import annotations
@@ -129,6 +137,8 @@ class Calibration:
     thresholds: dict[str, float]  # per layer: a false standing item ("holds now") misleads more than an old episode
     source: str = "<built-in>"
     meta: dict = field(default_factory=dict)
+    # a prompt that asks for a choice: {threshold, relative} for its Global items (module docstring); {} none
+    choice: dict = field(default_factory=dict)
 
     def probability(self, hit) -> float:
         model = self.models.get(layer_of(hit))
@@ -143,17 +153,35 @@ class Calibration:
         kept, left = [], []
         for h in hits:
             h.probability = self.probability(h)
+        override = threshold is not None and threshold >= 0
+        choice = self.choice_threshold(hits) if not override else None
+        for h in hits:
             layer = layer_of(h)
-            t = threshold if threshold is not None and threshold >= 0 and layer != "episode" else \
-                self.thresholds[layer]
+            t = threshold if override and layer != "episode" else self.thresholds[layer]
+            why = ""
+            if choice is not None and layer == "global":
+                t, why = choice, " of a prompt that asks for a choice"
             if h.probability >= t:
                 kept.append(h)
             else:
-                left.append(f"{h.id}: p={h.probability:.3f} below the {layer_of(h)} threshold {t:.3f}")
+                left.append(f"{h.id}: p={h.probability:.3f} below the {layer} threshold {t:.3f}{why}")
         return merge_by_probability(kept), left
+
+    def choice_threshold(self, hits: list) -> float | None:
+        """The Global items' threshold when the prompt asks for a choice (``choice`` section: at least its
+        threshold and its relative share of the best Global item's probability); None when the prompt asks for
+        none, or the file has no ``choice`` section. ``hits``' probabilities are set."""
+        if not self.choice:
+            return None
+        standing = [h for h in hits if layer_of(h) == "global"]
+        if not standing or not any((h.signals.get("asks") or {}).get("value", 0.0) >= 1.0 for h in standing):
+            return None
+        best = max(h.probability or 0.0 for h in standing)
+        return max(self.choice["threshold"], self.choice["relative"] * best)
 
     def to_doc(self) -> dict[str, Any]:
         return {MARKER: VERSION, "threshold": {k: round(v, 6) for k, v in self.thresholds.items()},
+                **({"choice": {k: round(v, 6) for k, v in self.choice.items()}} if self.choice else {}),
                 "layers": {name: {"bias": round(m.bias, 6), "weights": {k: round(v, 6) for k, v in m.weights.items()}}
                            for name, m in self.models.items()},
                 **({"meta": self.meta} if self.meta else {})}
@@ -218,7 +246,28 @@ def from_doc(doc: Any, source: str) -> Calibration:
     if missing:
         raise ConfigError(f"{source}: layers: missing {', '.join(missing)}")
     meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
-    return Calibration(models, thresholds, source, meta)
+    return Calibration(models, thresholds, source, meta, _choice(doc.get("choice"), source))
+
+
+CHOICE_KEYS = ("threshold", "relative")
+
+
+def _choice(raw: Any, source: str) -> dict[str, float]:
+    """The validated ``choice`` section ({} when absent): two probabilities."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: choice: expected {{threshold: p, relative: r}}")
+    extra = sorted(set(raw) - set(CHOICE_KEYS))
+    if extra:
+        raise ConfigError(f"{source}: choice.{extra[0]}: unknown key (expected threshold, relative)"[:300])
+    out = {}
+    for key in CHOICE_KEYS:
+        v = _number(raw.get(key), f"{source}: choice.{key}")
+        if not 0.0 <= v <= 1.0:
+            raise ConfigError(f"{source}: choice.{key}: expected a value in [0, 1], got {v}")
+        out[key] = v
+    return out
 
 
 #: presets that share another's features (and so its calibration): recommended is paper at k 2, hybrid is
