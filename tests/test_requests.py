@@ -20,7 +20,10 @@ def test_requests_for_advice_or_an_errand_ask_for_a_choice():
                    "Fly out from SFO on November 9, come back November 14.",
                    "Last piece: fly me home from Porto on the 16th.",
                    "Thanks. Can you push 1.4.2 to production now?",
-                   "Please renew my gym membership."):
+                   "Please renew my gym membership.",
+                   "Book two tickets for Saturday.",
+                   "Can you suggest a birthday gift for Sarah?",  # a choice made for the user, about someone
+                   "What would Anna recommend? Actually, which one should I pick?"):  # not one question about Anna
         assert asks_for_choice(prompt) == 1.0, prompt
 
 
@@ -32,6 +35,15 @@ def test_questions_and_tasks_that_ask_for_no_choice_do_not():
                    "What did Melanie paint last summer?",
                    "How do I deploy a Flask app with gunicorn?",  # knowledge asked for, not an act
                    "My flight was delayed, so we will drive to the coast instead.",  # a story, not a request
+                   # a question about what a named person did, said or likes asks for a fact about them
+                   "When did Melanie read the book \"nothing is impossible\"?",
+                   "Why did Caroline choose the adoption agency?",
+                   "What book did Caroline recommend to Melanie?",
+                   "Would Caroline pursue writing as a career option?",
+                   "What are Caroline's plans for the summer?",
+                   "What is one of Joanna's favorite movies?",
+                   "What kind of flooring is Jon looking for in his dance studio?",
+                   "I finished the book you lent me.",  # "book" the noun is no errand
                    ""):
         assert asks_for_choice(prompt) == 0.0, prompt
 
@@ -104,3 +116,26 @@ def test_the_shipped_calibration_weighs_the_request_and_the_margin():
     w = c.models["global"].weights
     assert w["asks"] > 0  # a prompt that asks for a choice makes a preference likelier
     assert w["margin"] > 0 and w["nearest"] > 0  # an item far under the prompt's nearest is less likely to apply
+
+
+def test_a_prompt_that_asks_for_a_choice_reaches_its_nearest_preference_without_a_shared_topic(tmp_path):
+    """No topic or word joins "a trip to Las Vegas" and "I dislike gambling": a prompt that asks for a choice
+    still reaches the Global item nearest it by embedding (calibration then decides); one that asks for none,
+    or an item far under the nearest, is not reached that way, and a skill never is."""
+    from memtier_plugin.layers.standing import Item
+
+    cfg = load_config(None, flags={"paths.workspace": str(tmp_path)})
+    tree = topic_tree()
+    gamble = Item(id="g", content="I dislike gambling.", label="preference", tier="global", timestamp="")
+    far = Item(id="f", content="I like quiet mornings.", label="preference", tier="global", timestamp="")
+    asks, story = "What should we do in Las Vegas?", "We landed in Las Vegas at noon."
+    vectors = {asks: (1.0, 0.0, 0.0), story: (1.0, 0.0, 0.0), gamble.content: (0.45, 0.893, 0.0),
+               far.content: (0.30, 0.0, 0.954)}
+    scorer = StandingScorer(cfg, tree, _Embedder(vectors))
+    scored = {it.id: sig for it, _, sig in scorer.score(asks, [gamble, far])}
+    assert scored["g"]["topic"] < 0.3 and scored["g"]["lexical"] < 0.1 and scored["g"]["route"] < 0.3
+    assert [h.id for h in scorer.hits(asks, [gamble, far])] == ["g"]
+    assert scorer.hits(story, [gamble, far]) == []
+    skill = Item(id="k", content="I dislike gambling.", label="skill", tier="procedural", timestamp="")
+    from memtier_plugin.layers.standing import reached_by_choice
+    assert not reached_by_choice(skill, {**scored["g"]}) and reached_by_choice(gamble, scored["g"])

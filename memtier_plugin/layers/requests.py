@@ -10,7 +10,8 @@ programming courses share words and topics), so calibration
 ``asks_for_choice`` is 1.0 when the prompt asks memory's owner to be advised
 or served (a recommendation, a suggestion, options, ideas, what to pick, plan,
 book, buy or order; or an act in the world told in the imperative: "Fly out
-from SFO on the 9th", "can you push it to production?"), else 0.0. It is one feature among the others, weighed by
+from SFO on the 9th", "can you push it to production?"), else 0.0 (also for a single question about what a
+named person did, said or likes: "Why did Caroline choose the agency?"). It is one feature among the others, weighed by
 the fitted model: an item that shares a prompt's topic and embedding closely
 is still delivered to a prompt that asks for nothing (the release-notes style
 to "write the release notes of 2.4", workspace-fixtures/steps), one that only
@@ -29,7 +30,9 @@ _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alterna
            r"(?:should|could|can|shall) (?:i|we)|(?:i|we) should|help me|looking for|what are some|ways? to|"
            r"(?:where|which|what) (?:\w+ )?(?:should|would|could) (?:i|we)|any good|best|good|favou?rite")
 # errands done on the user's behalf, where their standing choices apply ("book me a flight", "plan our trip")
-_ERRANDS = r"plan\w*|book|booking|reserve|order(?! to\b)|buy|purchase|pick|choose|find me|get me|schedule"
+# ("book" as a verb only: "book me a flight", "book two tickets", not "read the book" or "what book did she like")
+_ERRANDS = (r"plan\w*|book(?=\s+(?:me|us|him|her|them|it|a|an|the|my|our|this|that|one|two|three|four|\d))|booking|"
+            r"reserve|order(?! to\b)|buy|purchase|pick|choose|find me|get me|schedule")
 _CUE = re.compile(rf"\b(?:{_ADVICE}|{_ERRANDS})\b", re.IGNORECASE)
 # errands in the imperative, as an agent is told them ("Fly out from SFO on the 9th", "Last piece: fly me home",
 # "can you push it to production?"): a verb of acting in the world for the user where a request starts. Only
@@ -39,6 +42,13 @@ _ACTS = (r"fly|travel|drive|ship|send|pay|rent|hire|cancel|reschedule|arrange|de
 _REQUEST_START = r"(?:^|[.!?:;]\s+|\b(?:please|can you|could you|would you|will you|go ahead and|let's|let us|then)\s+)"
 _ACT = re.compile(rf"{_REQUEST_START}(?:{_ACTS})\b", re.IGNORECASE | re.MULTILINE)
 MAX_CHARS = 2000  # a pasted document is read at its start and its end only, where a request is
+# a question about what someone else did, said or likes ("Why did Caroline choose the agency?", "What book did
+# Melanie recommend?", "What are Caroline's plans for the summer?") asks for a fact about them, not for a choice
+# of the user's: its subject is a named third party (capitalised; I, we and you are the user and the agent)
+_NOT_US = r"(?!(?:I|We|You|Me|Us)\b)"
+_ABOUT_SOMEONE = re.compile(
+    rf"^\s*(?:\w+\s+){{0,4}}?(?i:did|does|do|is|are|was|were|has|have|had|would|will|might|may)\s+{_NOT_US}"
+    rf"[A-Z][a-z]+\b(?!\s*,)|^\s*(?i:what|which|how|why|when|where|who)\s+(?:\w+\s+){{0,4}}?{_NOT_US}[A-Z][a-z]+'s\b")
 
 
 def asks_for_choice(prompt: str) -> float:
@@ -46,4 +56,14 @@ def asks_for_choice(prompt: str) -> float:
     if not prompt:
         return 0.0
     text = prompt if len(prompt) <= 2 * MAX_CHARS else prompt[:MAX_CHARS] + "\n" + prompt[-MAX_CHARS:]
+    if about_someone(text):
+        return 0.0
     return 1.0 if _CUE.search(text) or _ACT.search(text) else 0.0
+
+
+def about_someone(text: str) -> bool:
+    """A single question whose subject is a named third party ("When did Melanie read the book?")."""
+    t = text.strip()
+    if not t.endswith("?") or re.search(r"[.!?]\s", t[:-1]):
+        return False
+    return _ABOUT_SOMEONE.search(t) is not None

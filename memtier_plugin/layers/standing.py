@@ -129,6 +129,13 @@ def routed(sig: dict, route: float = 0.0) -> bool:
             or sig["sem"] >= SEM_GATE)
 
 
+def reached_by_choice(item: Item, sig: dict) -> bool:
+    """A prompt that asks for a choice reaches the Global items nearest it by embedding (``nearest``: within
+    ROUTE_DELTA of the nearest cosine), with no topic or word in common: a preference that applies by world
+    knowledge ("a trip to Las Vegas", "I dislike gambling") shares neither. Calibration still decides."""
+    return bool(sig.get("asks")) and bool(sig.get("nearest")) and item.label != "skill"
+
+
 def nearest_topics(sims: np.ndarray) -> np.ndarray:
     """A unit vector over topics: the cosines of the topics within ROUTE_DELTA of the nearest, others 0."""
     r = np.where(sims >= sims.max() - ROUTE_DELTA, np.maximum(sims, 0.0), 0.0)
@@ -241,7 +248,7 @@ class StandingScorer:
         for it, s, sig in self.score(query, items):
             if s < self.cfg.min_score or len(out) >= self.cfg.max_items:
                 break
-            if not routed(sig, sig["route"]):
+            if not (routed(sig, sig["route"]) or reached_by_choice(it, sig)):
                 continue
             signals = {k: {"value": v, "weight": getattr(self.cfg, k, 0.0), "contribution": v * getattr(self.cfg, k, 0.0)}
                        for k, v in sig.items()}
