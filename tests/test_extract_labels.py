@@ -100,3 +100,21 @@ def test_choices_are_taken_as_choices_and_stated_items_as_stated():
     recs = [r for r in load() if r["label"]]
     wrong = [r["source"] for r in recs if (got := taken(r)) and (("choice" in got) != (r["kind"] == "choice"))]
     assert len(wrong) <= 0.05 * len(recs), wrong
+
+
+def test_a_listing_gives_one_item_each_and_two_words_of_one_item_stay_one():
+    """A list ("an aisle seat, vegetarian meals, and hotels under $200") gives one node per item; two parts with no
+    "and"/"or" are one item's words ("straightforward, traditional learning methods"): split, they made
+    fragments such as "I prefer straightforward" that were the nearest preference to unrelated questions."""
+    from memtier_plugin.layers.extract import extract
+
+    def contents(text):
+        return [c.content for c in extract(text, role="user")]
+
+    assert contents("I always want an aisle seat, vegetarian meals, and hotels under $200 a night.") == [
+        "I always want an aisle seat", "I always want vegetarian meals", "I always want hotels under $200 a night"]
+    assert contents("I love hiking, climbing, kayaking.") == ["I love hiking", "I love climbing", "I love kayaking"]
+    for one in ("I prefer straightforward, traditional learning methods.",
+                "I learn best through personalized, one-on-one instruction.",
+                "I much prefer to exercise using traditional, non-tech equipment."):
+        assert contents(one) == [one], one

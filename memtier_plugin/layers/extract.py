@@ -28,7 +28,8 @@ judged where it stands (:func:`_aimed`), so one such clause does not hide a
 standing one in the same sentence. A list in one sentence ("an aisle seat,
 vegetarian meals, and hotels under $200") gives one node per item, each with
 its own attribute, so a later revision of one (the hotel budget) retires only
-that one.
+that one; two parts with no "and"/"or" are one item's words ("straightforward,
+traditional learning methods").
 
 The configured model can propose candidates too (:func:`model_candidates`);
 its output is validated data, never executed.
@@ -197,6 +198,7 @@ _CHOICE_WORDS = frozenset("sound sounds great good perfect best better ideal opt
 _CODE = re.compile(r"[{};]|\(\)|\bdef |\bclass |\breturn\b|\bimport\b|```|\n\s{2,}\S|=\s*\w+\(")
 _SENT = re.compile(r"(?<=[.!?;])\s+|\n+")
 _LIST_SPLIT = re.compile(r",\s*(?:and\s+|or\s+)?|\s+and\s+(?=(?:an?|the|no|only|\w+\s+\w+))", re.IGNORECASE)
+_LIST_CLOSE = re.compile(r"\b(?:and|or|nor)\b", re.IGNORECASE)
 _EXAMPLES = re.compile(r"\b(?:like|such as|including|e\.g\.|especially|particularly|because|as|since|so)\b",
                        re.IGNORECASE)
 _MONEY = re.compile(r"[$€£]\s?\d[\d,.]*|\b\d[\d,.]*\s?(?:dollars|euros|usd|eur|gbp)\b", re.IGNORECASE)
@@ -332,7 +334,10 @@ def _items(sent: str) -> list[tuple[str, str]]:
         prefix, rest = sent[: m.end()], sent[m.end():]
         prefix = prefix[prefix.rfind(":") + 1:].strip() if ":" in prefix else prefix
         parts = [p.strip(" .;:") for p in _LIST_SPLIT.split(rest) if p and p.strip(" .;:")]
-        if 2 <= len(parts) <= 8 and all(len(p.split()) <= 6 for p in parts):
+        # two parts with no "and"/"or" are one item's words ("straightforward, traditional learning methods",
+        # "personalized, one-on-one instruction"), not a list
+        listed = len(parts) >= 3 or _LIST_CLOSE.search(rest) is not None
+        if listed and 2 <= len(parts) <= 8 and all(len(p.split()) <= 6 for p in parts):
             return [(f"{prefix} {p}".strip(), _head(p)) for p in parts]
     if _MONEY.search(sent):
         return [(sent, _head(sent))]
