@@ -379,3 +379,32 @@ def test_a_fact_ranks_no_higher_than_its_own_visible_entry(workspace):
     res = top.recall(query, agent_id="b", project="trips", agents=["b"], now=NOW, record_trace=False)
     assert [h.id for h in res.hits] == ["sf-chat"]
     assert "*" not in explain_table(res)
+
+
+def test_a_long_hit_does_not_crowd_out_likelier_hits_after_it():
+    """Calibrated hits: a hit is left out when the hits after it that fit in its place are likelier together
+    (summed probability), so one long episode does not take the budget of several items that apply; a short
+    likely hit is never left for less likely ones, and uncalibrated hits pack greedily as before."""
+    def at(i, text, p):
+        h = _hit(i, text, p)
+        h.probability = p
+        return h
+
+    long_ep = at(1, "a long reply about smart homes " * 36, 0.32)  # ~290 tokens of the 300
+    prefs = [at(2, "I avoid proprietary ecosystems and prefer open standards", 0.12),
+             at(3, "I want devices that work offline", 0.12), at(4, "the thermostat we installed last May", 0.23)]
+    packed = pack([long_ep, *prefs], k=4, budget=300)
+    assert [h.id for h in packed.hits] == ["ep-2", "ep-3", "ep-4"]
+    assert any(r.startswith("ep-1: left for likelier hits after it") and "p summed 0.470" in r
+               for r in packed.left_out)
+    # when the hits after it are less likely together, the long one stays
+    weak = [at(2, "I avoid proprietary ecosystems and prefer open standards", 0.05),
+            at(3, "I want devices that work offline", 0.05)]
+    assert [h.id for h in pack([long_ep, *weak], k=4, budget=300).hits] == ["ep-1"]
+    # a short hit first is never left out for the ones after it
+    short = at(5, "open standards only", 0.2)
+    assert [h.id for h in pack([short, *prefs], k=4, budget=300).hits][0] == "ep-5"
+    # uncalibrated: greedy in rank order (the long one first)
+    for h in (long_ep, *prefs):
+        h.probability = None
+    assert [h.id for h in pack([long_ep, *prefs], k=4, budget=300).hits][0] == "ep-1"
