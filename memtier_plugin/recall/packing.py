@@ -159,9 +159,9 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
     costs: dict[int, int] = {}
 
     def cost_of(i: int) -> int:
-        """Tokens of ``ranked[i]``'s line; 0 when it says nothing of its own (never packed)."""
+        """Tokens of ``ranked[i]``'s line."""
         if i not in costs:
-            costs[i] = count_tokens(ranked[i].line()) if has_content(ranked[i].content) else 0
+            costs[i] = count_tokens(ranked[i].line())
         return costs[i]
 
     taken: list[Hit] = []
@@ -188,7 +188,7 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
             left.append(f"{hit.id}: repeats {covered[hit.sources[0]][0][0]} (made from the same entry)")
             continue
         line = hit.line()
-        cost = cost_of(n)  # has content: checked above
+        cost = cost_of(n)
         if used_tokens + cost > budget:
             left.append(f"{hit.id}: does not fit ({cost} tokens, {budget - used_tokens} left of {budget})")
             continue
@@ -214,8 +214,8 @@ def _crowds_out(ranked: list[Hit], n: int, cost_of, room: int, slots: int) -> fl
     """The summed probability of the hits after ``ranked[n]`` that would fill ``room`` tokens and ``slots``
     places without it, when it is higher than ``ranked[n]``'s own with those that still fit beside it; else
     None. The sum is the expected number of delivered items that apply; both fills go greedily in rank order
-    over calibrated hits that say something of their own (duplicates are not looked for: a look-ahead, not a
-    search). Uncalibrated hits (no probability) are never left out this way."""
+    over the calibrated hits (duplicates and contentless hits are not looked for: a look-ahead, not a search).
+    Uncalibrated hits (no probability) are never left out this way."""
     hit = ranked[n]
     if hit.probability is None:
         return None
@@ -226,9 +226,9 @@ def _crowds_out(ranked: list[Hit], n: int, cost_of, room: int, slots: int) -> fl
             if slots <= 0:
                 break
             h = ranked[i]
-            c = cost_of(i)
-            if h.probability is None or c == 0:
+            if h.probability is None:
                 continue
+            c = cost_of(i)
             if c <= room:
                 total += h.probability
                 room -= c
