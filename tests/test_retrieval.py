@@ -404,6 +404,9 @@ def test_a_long_hit_does_not_crowd_out_likelier_hits_after_it():
     # a short hit first is never left out for the ones after it
     short = at(5, "open standards only", 0.2)
     assert [h.id for h in pack([short, *prefs], k=4, budget=300).hits][0] == "ep-5"
+    # one hit is never left for one other: the layer's own order stands (here the last slot of k)
+    first, second = at(6, "the card ending 4417 was used", 0.0020), at(7, "a table for two at eight", 0.0021)
+    assert [h.id for h in pack([first, second], k=1, budget=300).hits] == ["ep-6"]
     # uncalibrated: greedy in rank order (the long one first)
     for h in (long_ep, *prefs):
         h.probability = None

@@ -135,6 +135,78 @@ def _repeats(hit: Hit, words: frozenset, by: list[list[tuple]]) -> bool:
                    for _, tier, other in takers) for takers in by)
 
 
+class _Block:
+    """A block being packed: what is taken so far, and why a further hit would not be."""
+
+    def __init__(self, ranked: list[Hit], k: int, budget: int, max_chars: int):
+        self.ranked, self.k, self.budget, self.max_chars = ranked, k, budget, max_chars
+        self.taken: list[Hit] = []
+        self.sets: list[frozenset] = []
+        self.covered: dict[str, list[tuple]] = {}  # source entry id -> (id, tier, words) of each taken hit from it
+        self.tokens = 0
+        self.chars = 0
+        self._memo: dict[int, tuple] = {}  # index -> (has content, words, line) (shared by copies)
+
+    def copy(self) -> _Block:
+        other = _Block.__new__(_Block)
+        other.__dict__.update(self.__dict__)
+        other.taken, other.sets = list(self.taken), list(self.sets)
+        other.covered = {src: list(v) for src, v in self.covered.items()}
+        return other
+
+    def facts(self, n: int) -> tuple:
+        if n not in self._memo:
+            hit = self.ranked[n]
+            self._memo[n] = (has_content(hit.content), token_set(hit.content), hit.line())
+        return self._memo[n]
+
+    def refusal(self, n: int) -> str | None:
+        """Why ``ranked[n]`` is not taken into this block (None: it would be)."""
+        hit = self.ranked[n]
+        if len(self.taken) >= self.k:
+            return f"{hit.id}: beyond top k={self.k}"
+        content, ts, line = self.facts(n)
+        if not content:
+            return f"{hit.id}: no content of its own"
+        dup = next((t for t, s in zip(self.taken, self.sets)
+                    if t.content == hit.content or (ts and jaccard(ts, s) >= DUPLICATE_JACCARD)), None)
+        if dup is not None:
+            return f"{hit.id}: duplicate of {dup.id}"
+        if hit.tier in RESTATING_TIERS and hit.sources and all(src in self.covered for src in hit.sources) \
+                and _repeats(hit, ts, [self.covered[src] for src in hit.sources]):
+            return f"{hit.id}: repeats {self.covered[hit.sources[0]][0][0]} (made from the same entry)"
+        cost = count_tokens(line)
+        if self.tokens + cost > self.budget:
+            return f"{hit.id}: does not fit ({cost} tokens, {self.budget - self.tokens} left of {self.budget})"
+        if self.chars + len(line) > self.max_chars:
+            return (f"{hit.id}: does not fit ({len(line)} characters, {self.max_chars - self.chars} left of "
+                    f"packing.max_chars {self.max_chars})")
+        return None
+
+    def take(self, n: int) -> None:
+        hit = self.ranked[n]
+        _, ts, line = self.facts(n)
+        self.taken.append(hit)
+        self.sets.append(ts)
+        for src in hit.sources if hit.tier in RESTATING_TIERS else ():
+            self.covered.setdefault(src, []).append((hit.id, hit.tier, ts))
+        self.tokens += count_tokens(line)
+        self.chars += len(line)
+
+    def greedy_after(self, n: int) -> tuple[float, int]:
+        """(summed probability, count) of the hits after ``ranked[n]`` that plain greedy packing would add to
+        this block (a look-ahead: this block is changed)."""
+        total, count = 0.0, 0
+        for i in range(n + 1, len(self.ranked)):
+            if len(self.taken) >= self.k:
+                break
+            if self.refusal(i) is None:
+                self.take(i)
+                total += self.ranked[i].probability or 0.0
+                count += 1
+        return total, count
+
+
 def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packed:
     """Greedy in rank order: take a hit if it says something of its own, is not a duplicate, does not repeat
     what a hit already taken was made from, and fits both budgets.
@@ -152,92 +224,34 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
     the whole delivery, all entries together (MemSidecar: at most 6,000
     characters a delivery), not each entry.
 
-    Calibrated hits (a ``probability`` each) are packed with one look-ahead: a hit is left out when the hits
-    after it that would fit in its place are likelier together (:func:`_crowds_out`): a 290-token episode at
-    p 0.32 does not take the budget of two preferences at 0.12 and an episode at 0.23.
+    Calibrated hits (a ``probability`` each) are packed with one look-ahead: a hit is left out when the
+    hits greedy packing would take after it without it are more (than it and those beside it) and likelier
+    together (summed probability: the expected number of delivered items that apply), every rule above applied
+    to both: a 290-token episode at p 0.32 does not take the budget of two preferences at 0.12 and an episode
+    at 0.23. One hit is never left for one other (a layer keeps its ranking's order). Uncalibrated hits pack
+    greedily.
     """
-    costs: dict[int, int] = {}
-
-    def cost_of(i: int) -> int:
-        """Tokens of ``ranked[i]``'s line."""
-        if i not in costs:
-            costs[i] = count_tokens(ranked[i].line())
-        return costs[i]
-
-    taken: list[Hit] = []
-    sets: list[frozenset] = []
-    covered: dict[str, list[tuple]] = {}  # source entry id -> (id, tier, words) of each taken hit made from it
+    block = _Block(ranked, k, budget, max_chars)
     left: list[str] = []
-    used_tokens = 0
-    used_chars = 0
     for n, hit in enumerate(ranked):
-        if len(taken) >= k:
-            left.append(f"{hit.id}: beyond top k={k}")
+        why = block.refusal(n)
+        if why is not None:
+            left.append(why)
             continue
-        if not has_content(hit.content):
-            left.append(f"{hit.id}: no content of its own")
-            continue
-        ts = token_set(hit.content)
-        dup = next((t for t, s in zip(taken, sets)
-                    if t.content == hit.content or (ts and jaccard(ts, s) >= DUPLICATE_JACCARD)), None)
-        if dup is not None:
-            left.append(f"{hit.id}: duplicate of {dup.id}")
-            continue
-        if hit.tier in RESTATING_TIERS and hit.sources and all(src in covered for src in hit.sources) \
-                and _repeats(hit, ts, [covered[src] for src in hit.sources]):
-            left.append(f"{hit.id}: repeats {covered[hit.sources[0]][0][0]} (made from the same entry)")
-            continue
-        line = hit.line()
-        cost = cost_of(n)
-        if used_tokens + cost > budget:
-            left.append(f"{hit.id}: does not fit ({cost} tokens, {budget - used_tokens} left of {budget})")
-            continue
-        instead = _crowds_out(ranked, n, cost_of, budget - used_tokens, k - len(taken))
-        if instead is not None:
-            left.append(f"{hit.id}: left for likelier hits after it ({cost} tokens, p={hit.probability:.3f}; "
-                        f"those that fit in its place: p summed {instead:.3f})")
-            continue
-        if used_chars + len(line) > max_chars:
-            left.append(f"{hit.id}: does not fit ({len(line)} characters, {max_chars - used_chars} left of "
-                        f"packing.max_chars {max_chars})")
-            continue
-        taken.append(hit)
-        sets.append(ts)
-        for src in hit.sources if hit.tier in RESTATING_TIERS else ():
-            covered.setdefault(src, []).append((hit.id, hit.tier, ts))
-        used_tokens += cost
-        used_chars += len(line)
-    return Packed(taken, left, used_tokens)
-
-
-def _crowds_out(ranked: list[Hit], n: int, cost_of, room: int, slots: int) -> float | None:
-    """The summed probability of the hits after ``ranked[n]`` that would fill ``room`` tokens and ``slots``
-    places without it, when it is higher than ``ranked[n]``'s own with those that still fit beside it; else
-    None. The sum is the expected number of delivered items that apply; both fills go greedily in rank order
-    over the calibrated hits (duplicates and contentless hits are not looked for: a look-ahead, not a search).
-    Uncalibrated hits (no probability) are never left out this way."""
-    hit = ranked[n]
-    if hit.probability is None:
-        return None
-
-    def fill(room: int, slots: int) -> float:
-        total = 0.0
-        for i in range(n + 1, len(ranked)):
-            if slots <= 0:
-                break
-            h = ranked[i]
-            if h.probability is None:
+        if hit.probability is not None and n + 1 < len(ranked):
+            without, instead = block.copy().greedy_after(n)
+            beside = block.copy()
+            beside.take(n)
+            along, kept = beside.greedy_after(n)
+            # only a hit that takes the room of several: one hit for another is the layer's order (episodes keep
+            # their ranking's order: calibration.merge_by_probability)
+            if instead > kept + 1 and without > hit.probability + along:
+                cost = count_tokens(block.facts(n)[2])
+                left.append(f"{hit.id}: left for likelier hits after it ({cost} tokens, p={hit.probability:.3f}; "
+                            f"those packed in its place: p summed {without:.3f})")
                 continue
-            c = cost_of(i)
-            if c <= room:
-                total += h.probability
-                room -= c
-                slots -= 1
-        return total
-
-    cost = cost_of(n)
-    without = fill(room, slots)
-    return without if without > hit.probability + fill(room - cost, slots - 1) else None
+        block.take(n)
+    return Packed(block.taken, left, block.tokens)
 
 
 def repack(hits: list[Hit], due: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packed:
