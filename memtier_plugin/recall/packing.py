@@ -193,6 +193,21 @@ class _Block:
         self.tokens += count_tokens(line)
         self.chars += len(line)
 
+    def crowded(self, n: int) -> bool:
+        """Whether taking ``ranked[n]`` may leave out a hit after it for want of room: the room it leaves is less
+        than all the later hits' lines together (a cheap check before the look-ahead: with room to spare, as for
+        a large budget, there is nothing to weigh; nor with one place left, where one hit is never left for
+        one other)."""
+        if self.k - len(self.taken) <= 1 or n + 1 >= len(self.ranked):
+            return False
+        room = self.budget - self.tokens - count_tokens(self.facts(n)[2])
+        after = 0
+        for i in range(n + 1, len(self.ranked)):
+            after += count_tokens(self.facts(i)[2])
+            if after > room:
+                return True
+        return False
+
     def greedy_after(self, n: int) -> tuple[float, int]:
         """(summed probability, count) of the hits after ``ranked[n]`` that plain greedy packing would add to
         this block (a look-ahead: this block is changed)."""
@@ -238,7 +253,7 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
         if why is not None:
             left.append(why)
             continue
-        if hit.probability is not None and n + 1 < len(ranked):
+        if hit.probability is not None and block.crowded(n):
             without, instead = block.copy().greedy_after(n)
             beside = block.copy()
             beside.take(n)
