@@ -407,6 +407,12 @@ def test_a_long_hit_does_not_crowd_out_likelier_hits_after_it():
     # one hit is never left for one other: the layer's own order stands (here the last slot of k)
     first, second = at(6, "the card ending 4417 was used", 0.0020), at(7, "a table for two at eight", 0.0021)
     assert [h.id for h in pack([first, second], k=1, budget=300).hits] == ["ep-6"]
+    # a hook's entry is due by construction: never left for likelier hits after it
+    hook = Hit("hk-1", "when booking: the card ending 4417 " * 33, "2026-10-05T00:00:00Z", "s", "a", "hook-1", "hook",
+               1.0)
+    hook.probability = 1.0
+    strong = [at(8, "I avoid red-eye flights", 0.6), at(9, "I want an aisle seat", 0.6)]
+    assert [h.id for h in pack([hook, *strong], k=4, budget=300).hits][0] == "hk-1"
     # uncalibrated: greedy in rank order (the long one first)
     for h in (long_ep, *prefs):
         h.probability = None
