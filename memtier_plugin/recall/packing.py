@@ -57,6 +57,12 @@ class Hit:
         """A standing preference, constraint, rule or skill (not an episode): it applies now."""
         return self.tier in STANDING_TIERS
 
+    @property
+    def due(self) -> bool:
+        """A hook's entry or the project's working state: due by construction, on a fixed probability
+        (recall/calibration.py ``FIXED``), not a ranked candidate."""
+        return self.tier == "hook" or self.role == "state"
+
     def line(self) -> str:
         if self.tier == "hook":  # bound by a hook: "- [hook id | entry id] text" (scheduling.hooks.format_matches)
             text = " ".join(self.content.split()).replace(CLOSE, "</ memtier-memory>")
@@ -145,7 +151,7 @@ class _Block:
         self.covered: dict[str, list[tuple]] = {}  # source entry id -> (id, tier, words) of each taken hit from it
         self.tokens = 0
         self.chars = 0
-        self._memo: dict[int, tuple] = {}  # index -> (has content, words, line) (shared by copies)
+        self._memo: dict[int, tuple] = {}  # index -> (has content, words, line, tokens) (shared by copies)
 
     def copy(self) -> _Block:
         other = _Block.__new__(_Block)
@@ -157,7 +163,8 @@ class _Block:
     def facts(self, n: int) -> tuple:
         if n not in self._memo:
             hit = self.ranked[n]
-            self._memo[n] = (has_content(hit.content), token_set(hit.content), hit.line())
+            line = hit.line()
+            self._memo[n] = (has_content(hit.content), token_set(hit.content), line, count_tokens(line))
         return self._memo[n]
 
     def refusal(self, n: int) -> str | None:
@@ -165,7 +172,7 @@ class _Block:
         hit = self.ranked[n]
         if len(self.taken) >= self.k:
             return f"{hit.id}: beyond top k={self.k}"
-        content, ts, line = self.facts(n)
+        content, ts, line, cost = self.facts(n)
         if not content:
             return f"{hit.id}: no content of its own"
         dup = next((t for t, s in zip(self.taken, self.sets)
@@ -175,7 +182,6 @@ class _Block:
         if hit.tier in RESTATING_TIERS and hit.sources and all(src in self.covered for src in hit.sources) \
                 and _repeats(hit, ts, [self.covered[src] for src in hit.sources]):
             return f"{hit.id}: repeats {self.covered[hit.sources[0]][0][0]} (made from the same entry)"
-        cost = count_tokens(line)
         if self.tokens + cost > self.budget:
             return f"{hit.id}: does not fit ({cost} tokens, {self.budget - self.tokens} left of {self.budget})"
         if self.chars + len(line) > self.max_chars:
@@ -185,12 +191,12 @@ class _Block:
 
     def take(self, n: int) -> None:
         hit = self.ranked[n]
-        _, ts, line = self.facts(n)
+        _, ts, line, cost = self.facts(n)
         self.taken.append(hit)
         self.sets.append(ts)
         for src in hit.sources if hit.tier in RESTATING_TIERS else ():
             self.covered.setdefault(src, []).append((hit.id, hit.tier, ts))
-        self.tokens += count_tokens(line)
+        self.tokens += cost
         self.chars += len(line)
 
     def crowded(self, n: int) -> bool:
@@ -200,10 +206,10 @@ class _Block:
         one other)."""
         if self.k - len(self.taken) <= 1 or n + 1 >= len(self.ranked):
             return False
-        room = self.budget - self.tokens - count_tokens(self.facts(n)[2])
+        room = self.budget - self.tokens - self.facts(n)[3]
         after = 0
         for i in range(n + 1, len(self.ranked)):
-            after += count_tokens(self.facts(i)[2])
+            after += self.facts(i)[3]
             if after > room:
                 return True
         return False
@@ -253,9 +259,7 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
         if why is not None:
             left.append(why)
             continue
-        # a hook's entry or the working state is due by construction (a fixed probability): never weighed away
-        due = hit.tier == "hook" or hit.role == "state"
-        if hit.probability is not None and not due and block.crowded(n):
+        if hit.probability is not None and not hit.due and block.crowded(n):  # a due item is never weighed away
             without, instead = block.copy().greedy_after(n)
             beside = block.copy()
             beside.take(n)
@@ -263,8 +267,8 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
             # only a hit that takes the room of several: one hit for another is the layer's order (episodes keep
             # their ranking's order: calibration.merge_by_probability)
             if instead > kept + 1 and without > hit.probability + along:
-                cost = count_tokens(block.facts(n)[2])
-                left.append(f"{hit.id}: left for likelier hits after it ({cost} tokens, p={hit.probability:.3f}; "
+                left.append(f"{hit.id}: left for likelier hits after it ({block.facts(n)[3]} tokens, "
+                            f"p={hit.probability:.3f}; "
                             f"those packed in its place: p summed {without:.3f})")
                 continue
         block.take(n)
@@ -294,7 +298,7 @@ def render(hits: list[Hit]) -> str:
     if not hits:
         return ""
     head = [HEADER, STANDING_HEADER] if any(h.standing for h in hits) else [HEADER]
-    if any(h.tier == "hook" or h.role == "state" for h in hits):
+    if any(h.due for h in hits):
         head.append(HOOK_HEADER)
     return "\n".join([OPEN, *head, *(h.line() for h in hits), CLOSE])
 
