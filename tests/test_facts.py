@@ -522,6 +522,17 @@ def test_a_reply_with_a_section_label_is_not_a_person_speaking(text):
     assert not [f for f in facts if f.fact_kind in ("preference", "plan")]
 
 
+@pytest.mark.parametrize("answer", ["Yes", "Also", "Ok", "Note"])
+def test_an_answer_word_before_a_colon_is_not_a_person_speaking(answer):
+    """"Yes: ... My United MileagePlus number is UA-MP 88213457" is the user's own number, not Yes's (the demo
+    wrote "Yes's United MileagePlus number ..." under the subject "yes")."""
+    facts = extract_facts(f"{answer}: never book flights before 8am. My United MileagePlus number is UA-MP 88213457.",
+                          timestamp=TS)
+    number = [f for f in facts if f.value == "UA-MP 88213457"]
+    assert number and all(f.subject == "user" for f in facts), facts
+    assert number[0].content == "User's United MileagePlus number is UA-MP 88213457"
+
+
 @pytest.mark.parametrize("text", ["Caroline: I totally agree, Melanie!", "Melanie: Hey Caroline, I agree.",
                                   "Thanks, Melanie! I really do.", "Melanie: I hope you're okay.",
                                   "Hope you have a great weekend!", "Wishing you the best with the adoption, Caroline!"])

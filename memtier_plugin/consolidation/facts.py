@@ -415,7 +415,8 @@ def extract_facts(text: str, *, role: str = "user", timestamp: str | None = None
         return []
     speaker = None
     if (m := P.SPEAKER_LABEL.match(text.strip())) and P.UTTERANCE.search(m["said"]) \
-            and not P.ACTION_KEY.match(m["who"]) and not P.KV_KEY_BAD.match(m["who"]):
+            and not P.ACTION_KEY.match(m["who"]) and not P.KV_KEY_BAD.match(m["who"]) \
+            and not P.NOT_SPEAKER.match(m["who"]):
         # a transcript line: its speaker's label is no attribute, and its "I" is that person, whichever
         # role carried the line: read as a person's own words, kept under their name (_named)
         text = m["said"]

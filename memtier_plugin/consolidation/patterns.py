@@ -182,7 +182,7 @@ BOILERPLATE = re.compile(
 # said to the agent about this conversation; none of it is knowledge about the user or the project.
 # An acknowledgement word with its punctuation before the rest ("Fine, book it", "Ugh. ...").
 ACK_PREFIX = re.compile(
-    r"^(?:(?:fine|right|sure|perfect|cool|ugh|ok|okay|alright|all right|good|nice|great|excellent|awesome|"
+    r"^(?:(?:yes|yeah|yep|fine|right|sure|perfect|cool|ugh|ok|okay|alright|all right|good|nice|great|excellent|awesome|"
     r"got it|understood|noted|sorry|oops|hmm|right then|fair enough|sounds good|will do)\s*[,!.:;]\s*)+",
     F,
 )
@@ -352,6 +352,10 @@ UTTERANCE = re.compile(
 )
 # A line's label that names a part of a reply, not a person ("Summary: I booked ...", "Plan: I will deploy
 # on Friday"): such a line is read without its label, in its own role, and in nobody's name.
+# "Yes: never book flights before 8am", "Also: my number is ...": an answer or a word of discourse before a colon,
+# not a person's name on a transcript line
+NOT_SPEAKER = re.compile(r"^(?:yes|yeah|yep|no|nope|ok|okay|sure|also|and|but|so|well|fine|right|thanks|hi|hello|hey|"
+                         r"oh|ah|ps|btw|correction|again|done|note|update)$", F)
 SECTION_LABEL = re.compile(
     r"^(?:summary|answer|result|results|plan|status|reason|option|options|recommendation|recommendations|next|"
     r"next steps?|steps?|details?|context|conclusion|overview|notes?|tips?|caution|important|reminder|todo|"
