@@ -86,11 +86,18 @@ def prompt_query(prompt: Any, messages: Any, *, min_terms: int, turns: int) -> s
     something: "Shall I deploy 2.4 to production now?" / "Yes, go."), that message and the ``turns`` - 1
     user and assistant messages before it, followed by the prompt (each cut to MAX_TURN_CHARS, the whole within
     MAX_QUERY_CHARS, redacted). A short reply to a report ("Done: booked." / "Perfect, thanks.") is searched
-    alone. ``messages`` is the host's conversation (the prompt itself may be its last message)."""
+    alone. A reply that picks one of the options the latest assistant message offered ("Infante Sagres this
+    time", to "Infante Sagres ($284) or the Porto Marriott ($231)") is searched with that message, whatever its
+    length: the pick means what the offer says. ``messages`` is the host's conversation (the prompt itself may
+    be its last message)."""
+    from .layers.extract import picks_an_option
     from .recall.packing import content_terms
 
     query = query_text(prompt)
-    if turns <= 0 or min_terms <= 0 or not isinstance(messages, list) or content_terms(query) >= min_terms:
+    if turns <= 0 or min_terms <= 0 or not isinstance(messages, list):
+        return query
+    short = content_terms(query) < min_terms
+    if not short and len(query) > MAX_TURN_CHARS:
         return query
     text = clean_text(prompt if isinstance(prompt, str) else str(prompt))
     recent: list[tuple[str, str]] = []
@@ -102,7 +109,11 @@ def prompt_query(prompt: Any, messages: Any, *, min_terms: int, turns: int) -> s
             recent.append((msg["role"], said[:MAX_TURN_CHARS]))
         if len(recent) >= turns:
             break
-    if not recent or recent[0][0] != "assistant" or "?" not in recent[0][1]:
+    if not recent or recent[0][0] != "assistant":
+        return query
+    if not short:  # says enough of its own, unless it picks one of the options just offered
+        return query_text(f"{recent[0][1]} {text}") if picks_an_option(text, recent[0][1]) else query
+    if "?" not in recent[0][1]:
         return query  # it answers no question: it is about itself
     return query_text(" ".join([*(t for _r, t in reversed(recent)), text]))
 

@@ -87,3 +87,14 @@ def run_cli(*args, env=None, input=None, check=True):
     if check and proc.returncode != 0:
         raise AssertionError(f"memtier {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
     return proc
+
+
+def say(host, ws, text, *, session, at, agent="a", project="p"):
+    """One whole session through the host: ``text`` as its prompt at ``at``, agent_end, session_end."""
+    from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent
+
+    ctx = HookContext(agent_id=agent, session_id=session, run_id=f"{session}-r", project=project,
+                      workspace_dir=str(ws))
+    host.before_prompt_build(PromptEvent(text, timestamp=at), ctx)
+    host.agent_end(AgentEndEvent(messages=[], success=True, timestamp=at + 5), ctx)
+    host.session_end(SessionEndEvent("done", timestamp=at + 9), ctx)

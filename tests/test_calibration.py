@@ -11,11 +11,11 @@ import orjson
 import pytest
 import yaml
 
-from conftest import run_cli
+from conftest import run_cli, say
 from memtier_plugin import plugin
 from memtier_plugin.config import load_config
 from memtier_plugin.errors import ConfigError
-from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent
+from memtier_plugin.events import HookContext, PromptEvent
 from memtier_plugin.host import Host
 from memtier_plugin.learning.calibrate import MAX_FALSE_DELIVERY, MAX_WRONG_STANDING, fit_all, replay
 from memtier_plugin.recall import calibration as cal
@@ -182,10 +182,7 @@ def test_train_calibration_from_rows_writes_a_file_the_hooks_read(tmp_path, work
 
 
 def _say(host, ws, text, *, session, day=0.0):
-    ctx = HookContext(agent_id="a", session_id=session, run_id=f"{session}-r", project="p", workspace_dir=str(ws))
-    host.before_prompt_build(PromptEvent(text, timestamp=T0 + day * DAY), ctx)
-    host.agent_end(AgentEndEvent(messages=[], success=True, timestamp=T0 + day * DAY + 5), ctx)
-    host.session_end(SessionEndEvent("done", timestamp=T0 + day * DAY + 9), ctx)
+    say(host, ws, text, session=session, at=T0 + day * DAY)
 
 
 def _ask(host, ws, text, session):

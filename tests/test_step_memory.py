@@ -268,6 +268,29 @@ def test_a_prompt_with_little_content_is_searched_with_the_turns_before_it():
     secret = prompt_query("ok", [{"role": "user", "content": "the password is hunter2hunter2"},
                                  {"role": "assistant", "content": "Shall I log in?"}], min_terms=3, turns=2)
     assert "hunter2hunter2" not in secret and "log in" in secret
+
+
+def test_a_reply_that_picks_an_offered_option_is_searched_with_the_offer():
+    """"Infante Sagres this time" means what the offer says of it (the $300 budget it was offered within)."""
+    from memtier_plugin.intake import prompt_query
+
+    offer = ("The 7:09am train is too early for you, so AP 124 at 11:09am. For hotels within $300: Infante Sagres "
+             "($284) or the Porto Marriott ($231, Bonvoy).")
+    pick = "Infante Sagres this time, I deserve it. And the 11:09 train."
+    msgs = [{"role": "user", "content": "Porto for two nights, please."}, {"role": "assistant", "content": offer},
+            {"role": "user", "content": pick}]
+    assert prompt_query(pick, msgs, min_terms=3, turns=2) == f"{offer} {pick}"
+    three = "Three options: UA 924 at 6:40am, TP 238 at 5:55pm, UA 8802 at 1:15pm earns MileagePlus miles."
+    assert prompt_query("Take the United one, miles matter.", [{"role": "assistant", "content": three}],
+                        min_terms=3, turns=2).startswith("Three options")
+    # naming nothing offered, asking back, or no offer at all: the prompt alone
+    other = "Unrelated: rename the parser module and rerun the lint job."
+    assert prompt_query(other, msgs[:2], min_terms=3, turns=2) == other
+    asked = "Is Infante Sagres near the station?"
+    assert prompt_query(asked, msgs[:2], min_terms=3, turns=2) == asked
+    report = [{"role": "assistant", "content": "Booked Infante Sagres, Nov 14 to 16, confirmation IS-30118."}]
+    assert prompt_query(pick, report, min_terms=3, turns=2) == pick
+    assert prompt_query(pick, msgs, min_terms=0, turns=2) == pick  # off
     assert prompt_query("ok", "not a list", min_terms=3, turns=2) == "ok"
     long = prompt_query("ok", [{"role": "assistant", "content": "?" + "x" * 50_000}], min_terms=3, turns=2)
     assert len(long) <= 1100

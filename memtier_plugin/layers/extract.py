@@ -41,6 +41,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..tokenize import stem, tokenize
+from .requests import SCOPE
 
 MAX_TEXT = 600  # a candidate's content (the user's words) is cut here
 
@@ -218,6 +219,7 @@ class Candidate:
     entry_ids: list[str] = field(default_factory=list)
     form: str = "stated"  # stated | choice
     project_scoped: bool = False  # "for this project" / a rule about this project's operations
+    requests: str = ""  # the kind of request it was said for, as said ("anything you book for me"; requests.SCOPE)
 
 
 def sentences(text: str) -> list[str]:
@@ -349,13 +351,17 @@ def extract(text: str, *, role: str, entry_id: str = "") -> list[Candidate]:
     if role != "user" or not isinstance(text, str) or len(text) > 20_000:
         return []
     out: list[Candidate] = []
+    heading = ""  # a scope said on its own ("Ground rules for anything you book for me:") holds for the next one
     for sent in sentences(text):
         sent = _clean(sent)
+        said = stated_scope(sent)
+        requests, heading = said or heading, said if said else ""
         if len(sent) < 12 or len(sent.split()) > 80:
             continue
         kind = _kind(sent)
         if kind is None:
             continue
+        heading = ""
         scoped = bool(re.search(r"\b(?:this|our) (?:project|repo|service|codebase|team)\b", sent, re.IGNORECASE))
         if kind == "rule" and re.search(r"\b(?:deploy|release|merge|push|production|staging)\w*\b", sent, re.I):
             scoped = True
@@ -364,8 +370,16 @@ def extract(text: str, *, role: str, entry_id: str = "") -> list[Candidate]:
             if kind == "constraint" and not (_MONEY.search(content) or _BUDGET.search(content)):
                 item_kind = "preference"  # "an aisle seat" beside "hotels under $200"
             out.append(Candidate(item_kind, content, attribute, [entry_id] if entry_id else [],
-                                 project_scoped=scoped))
+                                 project_scoped=scoped, requests=requests))
     return out
+
+
+def stated_scope(sent: str) -> str:
+    """The kind of request ``sent`` binds its items to, as said ("anything you book for me"), or ""."""
+    m = SCOPE.search(sent)
+    if not m:
+        return ""
+    return re.sub(r"^(?:for|with|on|in|about)\s+", "", m.group(0), flags=re.IGNORECASE).strip()[:80]
 
 
 def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: tuple[str, str]) -> Candidate | None:
@@ -383,6 +397,18 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
     ids = ([query[1]] if query else []) + [opt_id, sel_id]
     return Candidate("choice", f"{asked}the user chose: {sel_text.strip()[:MAX_TEXT]}", "",
                      [i for i in ids if i], form="choice")
+
+
+def picks_an_option(reply: str, offer: str) -> bool:
+    """``reply`` (not a question) picks one of the options ``offer`` lays out ("Infante Sagres this time" to
+    "Infante Sagres ($284) or the Porto Marriott ($231)")."""
+    reply = reply.strip()
+    return bool(reply) and not reply.endswith("?") and _offers(offer) and _names_an_option(reply, offer)
+
+
+def _offers(text: str) -> bool:
+    """``text`` lays out options: a list or an options cue (_OPTIONS), or two named ones with "or" between."""
+    return bool(_OPTIONS.search(text) or re.search(r"\b[A-Z0-9][\w$()-]*[^.?!]{0,60}\bor (?:the )?[A-Z0-9]", text))
 
 
 def _names_an_option(selection: str, options: str) -> bool:

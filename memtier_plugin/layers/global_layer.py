@@ -5,7 +5,8 @@ readable by hand. A topic tree (:mod:`topics`) indexes knowledge nodes:
 
 * ``{"kind": "knowledge", "id": "gk-…", "node_kind": "preference|constraint|rule|identity|choice",
   "content": <the user's words>, "attribute": <what a revision replaces, or "">,
-  "topics": [...], "applies": {"projects": "*" | [names], "from": null, "until": null},
+  "topics": [...], "applies": {"projects": "*" | [names], "from": null, "until": null,
+  "requests": <the kind of request it was said for, as said: "anything you book for me"; optional>},
   "provenance": {"entry_ids": [...], "session_id", "agent_id", "speaker": "user", "form": "stated|choice"}}``
 * ``{"kind": "retired", "node_id": …, "by": <newer node>, "reason": …}``: a revision.
 
@@ -76,6 +77,9 @@ def node_problem(rec: dict) -> str | None:
                 parse_iso(v)
             except (TypeError, ValueError, AttributeError):
                 return f"knowledge 'applies.{key}' is not an ISO-8601 time"
+    requests = applies.get("requests", "")
+    if not isinstance(requests, str) or len(requests) > 200:
+        return "knowledge 'applies.requests' is not a text of at most 200 characters"
     prov = rec.get("provenance", {})
     if not isinstance(prov, dict) or not all(isinstance(i, str) for i in prov.get("entry_ids", [])):
         return "knowledge 'provenance.entry_ids' is not a list of strings"
@@ -272,7 +276,9 @@ class GlobalStore:
         rec = {"v": jsonl.SCHEMA_VERSION, "kind": "knowledge", "id": derived_id("gk", ts, str(scope), content, *source),
                "timestamp": utc_iso(ts),
                "node_kind": cand.node_kind, "content": content, "attribute": cand.attribute,
-               "topics": tree.top(route, 4), "applies": {"projects": scope, "from": None, "until": None},
+               "topics": tree.top(route, 4),
+               "applies": {"projects": scope, "from": None, "until": None,
+                           **({"requests": cand.requests} if cand.requests else {})},
                "provenance": {"entry_ids": entry_ids,
                               "session_id": clean_id(session_id), "agent_id": agent_id if is_valid_id(agent_id) else "",
                               "speaker": "user", "form": cand.form}}
@@ -282,6 +288,9 @@ class GlobalStore:
                 if n.rec.get("attribute") == cand.attribute and n.rec["node_kind"] != "choice":
                     if stated_after(n.rec, rec):
                         out.append(retirement(n.id, rec["id"], ts, f"{cand.attribute} revised"))
+                        said = (n.rec.get("applies") or {}).get("requests")
+                        if said and not cand.requests:  # a revision holds where the old version held
+                            rec["applies"]["requests"] = said
                     else:  # stated before the current version (a host's clock behind): history at once
                         out.append(retirement(rec["id"], n.id, ts, "stated before the current version"))
                         break

@@ -31,7 +31,7 @@ _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alterna
            r"(?:where|which|what) (?:\w+ )?(?:should|would|could) (?:i|we)|any good|best|good|favou?rite")
 # errands done on the user's behalf, where their standing choices apply ("book me a flight", "plan our trip")
 # ("book" as a verb only: "book me a flight", "book two tickets", not "read the book" or "what book did she like")
-_ERRANDS = (r"plan\w*|book(?=\s+(?:me|us|him|her|them|it|a|an|the|my|our|this|that|one|two|three|four|\d))|booking|"
+_ERRANDS = (r"plan\w*|book(?=\s+(?:me|us|him|her|them|it|a|an|the|my|our|this|that|one|two|three|four|\d+)\b)|booking|"
             r"reserve|order(?! to\b)|buy|purchase|pick|choose|find me|get me|schedule")
 _CUE = re.compile(rf"\b(?:{_ADVICE}|{_ERRANDS})\b", re.IGNORECASE)
 # errands in the imperative, as an agent is told them ("Fly out from SFO on the 9th", "Last piece: fly me home",
@@ -67,3 +67,49 @@ def about_someone(text: str) -> bool:
     if not t.endswith("?") or re.search(r"[.!?]\s", t[:-1]):
         return False
     return _ABOUT_SOMEONE.search(t) is not None
+
+
+# ---- a stated scope: the kind of request a standing item was said for ------------------------------------------
+# "Some ground rules for anything you book for me: an aisle seat, vegetarian meals ...", "whenever you order food
+# for me, ...": the user binds what follows to a kind of errand the agent runs for them (MemSidecar §3.2: a
+# knowledge node records the conditions under which it applies). The scope is the phrase as said; its verb names
+# the kind, and the prompts of that kind are errands (``asks_for_choice``) that name it or its usual objects.
+# Only what the user tells the agent ("you"): "I love trying new foods when I travel" is a preference about
+# travel, found by its words, not a rule for every booking.
+_SCOPE_VERBS = r"book|reserve|order|buy|purchase|plan|arrange|schedule|travel|fly"
+SCOPE = re.compile(
+    rf"\b(?:for|with|on|in|about) (?:anything|everything|whatever|all|any(?: \w+)?|every \w+) (?:that )?you "
+    rf"(?:{_SCOPE_VERBS})\w*(?: for (?:me|us))?"
+    rf"|\bwhen(?:ever)? you (?:{_SCOPE_VERBS})\w*(?: (?:anything|something|for me|for us))?",
+    re.IGNORECASE)
+# what a request of each kind names: the verb itself, or what such requests are usually about
+_KINDS = {
+    # "book" as a verb only ("book my flight", not "the booking export")
+    "book": r"book(?=\s+(?:me|us|it|a|an|the|my|our|this|that|one|two|three|four|\d+)\b)|reserv\w*|flights?|fly|flying|"
+            r"hotels?|rooms?|trains?|tickets?|seats?|rentals?|trips?",
+    "order": r"order\w*|deliver\w*|meals?|food|dinner|lunch|takeaway|takeout",
+    "buy": r"buy\w*|purchas\w*|order\w*|shop\w*",
+    "plan": r"plan\w*|trips?|itinerar\w*|schedul\w*|events?",
+    "travel": r"travel\w*|trips?|fly\w*|flights?|hotels?|trains?|journey\w*",
+}
+_KIND_OF = {"reserve": "book", "arrange": "book", "schedule": "plan", "purchase": "buy", "fly": "travel"}
+
+
+def scope_kind(phrase: str) -> str:
+    """The kind of request a stated scope names ("anything you book for me" → "book"), or "" for none."""
+    m = re.search(rf"\byou ({_SCOPE_VERBS})", phrase or "", re.IGNORECASE)
+    if not m:
+        return ""
+    verb = m.group(1).lower()
+    return _KIND_OF.get(verb, verb)
+
+
+def in_scope(prompt: str, phrase: str) -> bool:
+    """Whether ``prompt`` is a request of the kind ``phrase`` (a stated scope) names: an errand or a request for
+    a choice (:func:`asks_for_choice`) that names the kind's verb or its usual objects ("Fly out from SFO on the
+    9th" is a booking: "anything you book for me")."""
+    kind = scope_kind(phrase)
+    if not kind or not prompt or not asks_for_choice(prompt):
+        return False
+    text = prompt if len(prompt) <= 2 * MAX_CHARS else prompt[:MAX_CHARS] + "\n" + prompt[-MAX_CHARS:]
+    return re.search(rf"\b(?:{_KINDS[kind]})\b", text, re.IGNORECASE) is not None

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..recall.packing import Hit
 from .extract import requirement_attributes
-from .requests import asks_for_choice
+from .requests import asks_for_choice, in_scope
 from ..tokenize import token_set
 from .topics import TopicTree, cosine
 from .workspace_layer import current_skills, skill_applies, skill_text
@@ -62,6 +62,7 @@ class Item:
     agent_id: str = ""
     session_id: str = ""
     tools: tuple = ()  # a skill's tools, in order
+    requests: str = ""  # the kind of request it was said for ("anything you book for me": requests.in_scope)
 
 
 class StandingItems:
@@ -84,7 +85,8 @@ class StandingItems:
                 it = self._cache[n.id] = Item(r["id"], r["content"], r["node_kind"], "global", r["timestamp"],
                                               r.get("attribute", ""), list(prov.get("entry_ids") or []),
                                               tree.route(r["content"]), n.tokens, prov.get("agent_id", ""),
-                                              prov.get("session_id", ""))
+                                              prov.get("session_id", ""),
+                                              requests=str((r.get("applies") or {}).get("requests") or ""))
             items.append(it)
         for r in current_skills(skills):
             if r["id"] in forgotten:
@@ -134,6 +136,19 @@ def reached_by_choice(item: Item, sig: dict) -> bool:
     ROUTE_DELTA of the nearest cosine), with no topic or word in common: a preference that applies by world
     knowledge ("a trip to Las Vegas", "I dislike gambling") shares neither. Calibration still decides."""
     return bool(sig.get("asks")) and bool(sig.get("nearest")) and item.label != "skill"
+
+
+def same_errand(item_route: dict[str, float], query_route: dict[str, float]) -> bool:
+    """An item said for a kind of request applies to one about what it is about: not when the two are about
+    different sub-topics of one topic ("an aisle seat", travel/transport, to a hotel, travel/lodging). An item
+    under no sub-topic ("vegetarian meals" to a flight) is not told apart."""
+    top = max(item_route.values(), default=0.0)
+    for leaf in (t for t, w in item_route.items() if "/" in t and w >= top > 0):
+        parent = leaf.rsplit("/", 1)[0] + "/"
+        siblings = {t for t, w in query_route.items() if w > 0 and t.startswith(parent)}
+        if siblings and leaf not in siblings:
+            return False
+    return True
 
 
 def nearest_topics(sims: np.ndarray) -> np.ndarray:
@@ -232,6 +247,10 @@ class StandingScorer:
             # among the nearest: within ROUTE_DELTA of the nearest cosine (closer than that, bge-small's cosines
             # do not order two items reliably, so a flight booking's seat and meal rules are both nearest)
             sig["nearest"] = 1.0 if cos is not None and sig["margin"] >= -ROUTE_DELTA else 0.0
+            # the prompt is a request of the kind the user said the item is for ("anything you book for me"):
+            # the item applies by the user's own word (calibration.FIXED["requested"])
+            sig["requested"] = 1.0 if it.requests and in_scope(query, it.requests) and same_errand(it.route, qroute) \
+                else 0.0
             out.append((it, s, sig))
         out.sort(key=lambda t: (-t[1], t[0].id))
         return out
@@ -245,10 +264,11 @@ class StandingScorer:
         items = [it for it in items if not (it.attribute and it.attribute in overridden)
                  and (it.label != "skill" or skill_applies(query, it))]  # a skill only for its kind of task
         out = []
-        for it, s, sig in self.score(query, items):
-            if s < self.cfg.min_score or len(out) >= self.cfg.max_items:
+        scored = self.score(query, items)  # best first; the items the prompt's kind of request names go first
+        for it, s, sig in sorted(scored, key=lambda t: -t[2]["requested"]):
+            if len(out) >= self.cfg.max_items or (s < self.cfg.min_score and not sig["requested"]):
                 break
-            if not (routed(sig, sig["route"]) or reached_by_choice(it, sig)):
+            if not (routed(sig, sig["route"]) or reached_by_choice(it, sig) or sig["requested"]):
                 continue
             signals = {k: {"value": v, "weight": getattr(self.cfg, k, 0.0), "contribution": v * getattr(self.cfg, k, 0.0)}
                        for k, v in sig.items()}

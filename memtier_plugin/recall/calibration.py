@@ -71,8 +71,10 @@ LAYERS = tuple(FEATURES)
 #: Items on a fixed probability rather than a fitted model (no labelled data picks them out; docs/standing.md):
 #: an entry whose hook's predicate holds at this event is due by construction; a project's own latest working
 #: state that leaves steps pending, at the first prompt of the project's next session, very nearly so. They
-#: merge with the calibrated items by probability (packing.repack), within the same k and budget.
-FIXED = {"hook": 1.0, "state": 0.9}
+#: merge with the calibrated items by probability (packing.repack), within the same k and budget. A standing item
+#: the user said is for a kind of request ("anything you book for me": layers/requests.py) applies to a prompt of
+#: that kind by their own word, whatever its words or embedding say ("vegetarian meals" to "book my flight").
+FIXED = {"hook": 1.0, "state": 0.9, "requested": 0.8}
 
 
 def layer_of(hit) -> str:
@@ -141,6 +143,14 @@ class Calibration:
     choice: dict = field(default_factory=dict)
 
     def probability(self, hit) -> float:
+        """The fitted model's probability; for a standing item the prompt's kind of request names, at least
+        ``FIXED["requested"]``."""
+        p = self.model_probability(hit)
+        if (hit.signals.get("requested") or {}).get("value", 0.0) >= 1.0 and layer_of(hit).startswith("global"):
+            return max(p, FIXED["requested"])
+        return p
+
+    def model_probability(self, hit) -> float:
         model = self.models.get(layer_of(hit))
         if model is None:
             return 0.0
@@ -176,7 +186,8 @@ class Calibration:
         standing = [h for h in hits if layer_of(h) == "global"]
         if not standing or not any((h.signals.get("asks") or {}).get("value", 0.0) >= 1.0 for h in standing):
             return None
-        best = max(h.probability or 0.0 for h in standing)
+        # the best on the fitted scale: an item on a fixed probability (requested) says nothing of the others
+        best = max(self.model_probability(h) for h in standing)
         return max(self.choice["threshold"], self.choice["relative"] * best)
 
     def to_doc(self) -> dict[str, Any]:
