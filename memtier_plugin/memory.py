@@ -91,17 +91,18 @@ class Memory(Rooms):
     # ---- recall ------------------------------------------------------------
     def recall(self, query: str, ctx: HookContext, now: float | None = None, *, record_trace: bool = True,
                standing_layers: bool = True, rerank_budget_ms: float | None = None, background: bool = False,
-               skip=None):
+               skip=None, own: str | None = None):
         """Ranked, packed memory for ``query`` as ``ctx.agent_id`` may see it, standing knowledge included
         (unless ``standing_layers`` is False: a Foresight prediction that targets episodes and facts only).
         ``rerank_budget_ms`` overrides ``rerank.budget_ms`` (Foresight's background preparations); ``skip``:
-        what the agent holds already (:func:`.intake.in_context`)."""
+        what the agent holds already (:func:`.intake.in_context`); ``own``: the user's own words when ``query``
+        holds turns before them (only they can set a requirement that overrides a standing item)."""
         from .layers.maintain import mark_revised
 
         when, standing = self._now(now), None
         if self.config.standing.enabled and standing_layers:
             with best_effort("standing knowledge failed for this prompt; episodes are still recalled"):
-                standing = self.scorer.hits(query, self.standing_items(ctx.project, when))
+                standing = self.scorer.hits(query, self.standing_items(ctx.project, when), own=own)
         result = self.retriever.recall(query, agent_id=ctx.agent_id, project=ctx.project,
                                        session_id=ctx.session_id, agents=self.visible_agents(ctx.agent_id),
                                        now=when, run_id=ctx.run_id, standing=standing, record_trace=record_trace,
@@ -122,7 +123,8 @@ class Memory(Rooms):
                                      agents=self.visible_agents(ctx.agent_id), record_trace=False,
                                      standing=standing)
 
-    def recall_for(self, query: str, ctx: HookContext, ts: Any = None, *, start_task: bool = True, skip=None):
+    def recall_for(self, query: str, ctx: HookContext, ts: Any = None, *, start_task: bool = True, skip=None,
+                   own: str | None = None):
         """(result, Foresight access or None) for a query of the agent: served from Foresight's cache when a
         prediction matches, else retrieved; ``start_task``: a prompt (the memory tools pass False); ``skip``:
         what the agent holds already (:func:`.intake.in_context`; a served result loses those items)."""
@@ -133,18 +135,18 @@ class Memory(Rooms):
 
         fs = self.foresight
         if fs is None:
-            return self._hook_recall(query, ctx, ts, skip=skip), None
-        result, access = ForesightRecall(fs, functools.partial(self._hook_recall, skip=skip), self.directory,
+            return self._hook_recall(query, ctx, ts, skip=skip, own=own), None
+        result, access = ForesightRecall(fs, functools.partial(self._hook_recall, skip=skip, own=own), self.directory,
                                          self.config.memory_root, self.forgotten.ids)(
             query, ctx, self._now(ts), start_task=start_task)
         if skip is not None and result is not None and any(skip(h) for h in result.hits):
             result = dataclasses.replace(result, hits=[h for h in result.hits if not skip(h)])
         return result, access
 
-    def _hook_recall(self, query: str, ctx: HookContext, ts: Any = None, *, skip=None):
+    def _hook_recall(self, query: str, ctx: HookContext, ts: Any = None, *, skip=None, own: str | None = None):
         """A hook's own retrieval: Foresight's preparations pause at their next checkpoint meanwhile."""
         with self.retriever.foreground():
-            return self.recall(query, ctx, ts, skip=skip)
+            return self.recall(query, ctx, ts, skip=skip, own=own)
 
     def _prepare(self, query: str, layers: tuple, job) -> Any:
         """Foresight's background retrieval: the normal path, untraced (traced when it is served), re-ranking
@@ -173,8 +175,10 @@ class Memory(Rooms):
         state.turn += 1
         result = None
         with best_effort("recall failed for agent %s; the prompt is still recorded", ctx.agent_id):
+            own = query_text(event.prompt)
             result, _access = self.recall_for(query, ctx, event.timestamp,
-                                              skip=in_context(event.messages, ctx.session_id))
+                                              skip=in_context(event.messages, ctx.session_id),
+                                              own=own if own != query else None)
         with best_effort("the step's retrieval could not be delivered for agent %s", ctx.agent_id):
             result = self._step_into(result, ctx, event.timestamp)
         rec = self._write(ctx, clean_text(str(event.prompt)), "user",

@@ -23,7 +23,11 @@ def test_requests_for_advice_or_an_errand_ask_for_a_choice():
                    "Please renew my gym membership.",
                    "Book two tickets for Saturday.",
                    "Can you suggest a birthday gift for Sarah?",  # a choice made for the user, about someone
-                   "What would Anna recommend? Actually, which one should I pick?"):  # not one question about Anna
+                   "What would Anna recommend? Actually, which one should I pick?",  # not one question about Anna
+                   # a pick among the options the agent laid out: the user's choice
+                   "Infante Sagres this time, I deserve it. And the 11:09 train.",
+                   "Take the United one, miles matter.",
+                   "Let's go with the second."):
         assert asks_for_choice(prompt) == 1.0, prompt
 
 
@@ -44,6 +48,8 @@ def test_questions_and_tasks_that_ask_for_no_choice_do_not():
                    "What is one of Joanna's favorite movies?",
                    "What kind of flooring is Jon looking for in his dance studio?",
                    "I finished the book you lent me.",  # "book" the noun is no errand
+                   "I read a great book about flights of fancy.",  # "book about": no errand ("a" is no word here)
+                   "Is this the right one?",  # a question, not a pick
                    ""):
         assert asks_for_choice(prompt) == 0.0, prompt
 

@@ -129,3 +129,26 @@ def test_through_the_host_the_rules_said_for_bookings_reach_a_booking_in_another
     assert "under $200" in hotel and "aisle seat" not in hotel, hotel
     code = _ask(host, workspace, "Why does this C++ loop overflow when the counter passes 2^31?", "q3")
     assert "standing" not in code, code
+
+
+def test_an_amount_in_the_agents_offer_does_not_override_the_users_budget(workspace, monkeypatch):
+    """A pick is searched with the offer ("hotels within $300: Infante Sagres ($284) or ..."); the offer's amounts
+    are the agent's words and set no requirement of the user's, so the stored budget is still handed over. The
+    user's own "a hotel under $400 this time" does override it."""
+    monkeypatch.setenv("MEMTIER_STANDING__EMBEDDER", "none")
+    host = Host()
+    host.register(plugin, "memtier")
+    say(host, workspace, "I've changed my mind on hotels: my budget is now up to $300 a night.", session="s1", at=T0)
+    ctx = HookContext(agent_id="a", session_id="s2", run_id="s2-r", project="p", workspace_dir=str(workspace))
+    offer = "For hotels within $300 in Porto: Infante Sagres ($284) or the Porto Marriott ($231, Bonvoy)."
+    msgs = [{"role": "user", "content": "Porto for two nights, please."}, {"role": "assistant", "content": offer}]
+
+    def block(text):
+        event = PromptEvent(text, messages=[*msgs, {"role": "user", "content": text}], timestamp=T0 + DAY)
+        return host.before_prompt_build(event, ctx).prepend_context or ""
+
+    def standing(text):
+        return [line for line in block(text).splitlines() if "standing" in line and "$300" in line]
+
+    assert standing("Infante Sagres this time, I deserve it.")
+    assert not standing("Infante Sagres this time, a hotel under $400 is fine for once.")

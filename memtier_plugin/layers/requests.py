@@ -41,6 +41,10 @@ _ACTS = (r"fly|travel|drive|ship|send|pay|rent|hire|cancel|reschedule|arrange|de
          r"install|renew|upgrade|register|sign (?:me )?up|check (?:me )?in")
 _REQUEST_START = r"(?:^|[.!?:;]\s+|\b(?:please|can you|could you|would you|will you|go ahead and|let's|let us|then)\s+)"
 _ACT = re.compile(rf"{_REQUEST_START}(?:{_ACTS})\b", re.IGNORECASE | re.MULTILINE)
+# a pick among options the agent laid out, told as the agent is told it ("Infante Sagres this time", "Take the
+# United one", "Let's go with the second"): the user's choice, which their standing preferences bear on
+_PICK = re.compile(rf"\b(?:this time|the (?:\w+ )?one)\b(?![^.!?]*\?)|{_REQUEST_START}(?:take|go with|let's go with)\s+"
+                   rf"(?:the|option|that|this)\b", re.IGNORECASE | re.MULTILINE)
 MAX_CHARS = 2000  # a pasted document is read at its start and its end only, where a request is
 # a question about what someone else did, said or likes ("Why did Caroline choose the agency?", "What book did
 # Melanie recommend?", "What are Caroline's plans for the summer?") asks for a fact about them, not for a choice
@@ -58,7 +62,7 @@ def asks_for_choice(prompt: str) -> float:
     text = prompt if len(prompt) <= 2 * MAX_CHARS else prompt[:MAX_CHARS] + "\n" + prompt[-MAX_CHARS:]
     if about_someone(text):
         return 0.0
-    return 1.0 if _CUE.search(text) or _ACT.search(text) else 0.0
+    return 1.0 if _CUE.search(text) or _ACT.search(text) or _PICK.search(text) else 0.0
 
 
 def about_someone(text: str) -> bool:

@@ -255,12 +255,13 @@ class StandingScorer:
         out.sort(key=lambda t: (-t[1], t[0].id))
         return out
 
-    def hits(self, query: str, items: list[Item]) -> list[Hit]:
-        """The standing items to deliver for ``query`` (see the module docstring)."""
+    def hits(self, query: str, items: list[Item], *, own: str | None = None) -> list[Hit]:
+        """The standing items to deliver for ``query`` (see the module docstring); ``own``: the user's own words
+        when the query holds the turns before them (an amount in the agent's offer sets no requirement)."""
         t0 = time.perf_counter()
         if self.cfg.max_items <= 0:
             return []
-        overridden = requirement_attributes(query)
+        overridden = requirement_attributes(query if own is None else own)
         items = [it for it in items if not (it.attribute and it.attribute in overridden)
                  and (it.label != "skill" or skill_applies(query, it))]  # a skill only for its kind of task
         out = []
