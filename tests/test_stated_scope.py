@@ -125,6 +125,9 @@ def test_through_the_host_the_rules_said_for_bookings_reach_a_booking_in_another
     say(host, workspace, RULES, session="s1", at=T0)
     flight = _ask(host, workspace, "New project: please book my flight from SFO to Berlin on Dec 1.", "q1")
     assert "vegetarian meals" in flight and "aisle seat" in flight, flight
+    # the block says what the user said it for
+    meal = next(line for line in flight.splitlines() if "vegetarian meals" in line)
+    assert "standing preference" in meal and "said for: anything you book for me]" in meal, meal
     hotel = _ask(host, workspace, "Can you book me a hotel in Lisbon near the venue?", "q2")
     assert "under $200" in hotel and "aisle seat" not in hotel, hotel
     code = _ask(host, workspace, "Why does this C++ loop overflow when the counter passes 2^31?", "q3")

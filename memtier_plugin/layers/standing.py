@@ -275,6 +275,7 @@ class StandingScorer:
                        for k, v in sig.items()}
             out.append(Hit(id=it.id, content=it.content, timestamp=it.timestamp, session_id=it.session_id,
                            agent_id=it.agent_id, role=it.label, tier=it.tier, score=s,
-                           signals=signals, sources=list(it.sources), route=self.tree.top(it.route, 3)))
+                           signals=signals, sources=list(it.sources), route=self.tree.top(it.route, 3),
+                           said_for=it.requests))
         log.debug("standing: %d of %d items in %.1f ms", len(out), len(items), (time.perf_counter() - t0) * 1000)
         return out

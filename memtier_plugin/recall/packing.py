@@ -46,6 +46,7 @@ class Hit:
     route: list = field(default_factory=list)  # topics a standing item hangs under (Global layer routing)
     revised_by: str = ""  # a standing item that revised what this episode said (its old value is not current)
     probability: float | None = None  # calibrated probability that it applies to the prompt (recall/calibration.py)
+    said_for: str = ""  # a standing item's stated scope, as the user said it ("anything you book for me")
 
     @property
     def layer(self) -> str:
@@ -74,7 +75,9 @@ class Hit:
             text = " ".join(self.content.split()).replace(CLOSE, "</ memtier-memory>")
             if self.role == "skill":  # history, dated by its last success: "skill (worked before for: …): …"
                 return f"- [{self.id} | last worked {self.timestamp[:10]}] {text}"
-            return f"- [{self.id} | standing {self.role or 'knowledge'} · since {self.timestamp[:10]}] {text}"
+            scope = " ".join(self.said_for.split())[:80].replace(CLOSE, "</ memtier-memory>").replace("]", ")")
+            return (f"- [{self.id} | standing {self.role or 'knowledge'} · since {self.timestamp[:10]}"
+                    + (f" · said for: {scope}" if scope else "") + f"] {text}")
         src = f"{self.tier}" + (f" · session {self.session_id}" if self.session_id else "") + \
               (f" · {self.role}" if self.role else "") + \
               (f" · revised since by {self.revised_by}, not current" if self.revised_by else "")
@@ -87,7 +90,7 @@ class Hit:
                 "layer": self.layer, "route": self.route, "sources": self.sources, "session_id": self.session_id,
                 "agent_id": self.agent_id, "role": self.role, "standing": self.standing,
                 "timestamp": self.timestamp, "content": self.content, "raw_bm25": self.raw_bm25,
-                "signals": self.signals, "rerank": self.rerank}
+                "signals": self.signals, "rerank": self.rerank, "said_for": self.said_for}
 
     def explain_line(self) -> str:
         parts = " ".join(f"{k}={v['value']:.2f}" for k, v in self.signals.items())
