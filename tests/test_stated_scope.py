@@ -155,3 +155,23 @@ def test_an_amount_in_the_agents_offer_does_not_override_the_users_budget(worksp
 
     assert standing("Infante Sagres this time, I deserve it.")
     assert not standing("Infante Sagres this time, a hotel under $400 is fine for once.")
+
+
+def test_the_user_sees_what_an_item_was_said_for_in_inspect_and_the_ui(workspace, monkeypatch):
+    from conftest import run_cli
+    from memtier_plugin.bridges.ui_views import global_layer
+    from memtier_plugin.config import load_config
+    from memtier_plugin.memory import Memory
+
+    monkeypatch.setenv("MEMTIER_STANDING__EMBEDDER", "none")
+    host = Host()
+    host.register(plugin, "memtier")
+    say(host, workspace, RULES, session="s1", at=T0)
+    say(host, workspace, "I love jazz.", session="s2", at=T0 + DAY)
+    text = run_cli("inspect", "topics").stdout
+    seat = next(line for line in text.splitlines() if "aisle seat" in line)
+    assert "said for: anything you book for me" in seat, text
+    assert "said for" not in next(line for line in text.splitlines() if "jazz" in line)
+    rows = {r["content"]: r for t in global_layer(Memory(load_config()), frozenset())["topics"] for r in t["items"]}
+    assert rows["I always want vegetarian meals"]["said_for"] == "anything you book for me"
+    assert rows["I love jazz."]["said_for"] == ""

@@ -75,6 +75,7 @@ def global_layer(mem: Memory, forgotten: frozenset[str]) -> dict[str, Any]:
         row = {"id": n.id, "kind": rec.get("node_kind", ""), "attribute": rec.get("attribute", ""),
                "content": rec["content"], "timestamp": rec.get("timestamp", ""),
                "projects": (rec.get("applies") or {}).get("projects", "*"), "retired_by": n.retired_by,
+               "said_for": (rec.get("applies") or {}).get("requests", ""),
                "sources": (rec.get("provenance") or {}).get("entry_ids") or []}
         for t in rec.get("topics") or ["(no topic)"]:
             by_topic[t].append(row)

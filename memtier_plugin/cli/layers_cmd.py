@@ -43,7 +43,14 @@ def inspect_topics(state, as_json: bool, history: bool) -> None:
             mark = "" if n.retired_by is None else f"  [retired by {n.retired_by}]"
             click.echo(printable(f"{'  ' * depth}  - {n.id} {n.rec['node_kind']}"
                                  f"{' · ' + n.rec['attribute'] if n.rec.get('attribute') else ''}"
-                                 f" · projects {scope if scope == '*' else ','.join(scope)}: {n.rec['content'][:90]}{mark}"))
+                                 f" · projects {scope if scope == '*' else ','.join(scope)}{said_for(n.rec)}: "
+                                 f"{n.rec['content'][:90]}{mark}"))
+
+
+def said_for(rec: dict) -> str:
+    """" · said for: anything you book for me" for a node with a stated scope, else ""."""
+    said = (rec.get("applies") or {}).get("requests") or ""
+    return f" · said for: {said}" if said else ""
 
 
 def inspect_workspace(state, projects: tuple[str, ...], as_json: bool, history: bool = False) -> None:
