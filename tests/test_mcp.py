@@ -12,7 +12,7 @@ import pytest
 from conftest import run_cli
 from memtier_plugin.events import HookContext, PromptEvent, ToolResultEvent
 from memtier_plugin.memory import reset_services
-from memtier_plugin.bridges.http import build_host
+from memtier_plugin.bridges.sidecar import build_host
 
 
 def mcp_session(workspace: Path, *args: str, env: dict | None = None):

@@ -21,7 +21,7 @@ from conftest import run_cli
 from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, ToolCallEvent, ToolResultEvent
 from memtier_plugin.store.episodic import Ledger
 from memtier_plugin.memory import reset_services
-from memtier_plugin.bridges.http import build_host
+from memtier_plugin.bridges.sidecar import build_host
 
 T0 = 1_790_000_000.0  # fixed event times: both paths see the same clock
 

@@ -114,7 +114,7 @@ class _InProcess:
 
     def __init__(self, workspace: Path):
         from ..memory import reset_services
-        from ..bridges.http import build_host
+        from ..bridges.sidecar import build_host
 
         reset_services()
         self.workspace = workspace

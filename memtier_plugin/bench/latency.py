@@ -127,7 +127,7 @@ def build(ws: Path, preset: str, entries: int, fixture: Path, overrides: dict, s
     from ..memory import memory_for
     from ..events import HookContext
     from ..host import replay_session
-    from ..bridges.http import build_host
+    from ..bridges.sidecar import build_host
 
     t0 = time.perf_counter()
     ws.mkdir(parents=True)
@@ -179,7 +179,7 @@ def replay(ws: Path, fixture: Path, session_id: str, think_ms: float) -> list[di
     """Replay the task once through the Host; one row per memory query: kind, need, ms, outcome, prediction."""
     from ..store import traces
     from ..host import replay_session
-    from ..bridges.http import build_host
+    from ..bridges.sidecar import build_host
 
     host = build_host()
     path, queries = _task_copy(fixture, ws / f"{session_id}.jsonl", session_id)

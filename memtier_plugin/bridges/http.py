@@ -1,6 +1,7 @@
 """The sidecar: one workspace's hook contract over loopback HTTP, for runtimes that are not Python.
 
-``memtier serve`` runs it. A TypeScript OpenClaw plugin (``openclaw-plugin/``)
+``memtier serve`` runs it (:mod:`.serving`: lock, token, endpoint file, shutdown); the answers are
+:class:`.sidecar.Sidecar`'s. A TypeScript OpenClaw plugin (``openclaw-plugin/``)
 or any other runtime calls the same pluggy path as the reference host: every
 request becomes one call on a :class:`~memtier_plugin.host.Host` with memtier
 registered, so the answers (and the isolation rules of docs/hooks.md) are
@@ -23,7 +24,7 @@ Protocol (JSON in, JSON out, UTF-8)::
 ``Authorization: Bearer <token>``, compared in constant time; the token file
 and the ``GET /v1/challenge`` proof a client checks before it sends the token
 are :mod:`.sidecar_token`'s. A token file left by a sidecar that did not exit
-cleanly is replaced at the next start (:func:`serve`). The server listens on
+cleanly is replaced at the next start (:func:`.serving.serve`). The server listens on
 loopback only.
 
 Under many clients: at most ``max_connections`` connections (past it, the
@@ -50,27 +51,21 @@ ignored (a path from a client never chooses where memory is written).
 from __future__ import annotations
 
 import dataclasses
-import errno
-import fcntl
 import hmac
 import logging
 import os
-import signal
 import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
 from .. import __version__
-from ..errors import MemtierError
-from ..events import HookContext
-from ..host import Host, review_decision
-from .request_parsing import HOOK_EVENTS, RequestError, json_kind, parse_body, parse_ctx, parse_event
-from .sidecar_token import challenge_proof, ensure_token, private_dir, sidecar_dir, write_private
+from .request_parsing import RequestError, parse_body
+from .sidecar import Sidecar
+from .sidecar_token import challenge_proof
 
 log = logging.getLogger(__name__)
 
@@ -90,70 +85,7 @@ UNAUTH_IDLE_S = 10.0
 REQUEST_TIMEOUT_S = 10.0
 #: Failed writes logged per minute at most (then one line counting the rest).
 FAILED_WRITES_PER_MIN = 20
-TOOLS = ("memory_search", "memory_get", "memory_add", "memory_forget", "memory_correct")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
-
-
-class Sidecar:
-    """The transport-free core: one request (endpoint name, parsed JSON body) in, its JSON answer out;
-    a request it refuses raises :class:`RequestError` (status and one line)."""
-
-    def __init__(self, host: Host, workspace: Path | str):
-        self.host = host
-        self.workspace = Path(workspace)
-
-    def health(self) -> dict:
-        return {"ok": True, "service": "memtier", "version": __version__, "workspace": str(self.workspace),
-                "pid": os.getpid()}
-
-    def call(self, name: str, body: Any) -> dict:
-        """Answer ``POST /v1/<name>`` with ``body`` (already parsed JSON)."""
-        if name not in HOOK_EVENTS and name not in TOOLS:
-            raise RequestError(404, f"unknown endpoint /v1/{name[:60]}: expected one of "
-                                    f"{', '.join([*HOOK_EVENTS, *TOOLS])}")
-        if not isinstance(body, dict):
-            raise RequestError(400, f"body: expected a JSON object, got {json_kind(body)}")
-        ctx = parse_ctx(body.get("ctx"), self.workspace)
-        if name in TOOLS:
-            return self._tool(name, ctx, body.get("params"))
-        event = parse_event(name, body.get("event"))
-        try:
-            answer = getattr(self.host, name)(event, ctx)
-        except Exception as exc:  # the host guards each plugin; this is the guard around the guard
-            log.exception("sidecar: %s failed; answering as the contract says", name)
-            if name == "pre_tool":
-                answer = review_decision("sidecar", event.tool_name, exc)
-            elif name == "before_prompt_build":
-                return {"prepend_context": None, "prepend_system_context": None}
-            else:
-                return {"ok": True}
-        if answer is None:
-            return {"ok": True}
-        return dataclasses.asdict(answer)
-
-    def _tool(self, name: str, ctx: HookContext, params: Any) -> dict:
-        from .. import tools
-        from ..memory import memory_for
-
-        params = {} if params is None else params
-        if not isinstance(params, dict):
-            raise RequestError(400, f"params: expected an object, got {json_kind(params)}")
-        mem = memory_for(ctx)
-        try:
-            if name == "memory_search":
-                return tools.memory_search(mem, ctx, params.get("query"), limit=params.get("limit"))
-            if name == "memory_get":
-                return tools.memory_get(mem, ctx, params.get("id"))
-            if name == "memory_forget":
-                return tools.memory_forget(mem, ctx, params.get("ids"))
-            if name == "memory_correct":
-                return tools.memory_correct(mem, ctx, params.get("id"), params.get("text"))
-            return tools.memory_add(mem, ctx, params.get("content"), role=params.get("role") or "user")
-        except MemtierError as exc:  # a bad argument (InvalidIdError included)
-            raise RequestError(400, str(exc)) from None
-        except Exception as exc:
-            log.exception("sidecar: %s failed", name)
-            raise RequestError(500, f"{name} failed: {type(exc).__name__}") from None
 
 
 # ---- HTTP -----------------------------------------------------------------------
@@ -450,145 +382,3 @@ def _cut(sock, how: int) -> None:
         sock.shutdown(how)
     except OSError:
         pass
-
-
-# ---- running -------------------------------------------------------------------
-@dataclasses.dataclass
-class Endpoint:
-    """Where a running sidecar listens: written to ``.sidecar/endpoint.json`` for clients to find."""
-
-    url: str
-    token_file: str
-    pid: int
-    workspace: str
-    version: str = __version__
-
-
-def endpoint_path(memory_root: Path | str) -> Path:
-    return sidecar_dir(memory_root) / "endpoint.json"
-
-
-def lock_workspace(memory_root: Path | str) -> int:
-    """Hold ``.sidecar/lock`` for this process's life: one sidecar per workspace (released even on SIGKILL)."""
-    d = private_dir(sidecar_dir(memory_root))
-    fd = os.open(d / "lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
-                 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        os.close(fd)
-        if exc.errno in (errno.EAGAIN, errno.EACCES):
-            where = ""
-            try:
-                where = " at " + orjson.loads(endpoint_path(memory_root).read_bytes())["url"]
-            except (OSError, ValueError, KeyError, TypeError):
-                pass
-            raise MemtierError(f"a sidecar already serves {Path(memory_root).parent}{where} "
-                               f"(lock {d / 'lock'})") from None
-        raise
-    return fd
-
-
-def _idle_watch(server: SidecarServer, stop: threading.Event, idle_s: float) -> None:
-    """Set ``stop`` once no request has come for ``idle_s`` seconds and none is in flight."""
-    while not stop.wait(min(1.0, idle_s / 4)):
-        if time.monotonic() - server.last_request > idle_s and not server.busy():
-            log.info("sidecar: idle for %.0f s; exiting", idle_s)
-            stop.set()
-
-
-def build_host(plugin_dir: str | Path | None = None) -> Host:
-    """A Host with memtier registered (and the plugins of ``plugin_dir``, if given)."""
-    from .. import plugin as builtin
-
-    host = Host()
-    host.register(builtin)
-    if plugin_dir:
-        host.load_plugin_dir(plugin_dir)
-    return host
-
-
-def serve(workspace: Path | str, memory_root: Path | str, *, host: str = "127.0.0.1", port: int = 0,
-          token_file: Path | str | None = None, max_body: int = MAX_BODY, plugin_dir: str | Path | None = None,
-          idle_exit_s: float = 0, on_ready: Callable[[Endpoint], None] | None = None,
-          stop: threading.Event | None = None, max_connections: int = MAX_CONNECTIONS,
-          request_timeout: float = REQUEST_TIMEOUT_S) -> int:
-    """Run the sidecar until SIGTERM/SIGINT, ``stop``, or ``idle_exit_s`` without requests (0: never).
-
-    Returns the exit status (0 after a clean shutdown). A runtime that starts
-    the sidecar for short-lived processes (``openclaw agent --local``) leaves it
-    running for the next one and relies on the idle exit.
-
-    An ``endpoint.json`` found once the lock is held was left by a sidecar that did not exit
-    cleanly (SIGKILL, OOM): its token is rotated, since whatever listened on that port since
-    may have been sent it.
-
-    Startup order: lock the workspace, token, warm the memory (index opened once,
-    not by the first request), listen, publish ``endpoint.json``, then ``on_ready``.
-    Shutdown: stop accepting, drain requests in flight, save the index, remove
-    ``endpoint.json``.
-    """
-    if host not in LOOPBACK:
-        raise MemtierError(f"--host {host}: the sidecar listens on loopback only (127.0.0.1 or ::1)")
-    if max_body < 1024:
-        raise MemtierError(f"--max-body {max_body}: expected at least 1024 bytes")
-    if max_connections < 2:
-        raise MemtierError(f"--max-connections {max_connections}: expected at least 2")
-    if not request_timeout > 0:
-        raise MemtierError(f"--request-timeout {request_timeout}: expected a positive number of seconds")
-    workspace, memory_root = Path(workspace), Path(memory_root)
-    lock_fd = lock_workspace(memory_root)
-    try:
-        token_path = Path(token_file) if token_file else sidecar_dir(memory_root) / "token"
-        unclean = endpoint_path(memory_root).exists() or endpoint_path(memory_root).is_symlink()
-        if unclean:
-            log.warning("sidecar: the last sidecar of %s did not exit cleanly; rotating its token", workspace)
-            endpoint_path(memory_root).unlink(missing_ok=True)
-        token = ensure_token(token_path, rotate=unclean)
-        hooks = build_host(plugin_dir)
-        from ..memory import memory_for
-
-        mem = memory_for(HookContext(agent_id="main", workspace_dir=str(workspace)))
-        mem.retriever  # noqa: B018 - open the index now, not inside the first request's timeout
-        mem.warm_up_in_background()  # vectors and models beside the server (the first request need not wait)
-        server = SidecarServer(("::1" if host == "::1" else "127.0.0.1", port), Sidecar(hooks, workspace),
-                               token, max_body=max_body, max_connections=max_connections,
-                               request_timeout=request_timeout)
-        stop = stop or threading.Event()
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                previous[sig] = signal.signal(sig, lambda *_: stop.set())
-        loop = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                                name="memtier-sidecar", daemon=True)
-        loop.start()
-        if idle_exit_s > 0:
-            threading.Thread(target=_idle_watch, args=(server, stop, idle_exit_s), name="memtier-sidecar-idle",
-                             daemon=True).start()
-        endpoint = Endpoint(server.url, str(token_path.resolve()), os.getpid(), str(workspace))
-        ep_file = endpoint_path(memory_root)
-        write_private(ep_file, orjson.dumps(dataclasses.asdict(endpoint), option=orjson.OPT_INDENT_2))
-        try:
-            if on_ready:
-                on_ready(endpoint)
-            stop.wait()
-        finally:
-            log.info("sidecar: shutting down")
-            server.shutdown()  # no new connections are served from here on
-            server.drain()
-            server.server_close()
-            try:
-                if orjson.loads(ep_file.read_bytes()).get("pid") == os.getpid():
-                    ep_file.unlink()
-            except (OSError, ValueError):
-                pass
-            try:
-                mem.close()  # warm-up, Foresight and background embedding done: no model runs while we exit
-                mem.retriever.save()
-            except Exception:  # the index is derived; the next start rebuilds what is missing
-                log.warning("sidecar: could not save the index on shutdown", exc_info=True)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-        return 0
-    finally:
-        os.close(lock_fd)

@@ -13,7 +13,7 @@ HMAC-SHA256, keyed with the token, of ``memtier-sidecar-challenge-v1\n<nonce>\n
 <pid>\n<workspace>\n<port>`` (:func:`challenge_proof`). Only a server holding the
 token can answer, and naming its own port stops a squatter from relaying the
 challenge to the real sidecar. A token file left by a sidecar that did not exit
-cleanly is replaced at the next start (:func:`memtier_plugin.bridges.http.serve`).
+cleanly is replaced at the next start (:func:`memtier_plugin.bridges.serving.serve`).
 """
 
 from __future__ import annotations

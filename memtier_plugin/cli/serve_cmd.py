@@ -55,7 +55,8 @@ def serve(state, host, port, token_file, max_body, plugin_dir, idle_exit, max_co
     Every request needs the token from the token file. Once listening, one line
     on stdout says where (with --json: url, token_file, pid, workspace).
     """
-    from ..bridges.http import MAX_BODY, MAX_CONNECTIONS, REQUEST_TIMEOUT_S, serve as run
+    from ..bridges.http import MAX_BODY, MAX_CONNECTIONS, REQUEST_TIMEOUT_S
+    from ..bridges.serving import serve as run
 
     cfg = export_config(state)
 
