@@ -32,6 +32,11 @@ def test_the_items_of_a_scoped_sentence_carry_the_scope_as_said():
     said = extract("Ground rules for anything you order for me. I'm allergic to peanuts. I love jazz.", role="user")
     assert [(c.content, c.requests) for c in said] == [("I'm allergic to peanuts.", "anything you order for me"),
                                                        ("I love jazz.", "")]
+    # a rule that names the errand it governs states its own scope
+    rule = extract("Yes: never book flights before 8am, I'm useless that early.", role="user")
+    assert [(c.node_kind, c.requests) for c in rule] == [("rule", "book flights")]
+    assert [c.requests for c in extract("Never deploy on Fridays.", role="user")] == [""]
+    assert scope_kind("book flights") == "book"
     # what the user says of their own habits is not a rule for the agent's errands
     assert [c.requests for c in extract("I love trying new foods when I travel.", role="user")] == [""]
     assert [c.requests for c in extract("I always want an aisle seat.", role="user")] == [""]
@@ -130,6 +135,12 @@ def test_through_the_host_the_rules_said_for_bookings_reach_a_booking_in_another
     assert "standing preference" in meal and "said for: anything you book for me]" in meal, meal
     hotel = _ask(host, workspace, "Can you book me a hotel in Lisbon near the venue?", "q2")
     assert "under $200" in hotel and "aisle seat" not in hotel, hotel
+    # a rule that names its errand: every flight booking, no hotel
+    say(host, workspace, "Never book flights before 8am, I'm useless that early.", session="s2", at=T0 + DAY)
+    home = _ask(host, workspace, "Last piece: fly me home from Porto on the 16th.", "q4")
+    assert "before 8am" in next(line for line in home.splitlines() if "said for: book flights" in line), home
+    porto = _ask(host, workspace, "Can you find me a hotel in Porto for two nights?", "q5")
+    assert not [line for line in porto.splitlines() if "standing" in line and "before 8am" in line], porto
     code = _ask(host, workspace, "Why does this C++ loop overflow when the counter passes 2^31?", "q3")
     assert "standing" not in code, code
 

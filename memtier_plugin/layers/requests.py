@@ -97,11 +97,16 @@ _KINDS = {
     "travel": r"travel\w*|trips?|fly\w*|flights?|hotels?|trains?|journey\w*",
 }
 _KIND_OF = {"reserve": "book", "arrange": "book", "schedule": "plan", "purchase": "buy", "fly": "travel"}
+# a rule that names the errand it governs states its own scope: "never book flights before 8am" holds for every
+# flight booking, as "for anything you book for me: ..." does for what follows it
+RULED_ERRAND = re.compile(
+    r"\b(?:book|reserve|order|buy|purchase)\w*\s+(?:(?:me|us|a|an|the|my|any|some|only)\s+)*"
+    r"(?:flights?|hotels?|trains?|tickets?|rooms?|seats?|tables?|cars?|rentals?|trips?|meals?|food)\b", re.IGNORECASE)
 
 
 def scope_kind(phrase: str) -> str:
-    """The kind of request a stated scope names ("anything you book for me" → "book"), or "" for none."""
-    m = re.search(rf"\byou ({_SCOPE_VERBS})", phrase or "", re.IGNORECASE)
+    """The kind of request a stated scope names ("anything you book for me", "book flights" → "book"), or ""."""
+    m = re.search(rf"^(?:\w+ )*?(?:you )?({_SCOPE_VERBS})\w*\b", phrase or "", re.IGNORECASE)
     if not m:
         return ""
     verb = m.group(1).lower()
