@@ -12,7 +12,7 @@ from memtier_plugin.events import HookContext, PromptEvent
 from memtier_plugin.host import Host
 from memtier_plugin.layers.extract import extract
 from memtier_plugin.layers.global_layer import GlobalStore, node_problem
-from memtier_plugin.layers.requests import in_scope, scope_kind
+from memtier_plugin.layers.requests import errand_objects, in_scope, scope_kind
 from memtier_plugin.layers.standing import same_errand
 from memtier_plugin.layers.topics import topic_tree
 from memtier_plugin.recall import calibration as cal
@@ -69,6 +69,8 @@ def test_an_item_about_one_sub_topic_does_not_apply_to_a_request_about_another()
     seat, meal, hotel = (tree.route(t) for t in ("I always want an aisle seat", "I always want vegetarian meals",
                                                   "I always want hotels under $200 a night"))
     flight, lodging = tree.route("Please book my flight to Berlin"), tree.route("Can you find me a hotel in Lisbon")
+    assert not same_errand(hotel, tree.route(errand_objects("Please book my flight to Berlin")))
+    assert same_errand(hotel, tree.route(errand_objects("Please book me a hotel in Porto")))
     both = tree.route("Fly me home from Porto, and one night at a hotel near SFO")
     assert same_errand(seat, flight) and not same_errand(seat, lodging) and same_errand(seat, both)
     assert same_errand(hotel, lodging) and same_errand(hotel, both)

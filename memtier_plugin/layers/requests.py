@@ -113,6 +113,16 @@ def scope_kind(phrase: str) -> str:
     return _KIND_OF.get(verb, verb)
 
 
+_ERRAND_VERBS = re.compile(r"\b(?:book|booked|booking|bookings|reserve|reserved|reservation|reservations)\b",
+                           re.IGNORECASE)
+
+
+def errand_objects(prompt: str) -> str:
+    """``prompt`` without the words that name the kind of errand ("book", "reserve"): what is left says what it
+    is about ("book my flight" is about a flight, not lodging, though "booking" is a lodging word)."""
+    return _ERRAND_VERBS.sub(" ", prompt)
+
+
 def in_scope(prompt: str, phrase: str) -> bool:
     """Whether ``prompt`` is a request of the kind ``phrase`` (a stated scope) names: an errand or a request for
     a choice (:func:`asks_for_choice`) that names the kind's verb or its usual objects ("Fly out from SFO on the

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..recall.packing import Hit
 from .extract import requirement_attributes
-from .requests import asks_for_choice, in_scope
+from .requests import asks_for_choice, errand_objects, in_scope
 from ..tokenize import token_set
 from .topics import TopicTree, cosine
 from .workspace_layer import current_skills, skill_applies, skill_text
@@ -224,6 +224,8 @@ class StandingScorer:
         w_sem = self.cfg.sem if sem is not None else 0.0
         total = w_sem + self.cfg.topic + self.cfg.lexical
         asks = asks_for_choice(query)
+        # what the request is about, for the items said for a kind of request (same_errand)
+        about = self.tree.route(errand_objects(query)) if any(it.requests for it in items) else qroute
         # margin and nearest compare an item with the nearest item of its own kind: a skill's text holds the prompt
         # that made it, so beside a skill every preference would read "far from the nearest"
         is_skill = np.array([it.label == "skill" for it in items])
@@ -249,7 +251,7 @@ class StandingScorer:
             sig["nearest"] = 1.0 if cos is not None and sig["margin"] >= -ROUTE_DELTA else 0.0
             # the prompt is a request of the kind the user said the item is for ("anything you book for me"):
             # the item applies by the user's own word (calibration.FIXED["requested"])
-            sig["requested"] = 1.0 if it.requests and in_scope(query, it.requests) and same_errand(it.route, qroute) \
+            sig["requested"] = 1.0 if it.requests and in_scope(query, it.requests) and same_errand(it.route, about) \
                 else 0.0
             out.append((it, s, sig))
         out.sort(key=lambda t: (-t[1], t[0].id))
