@@ -188,3 +188,18 @@ def test_the_user_sees_what_an_item_was_said_for_in_inspect_and_the_ui(workspace
     rows = {r["content"]: r for t in global_layer(Memory(load_config()), frozenset())["topics"] for r in t["items"]}
     assert rows["I always want vegetarian meals"]["said_for"] == "anything you book for me"
     assert rows["I love jazz."]["said_for"] == ""
+
+
+def test_a_correction_keeps_a_stated_scope_and_rereads_a_rules_own(tmp_path):
+    """``memtier correct``: "anything you book for me" was said beside the item and stays; "book flights" was the
+    rule's own words, so the corrected words say the scope again ("book hotels") or none."""
+    store = GlobalStore(tmp_path)
+    store.upsert(extract(RULES, role="user") + extract("Never book flights before 8am.", role="user"),
+                 agent_id="a", session_id="s1", project="p", ts=T0)
+    by = {n.rec["content"]: n.id for n in store.current("p", T0)}
+    seat = store.revise(by["I always want an aisle seat"], "I always want a window seat", ts=T0 + DAY)
+    assert seat["applies"]["requests"] == "anything you book for me"
+    hotel = store.revise(by["Never book flights before 8am."], "Never book hotels without breakfast.", ts=T0 + DAY)
+    assert hotel["applies"]["requests"] == "book hotels"
+    plain = store.revise(hotel["id"], "Never schedule anything before 8am.", ts=T0 + 2 * DAY)
+    assert "requests" not in plain["applies"] and plain["applies"]["projects"] == "*"

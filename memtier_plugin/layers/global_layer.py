@@ -38,6 +38,7 @@ from ..store.files import TailReader
 from ..store.paths import is_valid_id
 from ..store.tombstones import Forgotten
 from .extract import Candidate
+from .requests import RULED_ERRAND
 from ..redact import redact
 from ..tokenize import jaccard, token_set
 from .topics import topic_tree
@@ -248,7 +249,7 @@ class GlobalStore:
             rec = {"v": jsonl.SCHEMA_VERSION, "kind": "knowledge", "id": derived_id("gk", ts, "correct", node_id, text),
                    "timestamp": utc_iso(ts),
                    "node_kind": r["node_kind"], "content": text, "attribute": r.get("attribute", ""),
-                   "topics": tree.top(route, 4), "applies": r.get("applies") or {"projects": "*"},
+                   "topics": tree.top(route, 4), "applies": corrected_applies(r, text),
                    "provenance": {"entry_ids": [], "session_id": "", "agent_id": "", "speaker": "user",
                                   "form": "stated", "corrects": node_id}}
             retired = retirement(node_id, rec["id"], ts, "corrected by the user")
@@ -295,6 +296,21 @@ class GlobalStore:
                         out.append(retirement(rec["id"], n.id, ts, "stated before the current version"))
                         break
         return out
+
+
+def corrected_applies(old: dict, text: str) -> dict:
+    """The ``applies`` of a correction of ``old`` to ``text``: the old one's, except a scope the old rule's own
+    words gave it ("never book flights before 8am" → "book flights"), which the new words give again or not."""
+    applies = dict(old.get("applies") or {"projects": "*"})
+    said = applies.get("requests") or ""
+    own = RULED_ERRAND.search(old.get("content") or "")
+    if said and own and own.group(0).lower() == said:
+        now = RULED_ERRAND.search(text)
+        if now:
+            applies["requests"] = now.group(0).lower()
+        else:
+            applies.pop("requests", None)
+    return applies
 
 
 def stated_after(old: dict, new: dict) -> bool:
