@@ -80,7 +80,7 @@ def in_context(messages: Any, session_id: str):
     return skip
 
 
-def prompt_query(prompt: Any, messages: Any, *, min_terms: int, turns: int) -> str:
+def prompt_query(prompt: Any, messages: Any, *, min_terms: int, turns: int, own: str | None = None) -> str:
     """What recall searches with for a prompt: the prompt (:func:`query_text`), or, when it says fewer than
     ``min_terms`` words of its own and answers a question (the latest assistant message before it asks
     something: "Shall I deploy 2.4 to production now?" / "Yes, go."), that message and the ``turns`` - 1
@@ -89,11 +89,11 @@ def prompt_query(prompt: Any, messages: Any, *, min_terms: int, turns: int) -> s
     alone. A reply that picks one of the options the latest assistant message offered ("Infante Sagres this
     time", to "Infante Sagres ($284) or the Porto Marriott ($231)") is searched with that message, whatever its
     length: the pick means what the offer says. ``messages`` is the host's conversation (the prompt itself may
-    be its last message)."""
+    be its last message); ``own``: ``query_text(prompt)``, when the caller has it."""
     from .layers.extract import picks_an_option
     from .recall.packing import content_terms
 
-    query = query_text(prompt)
+    query = query_text(prompt) if own is None else own
     if turns <= 0 or min_terms <= 0 or not isinstance(messages, list):
         return query
     short = content_terms(query) < min_terms
@@ -107,7 +107,7 @@ def prompt_query(prompt: Any, messages: Any, *, min_terms: int, turns: int) -> s
             continue  # the prompt itself
         if said.strip():
             recent.append((msg["role"], said[:MAX_TURN_CHARS]))
-        if len(recent) >= turns:
+        if len(recent) >= (turns if short else 1):  # a prompt that says enough reads the latest message only
             break
     if not recent or recent[0][0] != "assistant":
         return query

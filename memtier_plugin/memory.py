@@ -170,12 +170,13 @@ class Memory(Rooms):
         and after it, so it is never delivered back as its own memory."""
         step = self.config.step
         ctx = checked_context(ctx)
-        query = prompt_query(event.prompt, event.messages, min_terms=step.min_terms, turns=step.context_turns)
+        own = query_text(event.prompt)
+        query = prompt_query(event.prompt, event.messages, min_terms=step.min_terms, turns=step.context_turns,
+                             own=own)
         state = self.run(ctx)
         state.turn += 1
         result = None
         with best_effort("recall failed for agent %s; the prompt is still recorded", ctx.agent_id):
-            own = query_text(event.prompt)
             result, _access = self.recall_for(query, ctx, event.timestamp,
                                               skip=in_context(event.messages, ctx.session_id),
                                               own=own if own != query else None)

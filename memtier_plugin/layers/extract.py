@@ -41,7 +41,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..tokenize import stem, tokenize
-from .requests import RULED_ERRAND, SCOPE
+from .requests import SCOPE, ruled_scope
 
 MAX_TEXT = 600  # a candidate's content (the user's words) is cut here
 
@@ -369,9 +369,9 @@ def extract(text: str, *, role: str, entry_id: str = "") -> list[Candidate]:
             item_kind = kind
             if kind == "constraint" and not (_MONEY.search(content) or _BUDGET.search(content)):
                 item_kind = "preference"  # "an aisle seat" beside "hotels under $200"
-            ruled = RULED_ERRAND.search(content) if item_kind in ("rule", "constraint") and not requests else None
+            ruled = ruled_scope(content) if item_kind in ("rule", "constraint") and not requests else ""
             out.append(Candidate(item_kind, content, attribute, [entry_id] if entry_id else [],
-                                 project_scoped=scoped, requests=ruled.group(0).lower() if ruled else requests))
+                                 project_scoped=scoped, requests=ruled or requests))
     return out
 
 

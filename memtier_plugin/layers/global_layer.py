@@ -38,7 +38,7 @@ from ..store.files import TailReader
 from ..store.paths import is_valid_id
 from ..store.tombstones import Forgotten
 from .extract import Candidate
-from .requests import RULED_ERRAND
+from .requests import ruled_scope
 from ..redact import redact
 from ..tokenize import jaccard, token_set
 from .topics import topic_tree
@@ -303,13 +303,10 @@ def corrected_applies(old: dict, text: str) -> dict:
     words gave it ("never book flights before 8am" → "book flights"), which the new words give again or not."""
     applies = dict(old.get("applies") or {"projects": "*"})
     said = applies.get("requests") or ""
-    own = RULED_ERRAND.search(old.get("content") or "")
-    if said and own and own.group(0).lower() == said:
-        now = RULED_ERRAND.search(text)
-        if now:
-            applies["requests"] = now.group(0).lower()
-        else:
-            applies.pop("requests", None)
+    if said and said == ruled_scope(old.get("content") or ""):
+        applies["requests"] = ruled_scope(text)
+        if not applies["requests"]:
+            del applies["requests"]
     return applies
 
 

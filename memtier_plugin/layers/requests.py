@@ -59,10 +59,15 @@ def asks_for_choice(prompt: str) -> float:
     """1.0 when ``prompt`` asks for a recommendation, options or an errand done for the user, else 0.0."""
     if not prompt:
         return 0.0
-    text = prompt if len(prompt) <= 2 * MAX_CHARS else prompt[:MAX_CHARS] + "\n" + prompt[-MAX_CHARS:]
+    text = _bounded(prompt)
     if about_someone(text):
         return 0.0
     return 1.0 if _CUE.search(text) or _ACT.search(text) or _PICK.search(text) else 0.0
+
+
+def _bounded(prompt: str) -> str:
+    """A pasted document is read at its start and its end only (MAX_CHARS each), where a request is."""
+    return prompt if len(prompt) <= 2 * MAX_CHARS else prompt[:MAX_CHARS] + "\n" + prompt[-MAX_CHARS:]
 
 
 def about_someone(text: str) -> bool:
@@ -99,9 +104,15 @@ _KINDS = {
 _KIND_OF = {"reserve": "book", "arrange": "book", "schedule": "plan", "purchase": "buy", "fly": "travel"}
 # a rule that names the errand it governs states its own scope: "never book flights before 8am" holds for every
 # flight booking, as "for anything you book for me: ..." does for what follows it
-RULED_ERRAND = re.compile(
+_RULED_ERRAND = re.compile(
     r"\b(?:book|reserve|order|buy|purchase)\w*\s+(?:(?:me|us|a|an|the|my|any|some|only)\s+)*"
     r"(?:flights?|hotels?|trains?|tickets?|rooms?|seats?|tables?|cars?|rentals?|trips?|meals?|food)\b", re.IGNORECASE)
+
+
+def ruled_scope(rule: str) -> str:
+    """The errand a rule's own words govern ("never book flights before 8am" → "book flights"), or ""."""
+    m = _RULED_ERRAND.search(rule or "")
+    return m.group(0).lower() if m else ""
 
 
 def scope_kind(phrase: str) -> str:
@@ -123,12 +134,11 @@ def errand_objects(prompt: str) -> str:
     return _ERRAND_VERBS.sub(" ", prompt)
 
 
-def in_scope(prompt: str, phrase: str) -> bool:
+def in_scope(prompt: str, phrase: str, *, asks: float | None = None) -> bool:
     """Whether ``prompt`` is a request of the kind ``phrase`` (a stated scope) names: an errand or a request for
-    a choice (:func:`asks_for_choice`) that names the kind's verb or its usual objects ("Fly out from SFO on the
-    9th" is a booking: "anything you book for me")."""
+    a choice (:func:`asks_for_choice`; ``asks``: its value, when the caller has it) that names the kind's verb or
+    its usual objects ("Fly out from SFO on the 9th" is a booking: "anything you book for me")."""
     kind = scope_kind(phrase)
-    if not kind or not prompt or not asks_for_choice(prompt):
+    if not kind or not prompt or not (asks_for_choice(prompt) if asks is None else asks):
         return False
-    text = prompt if len(prompt) <= 2 * MAX_CHARS else prompt[:MAX_CHARS] + "\n" + prompt[-MAX_CHARS:]
-    return re.search(rf"\b(?:{_KINDS[kind]})\b", text, re.IGNORECASE) is not None
+    return re.search(rf"\b(?:{_KINDS[kind]})\b", _bounded(prompt), re.IGNORECASE) is not None

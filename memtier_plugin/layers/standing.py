@@ -251,8 +251,8 @@ class StandingScorer:
             sig["nearest"] = 1.0 if cos is not None and sig["margin"] >= -ROUTE_DELTA else 0.0
             # the prompt is a request of the kind the user said the item is for ("anything you book for me"):
             # the item applies by the user's own word (calibration.FIXED["requested"])
-            sig["requested"] = 1.0 if it.requests and in_scope(query, it.requests) and same_errand(it.route, about) \
-                else 0.0
+            sig["requested"] = 1.0 if it.requests and in_scope(query, it.requests, asks=asks) \
+                and same_errand(it.route, about) else 0.0
             out.append((it, s, sig))
         out.sort(key=lambda t: (-t[1], t[0].id))
         return out
