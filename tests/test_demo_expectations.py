@@ -254,9 +254,6 @@ def test_the_demo_delivers_nothing_that_does_not_apply(replay):
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25, open: 'fly me home' needs five items in a k of 4 (the seat, "
-                                       "meal, 8am and budget rules fill it) and the MileagePlus number is a fact "
-                                       "no recall of that prompt finds; the missing items are printed")
 def test_the_demo_delivers_everything_that_applies(replay):
     failures = [f for f in delivery_failures(_delivery_spec(), replay.prompts) if "MUST arrive" in f]
     if failures:

@@ -10,13 +10,13 @@ from conftest import say
 from memtier_plugin import plugin
 from memtier_plugin.events import HookContext, PromptEvent
 from memtier_plugin.host import Host
-from memtier_plugin.layers.extract import extract
+from memtier_plugin.layers.extract import extract, from_session
 from memtier_plugin.layers.global_layer import GlobalStore, node_problem
 from memtier_plugin.layers.requests import errand_objects, in_scope, scope_kind
 from memtier_plugin.layers.standing import same_errand
 from memtier_plugin.layers.topics import topic_tree
 from memtier_plugin.recall import calibration as cal
-from memtier_plugin.recall.packing import Hit
+from memtier_plugin.recall.packing import Hit, pack
 
 T0 = 1_790_000_000.0
 DAY = 86400.0
@@ -93,12 +93,12 @@ def test_the_scope_is_stored_with_the_node_and_a_revision_keeps_it(tmp_path):
         "knowledge 'applies.requests' is not a text of at most 200 characters"
 
 
-def _hit(hid, layer="global", **sig):
+def _hit(hid, layer="global", role="preference", content="x", **sig):
     base = {"sem": 0.0, "cos": 0.2, "topic": 0.0, "lexical": 0.0, "route": 0.0, "embedded": 1.0,
             "prompt_words": 0.5, "asks": 1.0, "margin": -0.1, "nearest": 0.0, "requested": 0.0}
     base.update(sig)
-    tier, role = ("procedural", "skill") if layer == "skill" else ("global", "preference")
-    return Hit(id=hid, content="x", timestamp="", session_id="", agent_id="", role=role, tier=tier, score=0.0,
+    tier, role = ("procedural", "skill") if layer == "skill" else (layer, role)
+    return Hit(id=hid, content=content, timestamp="", session_id="", agent_id="", role=role, tier=tier, score=0.0,
                signals={k: {"value": v, "weight": 0.0, "contribution": 0.0} for k, v in base.items()})
 
 
@@ -204,3 +204,98 @@ def test_a_correction_keeps_a_stated_scope_and_rereads_a_rules_own(tmp_path):
     assert hotel["applies"]["requests"] == "book hotels"
     plain = store.revise(hotel["id"], "Never schedule anything before 8am.", ts=T0 + 2 * DAY)
     assert "requests" not in plain["applies"] and plain["applies"]["projects"] == "*"
+
+
+NUMBERS = "Yes: never book flights before 8am. My United MileagePlus number is UA-MP 88213457 and my Marriott " \
+          "Bonvoy number is 412998771."
+
+
+def test_a_membership_number_is_an_identity_item_of_its_own_program():
+    got = [(c.node_kind, c.content, c.attribute) for c in extract(NUMBERS, role="user")[1:]]
+    assert got == [("identity", "My United MileagePlus number is UA-MP 88213457", "mileageplus_number"),
+                   ("identity", "my Marriott Bonvoy number is 412998771", "bonvoy_number")]
+    assert [c.attribute for c in extract("My frequent flyer number: FF-99812.", role="user")] == ["flyer_number"]
+    # an order's, a card's or a bare number is no membership (one occasion, a secret, or nothing said of what)
+    for text in ("My order number is 771203.", "My credit card number is 4111 1111 1111 1111.",
+                 "My number is 555 1234.", "My booking reference number is K7Q2XZ9."):
+        assert extract(text, role="user") == [], text
+
+
+def test_a_new_number_replaces_the_old_one_of_its_program_only(tmp_path):
+    store = GlobalStore(tmp_path)
+    store.upsert(extract(NUMBERS, role="user"), agent_id="a", session_id="s1", project="p", ts=T0)
+    store.upsert(extract("My United MileagePlus number is UA-MP 55500011 now.", role="user"), agent_id="a",
+                 session_id="s2", project="p", ts=T0 + DAY)
+    current = [n.rec["content"] for n in store.current("p", T0 + 2 * DAY)]
+    assert any("55500011" in c for c in current) and any("412998771" in c for c in current), current
+    assert not any("88213457" in c for c in current), current
+
+
+def _session(*turns):
+    return [(f"e{i}", role, text) for i, (role, text) in enumerate(turns)]
+
+
+def test_an_answer_to_anything_else_adds_to_the_list_the_user_was_giving():
+    asked = _session(("user", RULES), ("assistant", "Got it. Anything else I should know?"), ("user", NUMBERS))
+    said = {c.content: c.requests for c in from_session(asked)}
+    assert said["My United MileagePlus number is UA-MP 88213457"] == "anything you book for me"
+    assert said["my Marriott Bonvoy number is 412998771"] == "anything you book for me"
+    assert said["never book flights before 8am."] == "book flights"  # a rule's own scope stays its own
+    # the same answer in a run of its own, the list in the run before it (agent_end sees one run at a time)
+    run = {c.content: c.requests for c in from_session(asked[2:], before=asked[:2])}
+    assert run == {k: v for k, v in said.items() if k in run} and len(run) == 3
+    # not asked for more: the numbers were not said for the list
+    told = _session(("user", RULES), ("assistant", "Got it, saved to your profile."), ("user", NUMBERS))
+    assert {c.content: c.requests for c in from_session(told)}["my Marriott Bonvoy number is 412998771"] == ""
+
+
+def test_k_never_cuts_an_item_the_user_said_applies_but_the_budget_does():
+    said = [_hit(f"said{i}", requested=1.0, content=f"rule number {i} for every booking") for i in range(6)]
+    episodes = [_hit(f"ep{i}", layer="episodic", content=f"episode {i} about the trip to Porto") for i in range(6)]
+    taken = [h.id for h in pack(said + episodes, k=4, budget=10_000).hits]
+    assert taken == [h.id for h in said] + ["ep0", "ep1", "ep2", "ep3"]  # k bounds the others, as before
+    assert [h.id for h in pack(episodes + said, k=4, budget=10_000).hits][:4] == ["ep0", "ep1", "ep2", "ep3"]
+    tight = pack(said + episodes, k=4, budget=40)
+    assert 0 < len(tight.hits) < 6 and any("does not fit" in why for why in tight.left_out)
+    assert not _hit("sk", layer="procedural", requested=1.0).requested  # only a Global item is said for a request
+
+
+def test_an_identity_fact_does_not_set_the_choice_rules_bar():
+    c = cal.load(cal.shipped_path("paper"))
+    strong = dict(sem=0.95, cos=0.6, topic=0.9, route=1.0, margin=0.0, nearest=1.0)
+    number = _hit("num", role="identity", **strong)
+    rule = _hit("rule", sem=0.6, cos=0.45, topic=0.6, route=0.4, margin=0.0, nearest=1.0)
+    for h in (number, rule):
+        h.probability = c.probability(h)
+    assert c.model_probability(number) * c.choice["relative"] > c.model_probability(rule), "the case is not shown"
+    assert c.choice_threshold([number, rule]) < c.probability(rule)
+    as_preference = _hit("pref", **strong)
+    assert c.choice_threshold([as_preference, rule]) > c.probability(rule)
+
+
+@pytest.mark.parametrize("embedder", ["none", "auto"])
+def test_through_the_host_every_rule_and_number_said_for_bookings_reaches_a_trip_home(workspace, monkeypatch,
+                                                                                       embedder):
+    """The demo's last trip (issue 25): six items said for bookings, across two runs of one session, all reach a
+    prompt that books a flight and a hotel, past a k of 4. A flight alone is not a request the hotel number was
+    said for (the sub-topic guard); with bge-small the calibrated model may still judge it applies."""
+    from memtier_plugin.events import AgentEndEvent, SessionEndEvent
+
+    monkeypatch.setenv("MEMTIER_STANDING__EMBEDDER", embedder)
+    host = Host()
+    host.register(plugin, "memtier")
+    ctx = HookContext(agent_id="a", session_id="s1", run_id="r1", project="travel", workspace_dir=str(workspace))
+    host.before_prompt_build(PromptEvent(RULES, timestamp=T0), ctx)
+    host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": "Got it. Anything else I should know?"}],
+                                 success=True, timestamp=T0 + 5), ctx)
+    ctx2 = HookContext(agent_id="a", session_id="s1", run_id="r2", project="travel", workspace_dir=str(workspace))
+    host.before_prompt_build(PromptEvent(NUMBERS, timestamp=T0 + 60), ctx2)
+    host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": "Saved."}], success=True,
+                                 timestamp=T0 + 65), ctx2)
+    host.session_end(SessionEndEvent("done", timestamp=T0 + 70), ctx2)
+    home = _ask(host, workspace, "Last piece: fly me home from Porto to SFO on Nov 16, and one night at a hotel "
+                                 "near SFO since I land late.", "q1", project="travel")
+    for want in ("aisle seat", "vegetarian meals", "under $200", "before 8am", "88213457", "412998771"):
+        assert any(want in line and "said for:" in line for line in home.splitlines()), (want, home)
+    flight = _ask(host, workspace, "Please book my flight from SFO to Berlin on Dec 1.", "q2", project="travel")
+    assert "88213457" in flight and (embedder == "auto" or "412998771" not in flight), flight

@@ -158,6 +158,17 @@ _IDENTITY = re.compile(r"\b(?:my name is|I live in|I'm based in|I am based in|I 
                        r"I'm a (?:nurse|teacher|doctor|developer|engineer|student|designer|parent|mom|dad|"
                        r"manager|lawyer|chef|writer|researcher|retiree)|I am a (?:nurse|teacher|doctor|developer|"
                        r"engineer|student|designer|parent|manager|lawyer|chef|writer|researcher))\b", re.IGNORECASE)
+# a membership the user holds, by its number ("My United MileagePlus number is UA-MP 88213457"): an identity fact a
+# booking of its kind needs. The program's name is capitalised or a membership word says what it is; an order's,
+# a ticket's, a card's or an account's number is not one (one occasion, or a secret), nor is a bare "my number"
+_MEMBERSHIP = re.compile(r"\bmy\s+(?P<name>(?:[\w&'-]+\s+){1,4}?)(?:number|no\.?|#|ID)\s*(?:\bis\b|=|:)\s*"
+                         r"(?P<value>[A-Za-z0-9][A-Za-z0-9 -]{0,24}\d)\b", re.IGNORECASE)
+_MEMBER_WORD = re.compile(r"\b(?:member(?:ship)?|loyalty|rewards?|frequent[- ]fl[yi]er|miles|points|known traveler|"
+                          r"traveller|global entry|redress)\b", re.IGNORECASE)
+_NOT_MEMBER = re.compile(r"\b(?:order|confirmation|booking|ticket|tracking|reference|case|invoice|receipt|card|credit|"
+                         r"debit|bank|account|routing|pin|password|passcode|cvv|security|social|ssn|tax|phone|mobile|"
+                         r"license|licence|plate|room|seat|flight|table|house|street|apartment|flat|serial|model)\b",
+                         re.IGNORECASE)
 _REVISION = re.compile(r"\b(?:changed my mind|from now on|instead|now (?:up to|under|at most)|no longer|any more|"
                        r"anymore|raise|lower|increase|decrease|bump)\b", re.IGNORECASE)
 # not standing knowledge: requests, questions, prompts aimed at the assistant
@@ -197,6 +208,8 @@ _CHOICE_WORDS = frozenset("sound sounds great good perfect best better ideal opt
                           "would could might like really more most other others rest with that this those these "
                           "interesting appealing fun right work works".split())
 _CODE = re.compile(r"[{};]|\(\)|\bdef |\bclass |\breturn\b|\bimport\b|```|\n\s{2,}\S|=\s*\w+\(")
+# the assistant asks for more of what the user was listing
+_MORE = re.compile(r"\b(?:anything|something) (?:else|more)\b|\bany (?:other|more)\b|\bwhat else\b", re.IGNORECASE)
 _SENT = re.compile(r"(?<=[.!?;])\s+|\n+")
 _LIST_SPLIT = re.compile(r",\s*(?:and\s+|or\s+)?|\s+and\s+(?=(?:an?|the|no|only|\w+\s+\w+))", re.IGNORECASE)
 _LIST_CLOSE = re.compile(r"\b(?:and|or|nor)\b", re.IGNORECASE)
@@ -296,7 +309,7 @@ def _episodic(sent: str) -> bool:
 def _kind(sent: str) -> str | None:
     if sent.endswith("?") or _REQUEST.search(sent) or _episodic(sent):
         return None
-    if _IDENTITY.search(sent):
+    if _IDENTITY.search(sent) or _memberships(sent):
         return "identity"
     if _BUDGET.search(sent) or (_MONEY.search(sent) and _cue(sent, _PREF)):
         return "constraint"
@@ -329,8 +342,25 @@ def _head(phrase: str) -> str:
     return words[-1] if words else ""
 
 
+def _memberships(sent: str) -> list[tuple[str, str]]:
+    """(content, attribute) per membership number the sentence states, each its own item ("... MileagePlus number
+    is UA-MP 88213457 and my Marriott Bonvoy number is 412998771" gives two): attribute '<program>_number', so a
+    new number replaces the old one of its program only."""
+    out = []
+    for m in _MEMBERSHIP.finditer(sent):
+        name = m["name"].strip()
+        if _NOT_MEMBER.search(name) or not (_MEMBER_WORD.search(name) or re.search(r"\b[A-Z]", name)):
+            continue
+        words = [w for w in tokenize(_MEMBER_WORD.sub(" ", name)) if w not in _STOP_HEAD] or tokenize(name)
+        out.append((sent[m.start():m.end()], f"{words[-1]}_number" if words else "member_number"))
+    return out
+
+
 def _items(sent: str) -> list[tuple[str, str]]:
     """(content, attribute) per item of a listing sentence; the whole sentence otherwise."""
+    members = _memberships(sent)
+    if members:
+        return members
     m = _PREF.search(sent)
     if m and sent.count(",") >= 1 and not _EXAMPLES.search(sent[m.end():]):
         prefix, rest = sent[: m.end()], sent[m.end():]
@@ -421,14 +451,28 @@ def _names_an_option(selection: str, options: str) -> bool:
     return any(stem(w) in offered for w in tokenize(selection) if len(w) > 3 and w not in _CHOICE_WORDS)
 
 
-def from_session(messages: list[tuple[str, str, str]]) -> list[Candidate]:
-    """Every candidate of one session: ``messages`` are (entry id, role, text) in order."""
+def from_session(messages: list[tuple[str, str, str]], before=()) -> list[Candidate]:
+    """Every candidate of one session (or run): ``messages`` are (entry id, role, text) in order; ``before``: the
+    session's messages before them, read only for the scope a list was said for (nothing is extracted from them)."""
     out: list[Candidate] = []
-    for i, (eid, role, text) in enumerate(messages):
-        out.extend(extract(text, role=role, entry_id=eid))
-        if role == "user" and i >= 1 and messages[i - 1][1] == "assistant":
-            query = next(((m[2], m[0]) for m in reversed(messages[: i - 1]) if m[1] == "user"), None)
-            c = choice(query, (messages[i - 1][2], messages[i - 1][0]), (text, eid))
+    scope = ""  # the scope the user's last message stated (or carried)
+    said = [m for m in (*before, *messages) if m[1] in ("user", "assistant")]
+    first = len(said) - sum(m[1] in ("user", "assistant") for m in messages)
+    for i, (eid, role, text) in enumerate(said):
+        if role != "user":
+            continue
+        # the assistant asked for more of it ("Anything else I should know?"): the answer adds to the list the
+        # user was giving, so its items are said for the same kind of request
+        carried = scope if i >= 1 and said[i - 1][1] == "assistant" and _MORE.search(said[i - 1][2]) else ""
+        scope = next((s for s in map(stated_scope, sentences(text)) if s), "") or carried
+        if i < first:
+            continue
+        for c in extract(text, role=role, entry_id=eid):
+            c.requests = c.requests or carried
+            out.append(c)
+        if i >= 1 and said[i - 1][1] == "assistant":
+            query = next(((m[2], m[0]) for m in reversed(said[: i - 1]) if m[1] == "user"), None)
+            c = choice(query, (said[i - 1][2], said[i - 1][0]), (text, eid))
             if c is not None:
                 out.append(c)
     return out

@@ -13,6 +13,7 @@ Delivered episodes whose standing knowledge was revised since are labelled
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -20,17 +21,23 @@ log = logging.getLogger(__name__)
 
 
 def maintain(global_store, messages: list[tuple[str, str, str]], *, config, client=None, agent_id: str,
-             session_id: str, project: str, ts: float, derive=None) -> list[dict]:
+             session_id: str, project: str, ts: float, derive=None, earlier=None) -> list[dict]:
     """The Global layer from one session's ``messages`` ((entry id, role, text), in order): extract, dedupe,
     upsert. ``client``: the chat model, asked when ``standing.extractor`` is ``model``. ``derive(records,
     ts)``: called with the records written, to store what memory derives from them beside them (the facade
     passes the Hooks a rule proposes: scheduling/derived.py); its failure is logged, the knowledge stays.
-    The records written."""
+    ``earlier``: the session's messages (or a function reading them), read only when a candidate has no stated
+    scope and the run may continue a list said before it. The records written."""
     if not config.standing.enabled or not messages:
         return []
     from .extract import from_session, model_candidates
 
     candidates = from_session(messages)
+    if earlier is not None and any(not c.requests for c in candidates):
+        # a run answering "Anything else I should know?" adds to a list a run before it began
+        ids = {m[0] for m in messages}
+        candidates = from_session(messages, before=[m for m in (earlier() if callable(earlier) else earlier)
+                                                    if m[0] not in ids])
     if client is not None and config.standing.extractor == "model":
         try:  # the model proposes too; rules stay the floor
             deadline = time.monotonic() + config.model.hook_deadline_s
@@ -57,8 +64,10 @@ def task_boundary(global_store, skills, state_ledger, messages: list[tuple[str, 
         return
     from .workspace_layer import learn_skill, record_state, skill_goal
 
+    if callable(earlier):
+        earlier = functools.cache(earlier)  # read once, by whichever needs it first
     maintain(global_store, messages, config=config, client=client, agent_id=agent_id, session_id=session_id,
-             project=project, ts=ts, derive=derive)
+             project=project, ts=ts, derive=derive, earlier=earlier)
     goal = skill_goal(messages, earlier, calls) if success and calls else ""
     if goal:  # no task found (a run of acknowledgements only): no skill
         skill = learn_skill(skills, goal=goal, calls=calls, run_id=run_id, session_id=session_id, agent_id=agent_id,

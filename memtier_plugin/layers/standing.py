@@ -138,6 +138,9 @@ def reached_by_choice(item: Item, sig: dict) -> bool:
     return bool(sig.get("asks")) and bool(sig.get("nearest")) and item.label != "skill"
 
 
+_GROUP = {"skill": 1, "identity": 2}  # the kinds of item margin compares apart (0: preferences, rules, constraints)
+
+
 def same_errand(item_route: dict[str, float], query_route: dict[str, float]) -> bool:
     """An item said for a kind of request applies to one about what it is about: not when the two are about
     different sub-topics of one topic ("an aisle seat", travel/transport, to a hotel, travel/lodging). An item
@@ -227,10 +230,11 @@ class StandingScorer:
         # what the request is about, for the items said for a kind of request (same_errand)
         about = self.tree.route(errand_objects(query)) if any(it.requests for it in items) else qroute
         # margin and nearest compare an item with the nearest item of its own kind: a skill's text holds the prompt
-        # that made it, so beside a skill every preference would read "far from the nearest"
-        is_skill = np.array([it.label == "skill" for it in items])
-        best = {k: float(cos[is_skill == k].max()) if cos is not None and (is_skill == k).any() else 0.0
-                for k in (False, True)}
+        # that made it, so beside a skill every preference would read "far from the nearest"; an identity fact
+        # (a name, a membership number) answers no question in a preference's place
+        group = np.array([_GROUP.get(it.label, 0) for it in items])
+        best = {k: float(cos[group == k].max()) if cos is not None and (group == k).any() else 0.0
+                for k in set(group.tolist())}
         out = []
         for i, it in enumerate(items):
             sig = {"sem": float(sem[i]) if sem is not None else 0.0, "topic": cosine(qroute, it.route),
@@ -245,7 +249,7 @@ class StandingScorer:
             sig["asks"] = asks  # the prompt asks for a choice (layers/requests.py)
             # how far the item's cosine is under this prompt's nearest item's (0 for the nearest): one
             # preference usually answers a question, but several close ones may all apply, so it is graded
-            sig["margin"] = float(cos[i]) - best[bool(is_skill[i])] if cos is not None else 0.0
+            sig["margin"] = float(cos[i]) - best[int(group[i])] if cos is not None else 0.0
             # among the nearest: within ROUTE_DELTA of the nearest cosine (closer than that, bge-small's cosines
             # do not order two items reliably, so a flight booking's seat and meal rules are both nearest)
             sig["nearest"] = 1.0 if cos is not None and sig["margin"] >= -ROUTE_DELTA else 0.0
@@ -268,11 +272,13 @@ class StandingScorer:
                  and (it.label != "skill" or skill_applies(query, it))]  # a skill only for its kind of task
         out = []
         scored = self.score(query, items)  # best first; the items the prompt's kind of request names go first
+        ranked = 0  # the items k bounds: an item the prompt's kind of request names is not one of them
         for it, s, sig in sorted(scored, key=lambda t: -t[2]["requested"]):
-            if len(out) >= self.cfg.max_items or (s < self.cfg.min_score and not sig["requested"]):
+            if not sig["requested"] and (ranked >= self.cfg.max_items or s < self.cfg.min_score):
                 break
             if not (routed(sig, sig["route"]) or reached_by_choice(it, sig) or sig["requested"]):
                 continue
+            ranked += not sig["requested"]
             signals = {k: {"value": v, "weight": getattr(self.cfg, k, 0.0), "contribution": v * getattr(self.cfg, k, 0.0)}
                        for k, v in sig.items()}
             out.append(Hit(id=it.id, content=it.content, timestamp=it.timestamp, session_id=it.session_id,

@@ -186,8 +186,9 @@ class Calibration:
         standing = [h for h in hits if layer_of(h) == "global"]
         if not standing or not any((h.signals.get("asks") or {}).get("value", 0.0) >= 1.0 for h in standing):
             return None
-        # the best on the fitted scale: an item on a fixed probability (requested) says nothing of the others
-        best = max(self.model_probability(h) for h in standing)
+        # the best on the fitted scale (an item on a fixed probability, requested, says nothing of the others),
+        # among the items that could answer the choice: an identity fact (a membership number) answers none
+        best = max((self.model_probability(h) for h in standing if h.role != "identity"), default=0.0)
         return max(self.choice["threshold"], self.choice["relative"] * best)
 
     def to_doc(self) -> dict[str, Any]:

@@ -59,6 +59,12 @@ class Hit:
         return self.tier in STANDING_TIERS
 
     @property
+    def requested(self) -> bool:
+        """A Global item the user said is for the kind of request this prompt is ("anything you book for me",
+        layers/requests.py): it applies by the user's word, so k never cuts it (the budget still does)."""
+        return self.tier == "global" and (self.signals.get("requested") or {}).get("value", 0.0) >= 1.0
+
+    @property
     def due(self) -> bool:
         """A hook's entry or the project's working state: due by construction, on a fixed probability
         (recall/calibration.py ``FIXED``), not a ranked candidate."""
@@ -150,6 +156,7 @@ class _Block:
     def __init__(self, ranked: list[Hit], k: int, budget: int, max_chars: int):
         self.ranked, self.k, self.budget, self.max_chars = ranked, k, budget, max_chars
         self.taken: list[Hit] = []
+        self.counted = 0  # taken hits k bounds (not the requested ones: Hit.requested)
         self.sets: list[frozenset] = []
         self.covered: dict[str, list[tuple]] = {}  # source entry id -> (id, tier, words) of each taken hit from it
         self.tokens = 0
@@ -173,7 +180,7 @@ class _Block:
     def refusal(self, n: int) -> str | None:
         """Why ``ranked[n]`` is not taken into this block (None: it would be)."""
         hit = self.ranked[n]
-        if len(self.taken) >= self.k:
+        if self.counted >= self.k and not hit.requested:
             return f"{hit.id}: beyond top k={self.k}"
         content, ts, line, cost = self.facts(n)
         if not content:
@@ -196,6 +203,7 @@ class _Block:
         hit = self.ranked[n]
         _, ts, line, cost = self.facts(n)
         self.taken.append(hit)
+        self.counted += not hit.requested
         self.sets.append(ts)
         for src in hit.sources if hit.tier in RESTATING_TIERS else ():
             self.covered.setdefault(src, []).append((hit.id, hit.tier, ts))
@@ -207,7 +215,7 @@ class _Block:
         than all the later hits' lines together (a cheap check before the look-ahead: with room to spare, as for
         a large budget, there is nothing to weigh; nor with one place left, where one hit is never left for
         one other)."""
-        if self.k - len(self.taken) <= 1 or n + 1 >= len(self.ranked):
+        if self.k - self.counted <= 1 or n + 1 >= len(self.ranked):
             return False
         room = self.budget - self.tokens - self.facts(n)[3]
         after = 0
@@ -222,7 +230,7 @@ class _Block:
         this block (a look-ahead: this block is changed)."""
         total, count = 0.0, 0
         for i in range(n + 1, len(self.ranked)):
-            if len(self.taken) >= self.k:
+            if self.counted >= self.k:
                 break
             if self.refusal(i) is None:
                 self.take(i)
