@@ -17,6 +17,7 @@ from memtier_plugin.layers.standing import same_errand
 from memtier_plugin.layers.topics import topic_tree
 from memtier_plugin.recall import calibration as cal
 from memtier_plugin.recall.packing import Hit, pack
+from memtier_plugin.tokenize import count_tokens
 
 T0 = 1_790_000_000.0
 DAY = 86400.0
@@ -258,6 +259,15 @@ def test_k_never_cuts_an_item_the_user_said_applies_but_the_budget_does():
     tight = pack(said + episodes, k=4, budget=40)
     assert 0 < len(tight.hits) < 6 and any("does not fit" in why for why in tight.left_out)
     assert not _hit("sk", layer="procedural", requested=1.0).requested  # only a Global item is said for a request
+    # nor does the look-ahead weigh it away for likelier-together hits after it (it would, were it not requested)
+    long_rule = _hit("said", requested=1.0, content="always " + " ".join(f"rule{i}" for i in range(90)))
+    short = [_hit(f"ep{i}", layer="episodic", content=f"short episode {i} about Porto") for i in range(3)]
+    for h, p in zip([long_rule, *short], (0.8, 0.5, 0.5, 0.5)):
+        h.probability = p
+    budget = count_tokens(long_rule.line()) + count_tokens(short[0].line()) + 5  # it and one more, or all three
+    assert "said" in [h.id for h in pack([long_rule, *short], k=4, budget=budget).hits]
+    long_rule.signals["requested"]["value"] = 0.0
+    assert "said" not in [h.id for h in pack([long_rule, *short], k=4, budget=budget).hits], "the case is not shown"
 
 
 def test_an_identity_fact_does_not_set_the_choice_rules_bar():

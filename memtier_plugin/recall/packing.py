@@ -260,8 +260,9 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
     hits greedy packing would take after it without it are more (than it and those beside it) and likelier
     together (summed probability: the expected number of delivered items that apply), every rule above applied
     to both: a 290-token episode at p 0.32 does not take the budget of two preferences at 0.12 and an episode
-    at 0.23. One hit is never left for one other (a layer keeps its ranking's order); a hook's entry or the
-    working state (due by construction) is never left out this way. Uncalibrated hits pack greedily.
+    at 0.23. One hit is never left for one other (a layer keeps its ranking's order); a hook's entry, the
+    working state (due by construction) or an item the user said is for this kind of request (``Hit.requested``,
+    not counted against ``k`` either) is never left out this way. Uncalibrated hits pack greedily.
     """
     block = _Block(ranked, k, budget, max_chars)
     left: list[str] = []
@@ -270,7 +271,8 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
         if why is not None:
             left.append(why)
             continue
-        if hit.probability is not None and not hit.due and block.crowded(n):  # a due item is never weighed away
+        # a due item is never weighed away, nor one the user said applies (Hit.requested)
+        if hit.probability is not None and not (hit.due or hit.requested) and block.crowded(n):
             without, instead = block.copy().greedy_after(n)
             beside = block.copy()
             beside.take(n)
