@@ -250,6 +250,22 @@ def test_an_answer_to_anything_else_adds_to_the_list_the_user_was_giving():
     assert {c.content: c.requests for c in from_session(told)}["my Marriott Bonvoy number is 412998771"] == ""
 
 
+def test_an_item_held_without_its_scope_gains_it_when_read_with_the_list_it_answers(tmp_path):
+    """The daemon may read the answer's run alone, before agent_end reads it with the list: the held item is
+    replaced by the same words, scoped; read again, nothing is written."""
+    asked = _session(("user", RULES), ("assistant", "Got it. Anything else I should know?"), ("user", NUMBERS))
+    store = GlobalStore(tmp_path)
+    first = store.upsert(from_session(asked[2:]), agent_id="a", session_id="s1", project="p", ts=T0)
+    assert {r["content"]: (r["applies"].get("requests") or "") for r in first}[
+        "my Marriott Bonvoy number is 412998771"] == ""
+    again = store.upsert(from_session(asked), agent_id="a", session_id="s1", project="p", ts=T0 + 60)
+    scoped = {n.rec["content"]: n.rec["applies"].get("requests") for n in store.current("p", T0 + 120)}
+    assert scoped["my Marriott Bonvoy number is 412998771"] == "anything you book for me"
+    assert scoped["never book flights before 8am."] == "book flights"  # scoped both times: untouched
+    assert sum(r["kind"] == "retired" for r in again) == 2  # the two numbers
+    assert store.upsert(from_session(asked), agent_id="a", session_id="s1", project="p", ts=T0 + 90) == []
+
+
 def test_k_never_cuts_an_item_the_user_said_applies_but_the_budget_does():
     said = [_hit(f"said{i}", requested=1.0, content=f"rule number {i} for every booking") for i in range(6)]
     episodes = [_hit(f"ep{i}", layer="episodic", content=f"episode {i} about the trip to Porto") for i in range(6)]

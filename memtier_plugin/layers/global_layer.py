@@ -268,13 +268,19 @@ class GlobalStore:
         gone = self.forgotten.ids()
         same_scope = [n for n in self.nodes.values() if n.retired_by is None and n.id not in gone
                       and (n.rec.get("applies") or {}).get("projects", "*") == scope]
-        for n in same_scope:
-            if n.tokens == toks or jaccard(n.tokens, toks) >= DUPLICATE_JACCARD:
+        held = next((n for n in same_scope if n.tokens == toks or jaccard(n.tokens, toks) >= DUPLICATE_JACCARD), None)
+        if held is not None:
+            if not cand.requests or (held.rec.get("applies") or {}).get("requests"):
                 return []  # already held: its wording stays
+            # held with no scope, now read with the one it was said for (a pass that saw the run alone came first,
+            # as the daemon's can): the same words, scoped, replace it
+            content = held.rec["content"]
         route = tree.route(content)
         entry_ids = [i for i in cand.entry_ids if isinstance(i, str)][:8]
         source = (*entry_ids,) if entry_ids else (clean_id(session_id), round(ts, 3))
-        rec = {"v": jsonl.SCHEMA_VERSION, "kind": "knowledge", "id": derived_id("gk", ts, str(scope), content, *source),
+        salt = (cand.requests,) if held is not None else ()  # the scoped replacement is a node of its own
+        rec = {"v": jsonl.SCHEMA_VERSION, "kind": "knowledge", "id": derived_id("gk", ts, str(scope), content, *source,
+                                                                              *salt),
                "timestamp": utc_iso(ts),
                "node_kind": cand.node_kind, "content": content, "attribute": cand.attribute,
                "topics": tree.top(route, 4),
@@ -284,6 +290,8 @@ class GlobalStore:
                               "session_id": clean_id(session_id), "agent_id": agent_id if is_valid_id(agent_id) else "",
                               "speaker": "user", "form": cand.form}}
         out = [rec]
+        if held is not None:
+            return [rec, retirement(held.id, rec["id"], ts, "said for a kind of request")]
         if cand.attribute:
             for n in same_scope:
                 if n.rec.get("attribute") == cand.attribute and n.rec["node_kind"] != "choice":
