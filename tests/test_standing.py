@@ -234,6 +234,31 @@ def test_choice_reveals_a_preference_with_every_exchange_message_as_provenance()
     assert c.entry_ids == ["q", "o", "s"] and "insulated parka" in c.content and "winter coat" in c.content
 
 
+COATS = ("Here are a few options: 1. A wool peacoat. 2. A leather jacket. 3. A shearling coat. "
+         "4. A synthetic insulated parka.")
+
+
+@pytest.mark.parametrize("pick, reveals", [
+    ("I'll go with the insulated parka. The other options don't seem like a good fit for me.", True),
+    ("I think I'll go with the parka. The leather and shearling options don't align with my values.", True),
+    ("I'll go with the insulated parka. The wool one seems a bit too formal for my taste.", True),
+    ("I'll go with the parka. I'm not really in the mood for wool coats this year.", True),
+    ("The parka sounds best. The other options might irritate my skin.", True),
+    ("I'll go with the parka. I'd rather avoid anything made from animals.", True),
+    # a pick of the moment: a reason of the moment, a plan, other options not yet judged, a retry
+    ("I think I'll go with the parka for now, since I'm just starting out with winter hiking.", False),
+    ("I think I'll start with the parka and see how it goes, then look at the rest later.", False),
+    ("I'll take the parka, and I'm curious if there are other options I haven't thought of yet.", False),
+    ("Let's redo it with the parka as the peacoat doesn't sound right.", False),
+])
+def test_a_pick_is_a_preference_only_when_it_judges_the_others_or_says_a_disposition(pick, reveals):
+    """PrefEval's picks turn the others down by a judgement ("don't seem like a good fit", "too formal for my
+    taste") or say what the user holds to; an assistant chat's one-off picks give a reason of the moment."""
+    cands = from_session([("q", "user", "What kind of winter coat should I buy this year?"),
+                          ("o", "assistant", COATS), ("s", "user", pick)])
+    assert any(c.form == "choice" for c in cands) is reveals
+
+
 @pytest.mark.parametrize("text,role", [
     ("I prefer tabs over spaces and I always want type hints.", "assistant"),  # not the user's own words
     ("Can you find me a hotel near the venue?", "user"),  # a request

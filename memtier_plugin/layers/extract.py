@@ -194,11 +194,28 @@ _CHOICE = re.compile(r"\b(?:I(?:'ll| will) (?:go|check|try|pick|take|choose|opt|
 _OPTIONS = re.compile(r"(?:^|\s)(?:1[.)]|\(1\)|option 1|first,)|\b(?:options?|choices|possibilities|ideas|"
                       r"suggestions|you could|you might|consider|here are|such as)\b|,[^,]+,[^,]+\bor\b",
                       re.IGNORECASE)
-# a pick reveals a standing preference when the user says why, or turns the rest down ("the other options
-# don't appeal to me", "I'll pass on ...", "since I ..."); a bare "I think I'll try the brisket" is one occasion's pick
-_CONTRAST = re.compile(r"\b(?:others?|rest|instead|rather|not|never|too|prefer|because|since|as I|avoid|dislike|"
-                       r"pass on|out of the question|while|whereas|although|though|due to|for me)\b|n't\b",
-                       re.IGNORECASE)
+# a pick reveals a standing preference when the user turns the others down by a judgement of them ("the other
+# options don't appeal to me", "the oversized ones seem a bit too casual") or says why in terms of a disposition
+# ("I prefer ...", "for my taste", "since I'm vegetarian", "I'll pass on ..."); a bare "I think I'll try the
+# brisket", a reason of the moment ("for now, since I'm just starting out") or "other options I haven't thought
+# of" is one occasion's pick
+_EVALUATIVE = (r"(?:appeal|align|fit|suit|work|interest|match|resonate|meet|offer|suitable|keen|fan|mood|thing|ideal|"
+               r"effective|engaging|practical|helpful|accessible|comfortable|compatible|best|right for me|for me)")
+_JUDGED = re.compile(r"(?:\bnot|n't)\s+(?:[\w-]+\s+){0,3}?" + _EVALUATIVE + r"\w*\b|"
+                     r"\b(?:the\s+)?(?:other|remaining|[\w-]+)\s+options?\b[^.;!?]{0,80}?(?:n't|\b(?:not|might|may|could|"
+                     r"would|seems?|sounds?|looks?))\b[^.;!?]{0,40}?\b(?:seem|sound|look|feel|cause|strain|" + _EVALUATIVE[3:-1]
+                     + r")|"
+                     r"\b(?:seems?|sounds?|looks?|feels?|is|are|be|get)\s+(?:a (?:bit|little)\s+|way\s+|far\s+|rather\s+|"
+                     r"quite\s+|slightly\s+|just\s+|either\s+)?too\s+\w+|"
+                     r"\b(?:distract(?:ing|ed|ion)|overwhelm(?:ing|ed)?|confus(?:ing|ed)|irritat(?:e|es|ing|ion)|"
+                     r"bor(?:ed|ing)|challenging|difficult|tedious|cluttered|intimidat(?:ing|ed)|uncomfortable|"
+                     r"disrupt(?:ive)?|(?:less|more)\s+(?:engaging|effective|appealing|interesting|suitable)\s+(?:to|for)\s+"
+                     r"me)\b", re.IGNORECASE)
+_DISPOSED = re.compile(r"\b(?:prefer|preference|rather|avoid|dislike|hate|can't stand|cannot stand|allergic|sensitive|"
+                       r"for my (?:[\w-]+ )?(?:taste|liking|needs|values|style)|my (?:values|taste|style)|suits? me|"
+                       r"pass on|out of the question|instead of|I find|I struggle)\b", re.IGNORECASE)
+
+
 # a reaction to a proposal, or a want of the moment: "I like the idea of ...", "I'm interested in the course"
 _PROPOSAL = re.compile(r"\s+the\s+(?:idea|sound|thought|look|suggestion|concept)s?\b", re.IGNORECASE)
 _WANT_NOW = re.compile(r"\s+in\s+(?:the|this|these|those|that|a|an|some|any|it|them|trying|learning|exploring|finding|"
@@ -419,7 +436,7 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
     sel_text, sel_id = selection
     if not _OPTIONS.search(opt_text) or not _CHOICE.search(sel_text) or sel_text.strip().endswith("?"):
         return None
-    if not _CONTRAST.search(sel_text) or _PAST.search(sel_text) or _OFFER.search(sel_text) \
+    if not _reveals(sel_text) or _PAST.search(sel_text) or _OFFER.search(sel_text) \
             or re.match(r"\s*(?:maybe|perhaps)\b", sel_text, re.I) or not _names_an_option(sel_text, opt_text):
         return None  # a bare pick of the moment, "Sounds great!", a past story: no standing preference shown
     if len(sel_text) > 600 or _CODE.search(sel_text) or (query and (len(query[0]) > 400 or _CODE.search(query[0]))):
@@ -428,6 +445,12 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
     ids = ([query[1]] if query else []) + [opt_id, sel_id]
     return Candidate("choice", f"{asked}the user chose: {sel_text.strip()[:MAX_TEXT]}", "",
                      [i for i in ids if i], form="choice")
+
+
+def _reveals(sel: str) -> bool:
+    """The pick says what the user holds to: a judgement of the options turned down, or a disposition."""
+    sel = sel.replace("\u2019", "'")
+    return bool(_JUDGED.search(sel) or _DISPOSED.search(sel) or _cue(sel, _STATE) or _cue(sel, _HAVE))
 
 
 def picks_an_option(reply: str, offer: str) -> bool:
