@@ -218,7 +218,8 @@ def test_a_membership_number_is_an_identity_item_of_its_own_program():
     assert [c.attribute for c in extract("My frequent flyer number: FF-99812.", role="user")] == ["flyer_number"]
     # an order's, a card's or a bare number is no membership (one occasion, a secret, or nothing said of what)
     for text in ("My order number is 771203.", "My credit card number is 4111 1111 1111 1111.",
-                 "My number is 555 1234.", "My booking reference number is K7Q2XZ9."):
+                 "My number is 555 1234.", "My booking reference number is K7Q2XZ9.",
+                 "My US passport number is X12345678.", "My Social Security number is 078-05-1120."):
         assert extract(text, role="user") == [], text
 
 

@@ -160,14 +160,16 @@ _IDENTITY = re.compile(r"\b(?:my name is|I live in|I'm based in|I am based in|I 
                        r"engineer|student|designer|parent|manager|lawyer|chef|writer|researcher))\b", re.IGNORECASE)
 # a membership the user holds, by its number ("My United MileagePlus number is UA-MP 88213457"): an identity fact a
 # booking of its kind needs. The program's name is capitalised or a membership word says what it is; an order's,
-# a ticket's, a card's or an account's number is not one (one occasion, or a secret), nor is a bare "my number"
+# a ticket's, a card's or an account's number is not one (one occasion, or a secret), nor is a bare "my number",
+# nor a document's (a passport, a national id, a licence, an insurance: identity papers stay in the episode)
 _MEMBERSHIP = re.compile(r"\bmy\s+(?P<name>(?:[\w&'-]+\s+){1,4}?)(?:number|no\.?|#|ID)\s*(?:\bis\b|=|:)\s*"
                          r"(?P<value>[A-Za-z0-9][A-Za-z0-9 -]{0,24}\d)\b", re.IGNORECASE)
 _MEMBER_WORD = re.compile(r"\b(?:member(?:ship)?|loyalty|rewards?|frequent[- ]fl[yi]er|miles|points|known traveler|"
                           r"traveller|global entry|redress)\b", re.IGNORECASE)
 _NOT_MEMBER = re.compile(r"\b(?:order|confirmation|booking|ticket|tracking|reference|case|invoice|receipt|card|credit|"
                          r"debit|bank|account|routing|pin|password|passcode|cvv|security|social|ssn|tax|phone|mobile|"
-                         r"license|licence|plate|room|seat|flight|table|house|street|apartment|flat|serial|model)\b",
+                         r"license|licence|driver'?s?|passport|national|identity|insurance|medicare|medicaid|nhs|visa|"
+                         r"plate|room|seat|flight|table|house|street|apartment|flat|serial|model)\b",
                          re.IGNORECASE)
 _REVISION = re.compile(r"\b(?:changed my mind|from now on|instead|now (?:up to|under|at most)|no longer|any more|"
                        r"anymore|raise|lower|increase|decrease|bump)\b", re.IGNORECASE)
