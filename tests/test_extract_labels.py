@@ -9,8 +9,8 @@ while the rules were developed; the `heldout` part (LoCoMo conversations
 the first round of rules; the `fresh` part (LongMemEval-S user turns, a
 different kind of conversation: a user asking an assistant) after the second.
 The bar (precision and recall >= 0.90) holds on dev and heldout; fresh is
-measured and printed, with a regression floor (precision 0.60, recall 0.65:
-below today's 0.696 / 0.696, far above main's precision 0.107), so a change
+measured and printed, with a regression floor (precision 0.60, recall 0.70:
+below today's 0.720 / 0.783, far above main's precision 0.107), so a change
 that takes one-off picks again fails. Fresh is no longer untouched: its false
 picks ("I think I'll go with the Starter plan for now, since I'm just
 starting out") showed the choice rule's reasons were too loose, and the rule
@@ -97,7 +97,7 @@ def test_one_off_picks_and_plans_of_an_assistant_chat_are_mostly_left_out(capsys
     precision, recall, misses = score([r for r in load() if r["split"] == "fresh"])
     with capsys.disabled():
         print(f"\nfresh: precision {precision:.3f} recall {recall:.3f}")
-    assert precision >= 0.60 and recall >= 0.65, "\n".join(misses)
+    assert precision >= 0.60 and recall >= 0.70, "\n".join(misses)
 
 
 def test_choices_are_taken_as_choices_and_stated_items_as_stated():

@@ -279,6 +279,17 @@ def test_preferences_in_many_wordings_are_extracted():
         assert extract(text, role="user", entry_id="e"), text
 
 
+@pytest.mark.parametrize("text, identity", [
+    ("I'm located in the same city where I commute to work.", True),
+    ("I'm 20, and I like cultural activities.", True),
+    ("I am 45 years old.", True),
+    ("I'm 20 minutes away from the venue.", False),  # a distance, not an age
+    ("I'm 3 hours into this migration.", False),
+])
+def test_where_the_user_lives_and_their_age_are_identity(text, identity):
+    assert any(c.node_kind == "identity" for c in extract(text, role="user", entry_id="e")) is identity
+
+
 def test_a_bare_acknowledgement_never_spends_a_slot():
     hits = [Hit(id=f"e{i}", content=c, timestamp="2026-01-01", session_id="s", agent_id="a", role="assistant",
                 tier="episodic", score=1.0 - i / 10) for i, c in enumerate(["Noted.", "Yes, go.", "Marriott, for the points."])]

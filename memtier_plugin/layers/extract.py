@@ -154,7 +154,8 @@ _RULE_ANY = re.compile(r"\b(?:only on (?:weekdays|weekends|mondays?|tuesdays?|we
 _RULE_NOT = re.compile(r"\s*(?:here|good|great|happy|glad|nice|fun|so|such|a|an|the|up|had|been|was|were|did|knew|"
                        r"thought|mind|ever|done|heard|seen|gone|known|met|got|felt|made|said|told|"
                        r"(?!need\b|feed\b|proceed\b)\w+ed|\w+ing)\b", re.IGNORECASE)
-_IDENTITY = re.compile(r"\b(?:my name is|I live in|I'm based in|I am based in|I work (?:as|at|for|in)|"
+_IDENTITY = re.compile(r"\b(?:my name is|I live in|I'm (?:based|located) in|I am (?:based|located) in|I work (?:as|at|for|in)|"
+                       r"I(?:'m| am) \d{1,2}(?: years old)?(?=\s*(?:[,.;]|and\b|$))|"
                        r"I'm a (?:nurse|teacher|doctor|developer|engineer|student|designer|parent|mom|dad|"
                        r"manager|lawyer|chef|writer|researcher|retiree)|I am a (?:nurse|teacher|doctor|developer|"
                        r"engineer|student|designer|parent|manager|lawyer|chef|writer|researcher))\b", re.IGNORECASE)
