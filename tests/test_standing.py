@@ -245,6 +245,7 @@ COATS = ("Here are a few options: 1. A wool peacoat. 2. A leather jacket. 3. A s
     ("I'll go with the parka. I'm not really in the mood for wool coats this year.", True),
     ("The parka sounds best. The other options might irritate my skin.", True),
     ("I'll go with the parka. I'd rather avoid anything made from animals.", True),
+    ("I'll go with the parka. The leather ones aren't really my style.", True),
     # a pick of the moment: a reason of the moment, a plan, other options not yet judged, a retry
     ("I think I'll go with the parka for now, since I'm just starting out with winter hiking.", False),
     ("I think I'll start with the parka and see how it goes, then look at the rest later.", False),

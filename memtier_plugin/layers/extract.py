@@ -203,7 +203,8 @@ _OPTIONS = re.compile(r"(?:^|\s)(?:1[.)]|\(1\)|option 1|first,)|\b(?:options?|ch
 # brisket", a reason of the moment ("for now, since I'm just starting out") or "other options I haven't thought
 # of" is one occasion's pick
 _EVALUATIVE = (r"(?:appeal|align|fit|suit|work|interest|match|resonate|meet|offer|suitable|keen|fan|mood|thing|ideal|"
-               r"effective|engaging|practical|helpful|accessible|comfortable|compatible|best|right for me|for me)")
+               r"effective|engaging|practical|helpful|accessible|comfortable|compatible|best|right for me|for me|"
+               r"my (?:style|taste|cup of tea|liking|needs|values|preferences?))")
 _JUDGED = re.compile(r"(?:\bnot|n't)\s+(?:[\w-]+\s+){0,3}?" + _EVALUATIVE + r"\w*\b|"
                      r"\b(?:the\s+)?(?:other|remaining|[\w-]+)\s+options?\b[^.;!?]{0,80}?(?:n't|\b(?:not|might|may|could|"
                      r"would|seems?|sounds?|looks?))\b[^.;!?]{0,40}?\b(?:seem|sound|look|feel|cause|strain|" + _EVALUATIVE[3:-1]
