@@ -90,7 +90,7 @@ def prompt_query(prompt: Any, messages: Any, *, min_terms: int, turns: int, own:
     time", to "Infante Sagres ($284) or the Porto Marriott ($231)") is searched with that message, whatever its
     length: the pick means what the offer says. ``messages`` is the host's conversation (the prompt itself may
     be its last message); ``own``: ``query_text(prompt)``, when the caller has it."""
-    from .layers.extract import picks_an_option
+    from .layers.picks import picks_an_option
     from .recall.packing import content_terms
 
     query = query_text(prompt) if own is None else own

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from memtier_plugin.layers.extract import from_session
+from memtier_plugin.layers.session import from_session
 
 LABELS = Path(__file__).parent / "data" / "standing_labels.jsonl"
 KINDS = {"preference", "constraint", "rule", "identity", "choice"}

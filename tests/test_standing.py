@@ -14,7 +14,8 @@ from memtier_plugin.events import (AgentEndEvent, HookContext, PromptEvent, Sess
 from memtier_plugin.layers.global_layer import GlobalStore
 from memtier_plugin.host import Host
 from memtier_plugin.recall.packing import Hit, has_content, pack
-from memtier_plugin.layers.extract import extract, from_session
+from memtier_plugin.layers.extract import extract
+from memtier_plugin.layers.session import from_session
 
 DAY = 86400.0
 T0 = 1_790_000_000.0

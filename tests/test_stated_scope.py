@@ -10,8 +10,9 @@ from conftest import say
 from memtier_plugin import plugin
 from memtier_plugin.events import HookContext, PromptEvent
 from memtier_plugin.host import Host
-from memtier_plugin.layers.extract import extract, from_session
+from memtier_plugin.layers.extract import extract
 from memtier_plugin.layers.global_layer import GlobalStore, node_problem
+from memtier_plugin.layers.session import from_session
 from memtier_plugin.layers.requests import errand_objects, in_scope, scope_kind
 from memtier_plugin.layers.standing import same_errand
 from memtier_plugin.layers.topics import topic_tree

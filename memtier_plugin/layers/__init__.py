@@ -4,8 +4,9 @@ Config section: ``standing.*``.
 
 Modules by purpose:
 
-* extracting: :mod:`.extract` (preferences, constraints, rules, identity and revealed choices
-  from the user's own words, one attribute each);
+* extracting: :mod:`.extract` (preferences, constraints, rules and identity from the user's own
+  words, one attribute each), :mod:`.picks` (a preference revealed by a pick among offered options),
+  :mod:`.session` (a session's or run's candidates, a list's scope carried to its continuation);
 * holding: :mod:`.topics` (the topic tree routing knowledge), :mod:`.global_layer`
   (``global/knowledge.jsonl``: nodes, retirement by attribute), :mod:`.workspace_layer`
   (``procedural/<project>.jsonl`` skills, ``state/<project>.jsonl`` working state);

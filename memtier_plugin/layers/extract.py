@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..tokenize import stem, tokenize
+from ..tokenize import tokenize
 from .requests import SCOPE, ruled_scope
 
 MAX_TEXT = 600  # a candidate's content (the user's words) is cut here
@@ -182,55 +182,10 @@ _REQUEST = re.compile(r"^\s*(?:can|could|would|will) you\b|"
                       r"an?|some|help|the)\b|"
                       r"\bact as\b|\bpretend\b|^\s*(?:write|give|tell|show|generate|create|explain|list|translate|"
                       r"summari[sz]e|rewrite|convert|fix|make|help)\b", re.IGNORECASE)
-_CHOICE = re.compile(r"\b(?:I(?:'ll| will) (?:go|check|try|pick|take|choose|opt|stick|get|book|do|start)|"
-                     r"I(?:'d| would) (?:go|prefer|choose|pick|rather|like to go)|I (?:choose|pick|select)|"
-                     r"I think I(?:'ll| will| would|'d)|(?:let's|lets) (?:go|do|try|pick|choose)|"
-                     r"option (?:\d|one|two|three|four)|the (?:first|second|third|fourth|last) (?:one|option)|"
-                     r"(?:would|will|could|might) (?:work|be) (?:best|better|perfect|ideal|great)|"
-                     r"sounds? (?:best|perfect|great|ideal|like the best)|would be the best|"
-                     r"(?:other|rest of the) options?|the others?\b|I'll pass|(?:better|best) (?:choice|fit|option)|"
-                     r"sounds? (?:most |really |more )?(?:appealing|interesting|intriguing|good|fun|right)|"
-                     r"sounds? like (?:a|an|the) (?:\w+ ){0,2}(?:option|fit|choice|pick|match|idea)|"
-                     r"would be the (?:most|best) \w+|(?:is|are) the way to go|"
-                     r"(?:don't|doesn't|do not|does not) (?:really )?(?:appeal|interest|suit))\b",
-                     re.IGNORECASE)
-_OPTIONS = re.compile(r"(?:^|\s)(?:1[.)]|\(1\)|option 1|first,)|\b(?:options?|choices|possibilities|ideas|"
-                      r"suggestions|you could|you might|consider|here are|such as)\b|,[^,]+,[^,]+\bor\b",
-                      re.IGNORECASE)
-# a pick reveals a standing preference when the user turns the others down by a judgement of them ("the other
-# options don't appeal to me", "the oversized ones seem a bit too casual") or says why in terms of a disposition
-# ("I prefer ...", "for my taste", "since I'm vegetarian", "I'll pass on ..."); a bare "I think I'll try the
-# brisket", a reason of the moment ("for now, since I'm just starting out") or "other options I haven't thought
-# of" is one occasion's pick
-_EVALUATIVE = (r"(?:appeal|align|fit|suit|work|interest|match|resonate|meet|offer|suitable|keen|fan|mood|thing|ideal|"
-               r"effective|engaging|practical|helpful|accessible|comfortable|compatible|best|right for me|for me|"
-               r"my (?:style|taste|cup of tea|liking|needs|values|preferences?))")
-_JUDGED = re.compile(r"(?:\bnot|n't)\s+(?:[\w-]+\s+){0,3}?" + _EVALUATIVE + r"\w*\b|"
-                     r"\b(?:the\s+)?(?:other|remaining|[\w-]+)\s+options?\b[^.;!?]{0,80}?(?:n't|\b(?:not|might|may|could|"
-                     r"would|seems?|sounds?|looks?))\b[^.;!?]{0,40}?\b(?:seem|sound|look|feel|cause|strain|" + _EVALUATIVE[3:-1]
-                     + r")|"
-                     r"\b(?:seems?|sounds?|looks?|feels?|is|are|be|get)\s+(?:a (?:bit|little)\s+|way\s+|far\s+|rather\s+|"
-                     r"quite\s+|slightly\s+|just\s+|either\s+)?too\s+\w+|"
-                     r"\b(?:distract(?:ing|ed|ion)|overwhelm(?:ing|ed)?|confus(?:ing|ed)|irritat(?:e|es|ing|ion)|"
-                     r"bor(?:ed|ing)|challenging|difficult|tedious|cluttered|intimidat(?:ing|ed)|uncomfortable|"
-                     r"disrupt(?:ive)?|(?:less|more)\s+(?:engaging|effective|appealing|interesting|suitable)\s+(?:to|for)\s+"
-                     r"me)\b", re.IGNORECASE)
-_DISPOSED = re.compile(r"\b(?:prefer|preference|rather|avoid|dislike|hate|can't stand|cannot stand|allergic|sensitive|"
-                       r"for my (?:[\w-]+ )?(?:taste|liking|needs|values|style)|my (?:values|taste|style)|suits? me|"
-                       r"pass on|out of the question|instead of|I find|I struggle)\b", re.IGNORECASE)
-
-
 # a reaction to a proposal, or a want of the moment: "I like the idea of ...", "I'm interested in the course"
 _PROPOSAL = re.compile(r"\s+the\s+(?:idea|sound|thought|look|suggestion|concept)s?\b", re.IGNORECASE)
 _WANT_NOW = re.compile(r"\s+in\s+(?:the|this|these|those|that|a|an|some|any|it|them|trying|learning|exploring|finding|"
                        r"getting|buying|checking|using|applying|visiting|reading about|seeing)\b", re.IGNORECASE)
-# words of the choosing itself, not of what is chosen ("that sounds great, I'll go with ...")
-_CHOICE_WORDS = frozenset("sound sounds great good perfect best better ideal option options choice choose pick think "
-                          "would could might like really more most other others rest with that this those these "
-                          "interesting appealing fun right work works".split())
-_CODE = re.compile(r"[{};]|\(\)|\bdef |\bclass |\breturn\b|\bimport\b|```|\n\s{2,}\S|=\s*\w+\(")
-# the assistant asks for more of what the user was listing
-_MORE = re.compile(r"\b(?:anything|something) (?:else|more)\b|\bany (?:other|more)\b|\bwhat else\b", re.IGNORECASE)
 _SENT = re.compile(r"(?<=[.!?;])\s+|\n+")
 _LIST_SPLIT = re.compile(r",\s*(?:and\s+|or\s+)?|\s+and\s+(?=(?:an?|the|no|only|\w+\s+\w+))", re.IGNORECASE)
 _LIST_CLOSE = re.compile(r"\b(?:and|or|nor)\b", re.IGNORECASE)
@@ -432,77 +387,6 @@ def stated_scope(sent: str) -> str:
     if not m:
         return ""
     return re.sub(r"^(?:for|with|on|in|about)\s+", "", m.group(0), flags=re.IGNORECASE).strip()[:80]
-
-
-def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: tuple[str, str]) -> Candidate | None:
-    """A preference revealed by a choice: (text, entry id) of the question, the offered options, the pick."""
-    opt_text, opt_id = options
-    sel_text, sel_id = selection
-    if not _OPTIONS.search(opt_text) or not _CHOICE.search(sel_text) or sel_text.strip().endswith("?"):
-        return None
-    if not _reveals(sel_text) or _PAST.search(sel_text) or _OFFER.search(sel_text) \
-            or re.match(r"\s*(?:maybe|perhaps)\b", sel_text, re.I) or not _names_an_option(sel_text, opt_text):
-        return None  # a bare pick of the moment, "Sounds great!", a past story: no standing preference shown
-    if len(sel_text) > 600 or _CODE.search(sel_text) or (query and (len(query[0]) > 400 or _CODE.search(query[0]))):
-        return None  # a follow-up in a coding or writing task, not a choice among offered options
-    asked = f"Asked {query[0].strip()[:200]!r}, " if query else ""
-    ids = ([query[1]] if query else []) + [opt_id, sel_id]
-    return Candidate("choice", f"{asked}the user chose: {sel_text.strip()[:MAX_TEXT]}", "",
-                     [i for i in ids if i], form="choice")
-
-
-def _reveals(sel: str) -> bool:
-    """The pick says what the user holds to: a judgement of the options turned down, or a disposition."""
-    sel = sel.replace("\u2019", "'")
-    return bool(_JUDGED.search(sel) or _DISPOSED.search(sel) or _cue(sel, _STATE) or _cue(sel, _HAVE))
-
-
-def picks_an_option(reply: str, offer: str) -> bool:
-    """``reply`` (not a question) picks one of the options ``offer`` lays out ("Infante Sagres this time" to
-    "Infante Sagres ($284) or the Porto Marriott ($231)")."""
-    reply = reply.strip()
-    return bool(reply) and not reply.endswith("?") and _offers(offer) and _names_an_option(reply, offer)
-
-
-def _offers(text: str) -> bool:
-    """``text`` lays out options: a list or an options cue (_OPTIONS), or two named ones with "or" between."""
-    return bool(_OPTIONS.search(text) or re.search(r"\b[A-Z0-9][\w$()-]*[^.?!]{0,60}\bor (?:the )?[A-Z0-9]", text))
-
-
-def _names_an_option(selection: str, options: str) -> bool:
-    """The pick names one of the offered options: by number or place, or by a content word of the offer."""
-    if re.search(r"\b(?:option|number|choice) (?:\d|one|two|three|four|five)\b|\b(?:first|second|third|fourth|"
-                 r"last) (?:one|option|choice|idea|suggestion)\b", selection, re.IGNORECASE):
-        return True
-    offered = {stem(w) for w in tokenize(options) if len(w) > 3}
-    return any(stem(w) in offered for w in tokenize(selection) if len(w) > 3 and w not in _CHOICE_WORDS)
-
-
-def from_session(messages: list[tuple[str, str, str]], before=()) -> list[Candidate]:
-    """Every candidate of one session (or run): ``messages`` are (entry id, role, text) in order; ``before``: the
-    session's messages before them, read only for the scope a list was said for (nothing is extracted from them)."""
-    out: list[Candidate] = []
-    scope = ""  # the scope the user's last message stated (or carried)
-    said = [m for m in (*before, *messages) if m[1] in ("user", "assistant")]
-    first = len(said) - sum(m[1] in ("user", "assistant") for m in messages)
-    for i, (eid, role, text) in enumerate(said):
-        if role != "user":
-            continue
-        # the assistant asked for more of it ("Anything else I should know?"): the answer adds to the list the
-        # user was giving, so its items are said for the same kind of request
-        carried = scope if i >= 1 and said[i - 1][1] == "assistant" and _MORE.search(said[i - 1][2]) else ""
-        scope = next((s for s in map(stated_scope, sentences(text)) if s), "") or carried
-        if i < first:
-            continue
-        for c in extract(text, role=role, entry_id=eid):
-            c.requests = c.requests or carried
-            out.append(c)
-        if i >= 1 and said[i - 1][1] == "assistant":
-            query = next(((m[2], m[0]) for m in reversed(said[: i - 1]) if m[1] == "user"), None)
-            c = choice(query, (said[i - 1][2], said[i - 1][0]), (text, eid))
-            if c is not None:
-                out.append(c)
-    return out
 
 
 def requirement_attributes(prompt: str) -> set[str]:

@@ -30,7 +30,8 @@ def maintain(global_store, messages: list[tuple[str, str, str]], *, config, clie
     scope and the run may continue a list said before it. The records written."""
     if not config.standing.enabled or not messages:
         return []
-    from .extract import from_session, model_candidates
+    from .extract import model_candidates
+    from .session import from_session
 
     candidates = from_session(messages)
     if earlier is not None and any(not c.requests for c in candidates):
