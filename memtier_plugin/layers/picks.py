@@ -35,19 +35,19 @@ _OPTIONS = re.compile(r"(?:^|\s)(?:1[.)]|\(1\)|option 1|first,)|\b(?:options?|ch
 # ("I prefer ...", "for my taste", "since I'm vegetarian", "I'll pass on ..."); a bare "I think I'll try the
 # brisket", a reason of the moment ("for now, since I'm just starting out") or "other options I haven't thought
 # of" is one occasion's pick
-_EVALUATIVE = (r"(?:appeal|align|fit|suit|work|interest|match|resonate|meet|offer|suitable|keen|fan|mood|thing|ideal|"
+_EVALUATIVE = (r"appeal|align|fit|suit|work|interest|match|resonate|meet|offer|suitable|keen|fan|mood|thing|ideal|"
                r"effective|engaging|practical|helpful|accessible|comfortable|compatible|best|right for me|for me|"
-               r"my (?:style|taste|cup of tea|liking|needs|values|preferences?))")
-_JUDGED = re.compile(r"(?:\bnot|n't)\s+(?:[\w-]+\s+){0,3}?" + _EVALUATIVE + r"\w*\b|"
-                     r"\b(?:the\s+)?(?:other|remaining|[\w-]+)\s+options?\b[^.;!?]{0,80}?(?:n't|\b(?:not|might|may|could|"
-                     r"would|seems?|sounds?|looks?))\b[^.;!?]{0,40}?\b(?:seem|sound|look|feel|cause|strain|" + _EVALUATIVE[3:-1]
-                     + r")|"
-                     r"\b(?:seems?|sounds?|looks?|feels?|is|are|be|get)\s+(?:a (?:bit|little)\s+|way\s+|far\s+|rather\s+|"
-                     r"quite\s+|slightly\s+|just\s+|either\s+)?too\s+\w+|"
-                     r"\b(?:distract(?:ing|ed|ion)|overwhelm(?:ing|ed)?|confus(?:ing|ed)|irritat(?:e|es|ing|ion)|"
-                     r"bor(?:ed|ing)|challenging|difficult|tedious|cluttered|intimidat(?:ing|ed)|uncomfortable|"
-                     r"disrupt(?:ive)?|(?:less|more)\s+(?:engaging|effective|appealing|interesting|suitable)\s+(?:to|for)\s+"
-                     r"me)\b", re.IGNORECASE)
+               r"my (?:style|taste|cup of tea|liking|needs|values|preferences?)")
+_NEGATED = rf"(?:\bnot|n't)\s+(?:[\w-]+\s+){{0,3}}?(?:{_EVALUATIVE})\w*\b"  # "don't really appeal", "aren't my style"
+_OTHERS_JUDGED = (r"\b(?:the\s+)?(?:other|remaining|[\w-]+)\s+options?\b[^.;!?]{0,80}?"  # "the other options with
+                  r"(?:n't|\b(?:not|might|may|could|would|seems?|sounds?|looks?))\b[^.;!?]{0,40}?"  # fragrances might
+                  rf"\b(?:seem|sound|look|feel|cause|strain|{_EVALUATIVE})")  # irritate my skin", "... don't seem as ..."
+_TOO = (r"\b(?:seems?|sounds?|looks?|feels?|is|are|be|get)\s+(?:a (?:bit|little)\s+|way\s+|far\s+|rather\s+|"
+        r"quite\s+|slightly\s+|just\s+|either\s+)?too\s+\w+")  # "seems a bit too formal"
+_NEGATIVE = (r"\b(?:distract(?:ing|ed|ion)|overwhelm(?:ing|ed)?|confus(?:ing|ed)|irritat(?:e|es|ing|ion)|bor(?:ed|ing)|"
+             r"challenging|difficult|tedious|cluttered|intimidat(?:ing|ed)|uncomfortable|disrupt(?:ive)?|"
+             r"(?:less|more)\s+(?:engaging|effective|appealing|interesting|suitable)\s+(?:to|for)\s+me)\b")
+_JUDGED = re.compile("|".join((_NEGATED, _OTHERS_JUDGED, _TOO, _NEGATIVE)), re.IGNORECASE)
 _DISPOSED = re.compile(r"\b(?:prefer|preference|rather|avoid|dislike|hate|can't stand|cannot stand|allergic|sensitive|"
                        r"for my (?:[\w-]+ )?(?:taste|liking|needs|values|style)|my (?:values|taste|style)|suits? me|"
                        r"pass on|out of the question|instead of|I find|I struggle)\b", re.IGNORECASE)
