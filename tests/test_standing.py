@@ -267,6 +267,7 @@ def test_a_pick_is_a_preference_only_when_it_judges_the_others_or_says_a_disposi
     ("Do you prefer window seats?", "user"),  # a question
     ("I want you to act as a Linux terminal.", "user"),  # a prompt, not a preference
     ("Perfect, thanks.", "user"),  # chit-chat
+    ("I don't want to come off as too pushy in this email.", "user"),  # a concern of the moment, not a taste
     ("deploy failed: I prefer not to retry automatically", "tool"),  # a tool output
 ])
 def test_chit_chat_requests_and_other_voices_never_become_knowledge(text, role):
@@ -277,6 +278,7 @@ def test_preferences_in_many_wordings_are_extracted():
     for text in ("I have an acute fear of heights, so I avoid anything involving elevation.",
                  "I find flashcards ineffective and prefer storytelling.", "I'm a strict vegetarian.",
                  "I exclusively read non-fiction books.", "I never wear heels.",
+                 "I don't want to look like a tourist when I travel.",
                  "Production deploys only on weekdays, never on Saturday or Sunday."):
         assert extract(text, role="user", entry_id="e"), text
 

@@ -183,6 +183,11 @@ _REQUEST = re.compile(r"^\s*(?:can|could|would|will) you\b|"
                       r"\bact as\b|\bpretend\b|^\s*(?:write|give|tell|show|generate|create|explain|list|translate|"
                       r"summari[sz]e|rewrite|convert|fix|make|help)\b", re.IGNORECASE)
 # a reaction to a proposal, or a want of the moment: "I like the idea of ...", "I'm interested in the course"
+# how the speaker comes across to, or what they do to, someone in the situation at hand
+_CONCERN = re.compile(r"\s+to\s+(?:come\s+(?:off|across|on)|seem|sound|look|appear|be\s+seen|hurt|offend|upset|"
+                      r"disappoint|let\s+\w+\s+down|overstep|impose|intrude|be\s+(?:rude|pushy|a\s+burden))\b",
+                      re.IGNORECASE)
+_HABITUAL = re.compile(r"\b(?:when(?:ever)? I|always|usually|generally|in general|ever)\b", re.IGNORECASE)
 _PROPOSAL = re.compile(r"\s+the\s+(?:idea|sound|thought|look|suggestion|concept)s?\b", re.IGNORECASE)
 _WANT_NOW = re.compile(r"\s+in\s+(?:the|this|these|those|that|a|an|some|any|it|them|trying|learning|exploring|finding|"
                        r"getting|buying|checking|using|applying|visiting|reading about|seeing)\b", re.IGNORECASE)
@@ -243,6 +248,8 @@ def _aimed(sent: str, m: re.Match) -> bool:
     if re.search(r"\b(?:want|need)$", cue, re.IGNORECASE) and re.match(
             r"\s+to\s+\w+(?:\s+\w+)?\s+(?:it|this|that|them)\b", rest, re.IGNORECASE):
         return True  # "I don't want to spoil it": this one occasion
+    if re.search(r"\b(?:want|need)$", cue, re.IGNORECASE) and _CONCERN.match(rest) and not _HABITUAL.search(rest):
+        return True  # "I don't want to come off as too pushy", "... to hurt any of my dogs": a concern, not a taste
     if re.search(r"\bfind$", cue, re.IGNORECASE) and re.match(
             r"\s+(?:one|a|an|some|something|anything|out|myself|other|ways?|time)\b", rest, re.IGNORECASE):
         return True  # "I find other ways", "Hope I find one": finding, not judging
