@@ -294,6 +294,17 @@ def test_where_the_user_lives_and_their_age_are_identity(text, identity):
     assert any(c.node_kind == "identity" for c in extract(text, role="user", entry_id="e")) is identity
 
 
+@pytest.mark.parametrize("text, habit", [
+    ("I do physical therapy exercises every day.", True),
+    ("I've been practicing yoga regularly, about two to three times a week.", True),
+    ("I'm usually in a rush in the mornings.", True),
+    ("Think I'm going to try to do more outdoor activities like this every week!", False),  # a plan
+    ("The bus comes every day at 9.", False),  # not the speaker's habit
+])
+def test_a_habit_said_with_how_often_is_a_preference(text, habit):
+    assert bool(extract(text, role="user", entry_id="e")) is habit
+
+
 def test_a_bare_acknowledgement_never_spends_a_slot():
     hits = [Hit(id=f"e{i}", content=c, timestamp="2026-01-01", session_id="s", agent_id="a", role="assistant",
                 tier="episodic", score=1.0 - i / 10) for i, c in enumerate(["Noted.", "Yes, go.", "Marriott, for the points."])]

@@ -187,6 +187,13 @@ _REQUEST = re.compile(r"^\s*(?:can|could|would|will) you\b|"
 _CONCERN = re.compile(r"\s+to\s+(?:come\s+(?:off|across|on)|seem|sound|look|appear|be\s+seen|hurt|offend|upset|"
                       r"disappoint|let\s+\w+\s+down|overstep|impose|intrude|be\s+(?:rude|pushy|a\s+burden))\b",
                       re.IGNORECASE)
+# a habit said with how often: "I practise yoga two to three times a week", "I'm usually in a rush"
+_HABIT = re.compile(r"\bI(?:'ve been|'m| am| have been)?\s+(?:\w+\s+){0,2}?(?:\w+ing|go|do|practi[cs]e|run|swim|cook|"
+                    r"read|walk|cycle|ride|train|work out|meditate)\b[^.;!?]{0,60}\b(?:regularly|every (?:day|morning|"
+                    r"evening|night|week|weekend)|(?:once|twice|\w+ times|\d+ times) a (?:day|week|month))\b|"
+                    r"\bI(?:'m| am) (?:usually|always|often|generally) (?:in a (?:rush|hurry)|short on time|on a budget)\b",
+                    re.IGNORECASE)
+_INTENT = re.compile(r"\b(?:going to|gonna|try to|trying to|plan to|planning to|hope to|want to|will|'ll)\b", re.IGNORECASE)
 _HABITUAL = re.compile(r"\b(?:when(?:ever)? I|always|usually|generally|in general|ever)\b", re.IGNORECASE)
 _PROPOSAL = re.compile(r"\s+the\s+(?:idea|sound|thought|look|suggestion|concept)s?\b", re.IGNORECASE)
 _WANT_NOW = re.compile(r"\s+in\s+(?:the|this|these|those|that|a|an|some|any|it|them|trying|learning|exploring|finding|"
@@ -286,7 +293,13 @@ def _the_one(rest: str) -> bool:
 def _episodic(sent: str) -> bool:
     """The sentence tells of an occasion, not of a standing disposition: a past time, a recalled liking, an offer,
     a promise, someone else's doing, or a bare hedge."""
-    return bool(_PAST.search(sent) or _RECALLED.search(sent) or _OFFER.search(sent) or _PLAN.search(sent))
+    return bool(_PAST.search(sent) or _RECALLED.search(sent) or _OFFER.search(sent)
+                or (_PLAN.search(sent) and not _habit(sent)))  # "I've been practising yoga twice a week": a habit
+
+
+def _habit(sent: str) -> bool:
+    """A habit said with how often ("I do physical therapy exercises every day"), not a plan to make one."""
+    return bool(_HABIT.search(sent)) and not _INTENT.search(sent)
 
 
 def _kind(sent: str) -> str | None:
@@ -300,7 +313,7 @@ def _kind(sent: str) -> str | None:
         return "rule"
     if _cue(sent, _PREF) or _cue(sent, _STATE) or _cue(sent, _HAVE) or _FAV.search(sent):
         return "preference"
-    if _cue(sent, _OPINION_SUBJECT):
+    if _cue(sent, _OPINION_SUBJECT) or _habit(sent):
         return "preference"
     return None
 
