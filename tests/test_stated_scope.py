@@ -13,7 +13,7 @@ from memtier_plugin.host import Host
 from memtier_plugin.layers.extract import extract
 from memtier_plugin.layers.global_layer import GlobalStore, node_problem
 from memtier_plugin.layers.session import from_session
-from memtier_plugin.layers.requests import errand_objects, in_scope, scope_kind
+from memtier_plugin.layers.requests import errand_objects, in_scope, scope_kind, scope_object
 from memtier_plugin.layers.standing import same_errand
 from memtier_plugin.layers.topics import topic_tree
 from memtier_plugin.recall import calibration as cal
@@ -327,3 +327,54 @@ def test_through_the_host_every_rule_and_number_said_for_bookings_reaches_a_trip
         assert any(want in line and "said for:" in line for line in home.splitlines()), (want, home)
     flight = _ask(host, workspace, "Please book my flight from SFO to Berlin on Dec 1.", "q2", project="travel")
     assert "88213457" in flight and (embedder == "auto" or "412998771" not in flight), flight
+
+
+@pytest.mark.parametrize("text, scope, obj, kind", [
+    ("Whenever you book a restaurant for me: no shellfish, and I always want a quiet table.",
+     "Whenever you book a restaurant for me", "restaurant", "preference"),
+    ("For any restaurant you book for me, I want a quiet table.", "any restaurant you book for me", "restaurant",
+     "preference"),  # "I want a ..." under a scope is a standing term, not a request of the moment
+    ("When you order food for us, no peanuts ever.", "When you order food for us", "food", "rule"),
+    ("Whenever you book hotels in big cities like Paris, I want a gym.",
+     "Whenever you book hotels in big cities like Paris", "hotels big cities like Paris", "preference"),
+    (RULES, "anything you book for me", "", "preference"),  # every booking
+])
+def test_a_scope_says_what_its_errands_are_about_and_what_it_asks_of_them(text, scope, obj, kind):
+    (c, *_) = extract(text, role="user")
+    assert (c.requests, scope_object(c.requests), c.node_kind) == (scope, obj, kind)
+    # a heading's scope carries to the next sentence's terms too
+    assert [(c.node_kind, c.requests) for c in extract("Ground rules for anything you order for me. Nothing with "
+                                                          "peanuts.", role="user")] == [
+        ("rule", "anything you order for me")]
+
+
+@pytest.mark.parametrize("embedder", ["none", "auto"])
+def test_an_item_said_for_one_kind_of_errand_never_reaches_another_topics(workspace, monkeypatch, embedder):
+    """"Whenever you book a restaurant" holds for a dinner booking, with the member number said after "Anything
+    else?", and for no flight; "never book flights before 8am" for no dinner."""
+    from memtier_plugin.events import AgentEndEvent, SessionEndEvent
+
+    monkeypatch.setenv("MEMTIER_STANDING__EMBEDDER", embedder)
+    host = Host()
+    host.register(plugin, "memtier")
+    for run, (text, reply) in enumerate([
+            ("Whenever you book a restaurant for me: no shellfish, and I always want a quiet table.",
+             "Noted. Anything else?"),
+            ("Yes: my OpenTable member number is OT-55512.", "Saved.")]):
+        ctx = HookContext(agent_id="a", session_id="s1", run_id=f"r{run}", project="life", workspace_dir=str(workspace))
+        host.before_prompt_build(PromptEvent(text, timestamp=T0 + 60 * run), ctx)
+        host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": reply}], success=True,
+                                     timestamp=T0 + 60 * run + 5), ctx)
+    host.session_end(SessionEndEvent("done", timestamp=T0 + 200), ctx)
+    say(host, workspace, "Never book flights before 8am, I'm useless that early.", session="s2", at=T0 + DAY,
+        project="life")
+
+    def standing(prompt, session):
+        return [line for line in _ask(host, workspace, prompt, session, project="life").splitlines()
+                if "| standing" in line]
+
+    dinner = standing("Book me dinner for two on Friday near the office.", "q1")
+    assert any("shellfish" in line for line in dinner) and any("OT-55512" in line for line in dinner), dinner
+    assert not any("8am" in line for line in dinner), dinner
+    flight = standing("Find me a flight to Denver next Tuesday.", "q2")
+    assert not any("shellfish" in line or "OT-55512" in line for line in flight), flight

@@ -194,6 +194,9 @@ _HABIT = re.compile(r"\bI(?:'ve been|'m| am| have been)?\s+(?:\w+\s+){0,2}?(?:\w
                     r"\bI(?:'m| am) (?:usually|always|often|generally) (?:in a (?:rush|hurry)|short on time|on a budget)\b",
                     re.IGNORECASE)
 _INTENT = re.compile(r"\b(?:going to|gonna|try to|trying to|plan to|planning to|hope to|want to|will|'ll)\b", re.IGNORECASE)
+# what a sentence under a stated scope asks of every such errand
+_SCOPED_ITEM = re.compile(r"\bI (?:always |only |usually )?(?:want|need|prefer|like)\b|\b(?:no|nothing|never|always|"
+                          r"only|avoid|without|don't|do not)\b", re.IGNORECASE)
 _HABITUAL = re.compile(r"\b(?:when(?:ever)? I|always|usually|generally|in general|ever)\b", re.IGNORECASE)
 _PROPOSAL = re.compile(r"\s+the\s+(?:idea|sound|thought|look|suggestion|concept)s?\b", re.IGNORECASE)
 _WANT_NOW = re.compile(r"\s+in\s+(?:the|this|these|those|that|a|an|some|any|it|them|trying|learning|exploring|finding|"
@@ -384,7 +387,7 @@ def extract(text: str, *, role: str, entry_id: str = "") -> list[Candidate]:
         requests, heading = said or heading, said if said else ""
         if len(sent) < 12 or len(sent.split()) > 80:
             continue
-        kind = _kind(sent)
+        kind = _kind(sent) or (_scoped_rule(sent, said) if requests else None)
         if kind is None:
             continue
         heading = ""
@@ -399,6 +402,20 @@ def extract(text: str, *, role: str, entry_id: str = "") -> list[Candidate]:
             out.append(Candidate(item_kind, content, attribute, [entry_id] if entry_id else [],
                                  project_scoped=scoped, requests=ruled or requests))
     return out
+
+
+def _scoped_rule(sent: str, said: str) -> str | None:
+    """What a sentence under a stated scope asks of every such errand ("For any restaurant you book for me, I want a
+    quiet table", "When you order food for us, no peanuts ever"): read as the user's standing terms for it, not as
+    a request of the moment; None when it asks nothing (a question, a story)."""
+    if sent.endswith("?") or _episodic(sent):
+        return None
+    rest = SCOPE.sub(" ", sent) if said else sent
+    m = _SCOPED_ITEM.search(rest)
+    if not m or len(tokenize(rest)) < 2:
+        return None
+    return "rule" if m.group(0).lower() in ("no", "nothing", "never", "always", "only", "don't", "do not") \
+        else "preference"
 
 
 def stated_scope(sent: str) -> str:

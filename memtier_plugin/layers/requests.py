@@ -89,8 +89,13 @@ _SCOPE_VERBS = r"book|reserve|order|buy|purchase|plan|arrange|schedule|travel|fl
 SCOPE = re.compile(
     rf"\b(?:for|with|on|in|about) (?:anything|everything|whatever|all|any(?: \w+)?|every \w+) (?:that )?you "
     rf"(?:{_SCOPE_VERBS})\w*(?: for (?:me|us))?"
-    rf"|\bwhen(?:ever)? you (?:{_SCOPE_VERBS})\w*(?: (?:anything|something|for me|for us))?",
+    # "whenever you book a restaurant for me: ...": the object as said, up to six words before the punctuation
+    rf"|\bwhen(?:ever)? you (?:{_SCOPE_VERBS})\w*(?:(?:\s+(?!for\b)[\w'-]+){{1,6}}(?:\s+for (?:me|us))?(?=\s*[:,.;!?]|$))?"
+    rf"(?: (?:anything|something|for me|for us))?",
     re.IGNORECASE)
+# the words of a scope that are not its object ("anything you book for me" has none; "any restaurant you book")
+_NOT_OBJECT = re.compile(rf"\b(?:for|with|on|in|about|anything|everything|whatever|something|all|any|every|that|you|"
+                         rf"when|whenever|me|us|a|an|the|my|our|some|{_SCOPE_VERBS})\w*\b", re.IGNORECASE)
 # what a request of each kind names: the verb itself, or what such requests are usually about
 _KINDS = {
     # "book" as a verb only ("book my flight", not "the booking export")
@@ -122,6 +127,12 @@ def scope_kind(phrase: str) -> str:
         return ""
     verb = m.group(1).lower()
     return _KIND_OF.get(verb, verb)
+
+
+def scope_object(phrase: str) -> str:
+    """What a stated scope says its errands are about ("whenever you book a restaurant for me" → "restaurant",
+    "book flights" → "flights"), or "" ("anything you book for me": every booking)."""
+    return " ".join(_NOT_OBJECT.sub(" ", phrase or "").split())
 
 
 _ERRAND_VERBS = re.compile(r"\b(?:book|booked|booking|bookings|reserve|reserved|reservation|reservations)\b",

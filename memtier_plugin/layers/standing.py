@@ -32,7 +32,7 @@ import numpy as np
 
 from ..recall.packing import Hit
 from .extract import requirement_attributes
-from .requests import asks_for_choice, errand_objects, in_scope
+from .requests import asks_for_choice, errand_objects, in_scope, scope_object
 from ..tokenize import token_set
 from .topics import TopicTree, cosine
 from .workspace_layer import current_skills, skill_applies, skill_text
@@ -138,6 +138,7 @@ def reached_by_choice(item: Item, sig: dict) -> bool:
     return bool(sig.get("asks")) and bool(sig.get("nearest")) and item.label != "skill"
 
 
+OFF_SCOPE = "off_scope"  # score()'s mark of an item said for another kind of request (not a signal: hits() drops it)
 _GROUP = {"skill": 1, "identity": 2}  # the kinds of item margin compares apart (0: preferences, rules, constraints)
 
 
@@ -255,11 +256,27 @@ class StandingScorer:
             sig["nearest"] = 1.0 if cos is not None and sig["margin"] >= -ROUTE_DELTA else 0.0
             # the prompt is a request of the kind the user said the item is for ("anything you book for me"):
             # the item applies by the user's own word (calibration.FIXED["requested"])
-            sig["requested"] = 1.0 if it.requests and in_scope(query, it.requests, asks=asks) \
-                and same_errand(it.route, about) else 0.0
+            # ... and when the request is about another topic than the one the user said it for ("whenever you book
+            # a restaurant" to "Find me a flight"), it does not apply at all, whatever its words share with the
+            # prompt ("off_scope"). Another sub-topic of the same topic (a flight's seat to a hotel) only keeps it
+            # from being requested: a prompt's route can miss a facet ("going to Porto for two nights" is a trip too)
+            fits = not it.requests or self._object_applies(it.requests, about)
+            sig["requested"] = 1.0 if it.requests and fits and same_errand(it.route, about) \
+                and in_scope(query, it.requests, asks=asks) else 0.0
+            sig[OFF_SCOPE] = 0.0 if fits else 1.0
             out.append((it, s, sig))
         out.sort(key=lambda t: (-t[1], t[0].id))
         return out
+
+    def _object_applies(self, phrase: str, about: dict[str, float]) -> bool:
+        """A scope that names what its errands are about ("whenever you book a restaurant", "book flights") holds
+        for a request about the same: not when both route and share no topic ("Find me a flight" is no restaurant
+        booking). A request whose words route nowhere is not told apart."""
+        obj = self.tree.route(scope_object(phrase))
+        if not obj or not about:
+            return True
+        tops = {t.split("/")[0] for t, w in obj.items() if w > 0}
+        return any(t.split("/")[0] in tops for t, w in about.items() if w > 0)
 
     def hits(self, query: str, items: list[Item], *, own: str | None = None) -> list[Hit]:
         """The standing items to deliver for ``query`` (see the module docstring); ``own``: the user's own words
@@ -274,6 +291,8 @@ class StandingScorer:
         scored = self.score(query, items)  # best first; the items the prompt's kind of request names go first
         ranked = 0  # the items k bounds: an item the prompt's kind of request names is not one of them
         for it, s, sig in sorted(scored, key=lambda t: -t[2]["requested"]):
+            if sig.pop(OFF_SCOPE):
+                continue  # said for another kind of request than this one
             if not sig["requested"] and (ranked >= self.cfg.max_items or s < self.cfg.min_score):
                 break
             if not (routed(sig, sig["route"]) or reached_by_choice(it, sig) or sig["requested"]):
