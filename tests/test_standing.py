@@ -300,6 +300,7 @@ def test_where_the_user_lives_and_their_age_are_identity(text, identity):
     ("I'm usually in a rush in the mornings.", True),
     ("Think I'm going to try to do more outdoor activities like this every week!", False),  # a plan
     ("The bus comes every day at 9.", False),  # not the speaker's habit
+    ("I think about nothing every day.", False),  # no habit of doing something
 ])
 def test_a_habit_said_with_how_often_is_a_preference(text, habit):
     assert bool(extract(text, role="user", entry_id="e")) is habit

@@ -188,9 +188,10 @@ _CONCERN = re.compile(r"\s+to\s+(?:come\s+(?:off|across|on)|seem|sound|look|appe
                       r"disappoint|let\s+\w+\s+down|overstep|impose|intrude|be\s+(?:rude|pushy|a\s+burden))\b",
                       re.IGNORECASE)
 # a habit said with how often: "I practise yoga two to three times a week", "I'm usually in a rush"
-_HABIT = re.compile(r"\bI(?:'ve been|'m| am| have been)?\s+(?:\w+\s+){0,2}?(?:\w+ing|go|do|practi[cs]e|run|swim|cook|"
-                    r"read|walk|cycle|ride|train|work out|meditate)\b[^.;!?]{0,60}\b(?:regularly|every (?:day|morning|"
-                    r"evening|night|week|weekend)|(?:once|twice|\w+ times|\d+ times) a (?:day|week|month))\b|"
+_HABIT = re.compile(r"(?:\bI(?:'ve been|'m| am| have been)\s+(?:\w+ly\s+)?\w+ing|\bI\s+(?:also\s+|still\s+|\w+ly\s+)?"
+                    r"(?:go|do|practi[cs]e|run|swim|cook|read|walk|cycle|ride|train|work out|meditate|play))\b"
+                    r"[^.;!?]{0,60}\b(?:regularly|every (?:day|morning|evening|night|week|weekend)|"
+                    r"(?:once|twice|\w+ times|\d+ times) a (?:day|week|month))\b|"
                     r"\bI(?:'m| am) (?:usually|always|often|generally) (?:in a (?:rush|hurry)|short on time|on a budget)\b",
                     re.IGNORECASE)
 _INTENT = re.compile(r"\b(?:going to|gonna|try to|trying to|plan to|planning to|hope to|want to|will|'ll)\b", re.IGNORECASE)
