@@ -58,6 +58,14 @@ def test_a_prompt_is_inside_a_booking_scope_when_it_is_an_errand_that_names_a_bo
     assert in_scope(prompt, "anything you book for me") is inside
 
 
+def test_a_request_about_the_object_a_scope_names_is_inside_it():
+    restaurant = "Whenever you book a restaurant for me"
+    assert in_scope("Find me a restaurant for Friday.", restaurant)  # the object, with no booking word
+    assert in_scope("Book me dinner for two on Friday.", restaurant)  # the verb
+    assert not in_scope("Find me a restaurant for Friday.", "anything you book for me")  # no object named there
+    assert not in_scope("Why does this loop overflow?", restaurant)
+
+
 def test_each_scope_names_its_kind_of_request():
     assert scope_kind("anything you book for me") == "book" == scope_kind("whenever you reserve something")
     assert scope_kind("anything you order for me") == "order"

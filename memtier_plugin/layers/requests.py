@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import re
 
+from ..tokenize import tokenize
+
 # advice and options asked for ("what would you recommend", "any tips", "which one should I take")
 _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alternatives?|"
            r"(?:should|could|can|shall) (?:i|we)|(?:i|we) should|help me|looking for|what are some|ways? to|"
@@ -148,8 +150,13 @@ def errand_objects(prompt: str) -> str:
 def in_scope(prompt: str, phrase: str, *, asks: float | None = None) -> bool:
     """Whether ``prompt`` is a request of the kind ``phrase`` (a stated scope) names: an errand or a request for
     a choice (:func:`asks_for_choice`; ``asks``: its value, when the caller has it) that names the kind's verb or
-    its usual objects ("Fly out from SFO on the 9th" is a booking: "anything you book for me")."""
+    its usual objects ("Fly out from SFO on the 9th" is a booking: "anything you book for me"), or the object the
+    scope names ("Find me a restaurant for Friday": "whenever you book a restaurant for me")."""
     kind = scope_kind(phrase)
     if not kind or not prompt or not (asks_for_choice(prompt) if asks is None else asks):
         return False
-    return re.search(rf"\b(?:{_KINDS[kind]})\b", _bounded(prompt), re.IGNORECASE) is not None
+    text = _bounded(prompt)
+    if re.search(rf"\b(?:{_KINDS[kind]})\b", text, re.IGNORECASE):
+        return True
+    named = set(tokenize(scope_object(phrase)))
+    return bool(named and named & set(tokenize(text)))
