@@ -23,6 +23,7 @@ another language reads 0.0 and is scored by its other signals, as before.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ..tokenize import tokenize
@@ -158,5 +159,12 @@ def in_scope(prompt: str, phrase: str, *, asks: float | None = None) -> bool:
     text = _bounded(prompt)
     if re.search(rf"\b(?:{_KINDS[kind]})\b", text, re.IGNORECASE):
         return True
-    named = set(tokenize(scope_object(phrase)))
-    return bool(named and named & set(tokenize(text)))
+    named = _words(scope_object(phrase))
+    return bool(named and named & _words(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _words(text: str) -> frozenset:
+    """The stemmed words of ``text``: a prompt is read once, whatever the number of scoped items it is checked
+    against, and a scope's object once for good."""
+    return frozenset(tokenize(text))

@@ -138,7 +138,6 @@ def reached_by_choice(item: Item, sig: dict) -> bool:
     return bool(sig.get("asks")) and bool(sig.get("nearest")) and item.label != "skill"
 
 
-OFF_SCOPE = "off_scope"  # score()'s mark of an item said for another kind of request (not a signal: hits() drops it)
 _GROUP = {"skill": 1, "identity": 2}  # the kinds of item margin compares apart (0: preferences, rules, constraints)
 
 
@@ -171,6 +170,7 @@ class StandingScorer:
         self.embedder = embedder
         self._vectors: dict[str, np.ndarray] = {}
         self._routes: dict[str, np.ndarray] = {}  # item id → its embedding route (nearest_topics)
+        self._object_routes: dict[str, dict[str, float]] = {}  # stated scope → the topic route of its object
         self._topics: np.ndarray | None = None  # one vector per topic of the tree, in tree order
         self._failed = False
 
@@ -217,7 +217,8 @@ class StandingScorer:
         return cos, routes
 
     def score(self, query: str, items: list[Item]) -> list[tuple[Item, float, dict]]:
-        """(item, applicability, signals) for every item, best first."""
+        """(item, applicability, signals) for every item the prompt can bear on (not one said for another topic's
+        errands), best first."""
         if not items:
             return []
         qroute = self.tree.route(query)
@@ -254,16 +255,16 @@ class StandingScorer:
             # among the nearest: within ROUTE_DELTA of the nearest cosine (closer than that, bge-small's cosines
             # do not order two items reliably, so a flight booking's seat and meal rules are both nearest)
             sig["nearest"] = 1.0 if cos is not None and sig["margin"] >= -ROUTE_DELTA else 0.0
+            # a request about another topic than the one the user said the item is for ("whenever you book a
+            # restaurant" to "Find me a flight") is not the item's at all, whatever its words share with the prompt.
+            # Another sub-topic of the same topic (a flight's seat to a hotel) only keeps it from being requested: a
+            # prompt's route can miss a facet ("going to Porto for two nights" is a trip too)
+            if it.requests and not self._object_applies(it.requests, about):
+                continue
             # the prompt is a request of the kind the user said the item is for ("anything you book for me"):
             # the item applies by the user's own word (calibration.FIXED["requested"])
-            # ... and when the request is about another topic than the one the user said it for ("whenever you book
-            # a restaurant" to "Find me a flight"), it does not apply at all, whatever its words share with the
-            # prompt ("off_scope"). Another sub-topic of the same topic (a flight's seat to a hotel) only keeps it
-            # from being requested: a prompt's route can miss a facet ("going to Porto for two nights" is a trip too)
-            fits = not it.requests or self._object_applies(it.requests, about)
-            sig["requested"] = 1.0 if it.requests and fits and same_errand(it.route, about) \
+            sig["requested"] = 1.0 if it.requests and same_errand(it.route, about) \
                 and in_scope(query, it.requests, asks=asks) else 0.0
-            sig[OFF_SCOPE] = 0.0 if fits else 1.0
             out.append((it, s, sig))
         out.sort(key=lambda t: (-t[1], t[0].id))
         return out
@@ -272,7 +273,9 @@ class StandingScorer:
         """A scope that names what its errands are about ("whenever you book a restaurant", "book flights") holds
         for a request about the same: not when both route and share no topic ("Find me a flight" is no restaurant
         booking). A request whose words route nowhere is not told apart."""
-        obj = self.tree.route(scope_object(phrase))
+        obj = self._object_routes.get(phrase)
+        if obj is None:  # one route per scope phrase: they are few and outlive the prompt
+            obj = self._object_routes[phrase] = self.tree.route(scope_object(phrase))
         if not obj or not about:
             return True
         tops = {t.split("/")[0] for t, w in obj.items() if w > 0}
@@ -291,8 +294,6 @@ class StandingScorer:
         scored = self.score(query, items)  # best first; the items the prompt's kind of request names go first
         ranked = 0  # the items k bounds: an item the prompt's kind of request names is not one of them
         for it, s, sig in sorted(scored, key=lambda t: -t[2]["requested"]):
-            if sig.pop(OFF_SCOPE):
-                continue  # said for another kind of request than this one
             if not sig["requested"] and (ranked >= self.cfg.max_items or s < self.cfg.min_score):
                 break
             if not (routed(sig, sig["route"]) or reached_by_choice(it, sig) or sig["requested"]):

@@ -146,7 +146,7 @@ class Calibration:
         """The fitted model's probability; for a standing item the prompt's kind of request names, at least
         ``FIXED["requested"]``."""
         p = self.model_probability(hit)
-        if (hit.signals.get("requested") or {}).get("value", 0.0) >= 1.0 and layer_of(hit).startswith("global"):
+        if hit.requested:  # recall/packing.py Hit.requested: a Global item the prompt's kind of request names
             return max(p, FIXED["requested"])
         return p
 
