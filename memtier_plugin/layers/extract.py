@@ -6,11 +6,17 @@ becomes a candidate knowledge node when it states something that should
 shape later decisions —
 
 * a **preference** ("I prefer / love / avoid / can't stand / am allergic to …",
-  "my favourite …", "I'm a vegetarian", "I have a fear of heights");
+  "my favourite …", "I'm a vegetarian", "I have a fear of heights", "I'd rather …",
+  "I'll only consider …", "I'm on a low-sodium diet"), or a kind of thing ruled
+  out ("NSAIDs are off-limits for me", "a dog isn't an option for me",
+  "spectator events don't interest me"), or a need said with its lasting reason
+  ("because of my bad knees, I need a car with a high seat": not "I need a
+  hotel tonight");
 * a **constraint** ("hotels under $200 a night", "my budget is now up to $300",
   "never book flights before 8am");
 * a **rule** for the agent ("production deploys only on weekdays",
-  "always …", "never …", "don't ever …");
+  "always …", "never …", "don't ever …", "any transport I use has to be
+  step-free");
 * an **identity** fact ("I'm a nurse", "I live in Lisbon", "my name is …");
 
 or a **choice** reveals one: an assistant message offering options followed
@@ -46,16 +52,18 @@ from .requests import SCOPE, ruled_scope
 MAX_TEXT = 600  # a candidate's content (the user's words) is cut here
 
 _PREF = re.compile(
-    r"\b(?:I|i)(?:'m| am| have| had|'ve)?\s+(?:(?:really|strongly|strictly|usually|generally|always|absolutely|"
+    r"\b(?:I|i)(?:'m| am| have| had|'ve|'d|'ll)?\s+(?:(?:really|strongly|strictly|usually|generally|always|absolutely|"
     r"definitely|totally|mostly|typically|much|also|only|still|just|even|so|\w+ly|do|don't|do not|never|would|'d|"
     r"tend to|try to|will always|'ll always)\s+){0,3}"
     r"(?:prefer|like|love|enjoy|adore|favou?r|hate|dislike|detest|loathe|avoid|can't stand|cannot stand|"
     r"can't eat|cannot eat|can't handle|cannot handle|can't tolerate|cannot tolerate|can't have|don't eat|"
     r"don't drink|don't wear|don't use|don't like|do not like|"
     r"don't want|do not want|won't|refuse|(?<=always )(?:need|want)|(?<=usually )(?:need|want)|(?<=only )(?:need|want)|"
+    r"(?<=always )(?:book|pick|choose|order|take(?! care)|sit|travel|ask for)|rather|"
     r"care about|value|stick to|steer clear|stay away|opt for|find|learn best|learn better|work best|thrive|"
     r"struggle|firmly believe|believe|am against|'m against|am strongly against|'m strongly against|"
-    r"go for|lean towards?|gravitate|follow|keep|limit|only (?:eat|wear|use|buy|read|watch|listen|play|drink|fly|stay)|"
+    r"go for|lean towards?|gravitate|follow|keep|limit|only (?:eat|wear|use|buy|read|watch|listen|play|drink|fly|stay|"
+    r"consider|book|pick|choose|order|travel|shop|hire|visit|drive|ride|take)|"
     r"(?:eat|wear|use|buy|read|watch|listen|play|drink|fly|stay) only)\b",
     re.IGNORECASE)
 _STATE = re.compile(
@@ -64,14 +72,16 @@ _STATE = re.compile(
     r"always|long|just|so|\w+ly)\s+){0,3}"
     r"(?:vegetarian|vegan|pescatarian|allergic|intolerant|lactose|gluten|afraid|scared|terrified|claustrophobic|"
     r"sensitive|diabetic|colou?r ?blind|left-handed|night owl|early bird|fan of|big fan|not a fan|into|passionate|"
-    r"keen on|"
+    r"keen on|on an? (?:[\w-]+ ){0,2}(?:diet|budget)|"
     r"uncomfortable|comfortable|interested|obsessed|picky|budget-conscious|environmentally|eco|committed|"
     r"(?:a )?(?:beginner|novice|expert|visual|hands-on|auditory|kinesthetic))\b", re.IGNORECASE)
 _HAVE = re.compile(r"\bI(?:'ve| have)? (?:always |long )?(?:have|had|suffer from|struggle with|get)\s+"
                    r"(?:an? |some )?(?:[\w-]+ ){0,2}"
                    r"(?:fear|phobia|allergy|allergies|aversion|intolerance|sensitivity|condition|"
                    r"motion sickness|vertigo|anxiety|migraines?|bad knees?|back pain|asthma|"
-                   r"(?:love|passion|spot|weakness) (?:for|of))\b", re.IGNORECASE)
+                   r"(?:love|passion|spot|weakness) (?:for|of))\b|"
+                   r"\bI (?:use|rely on) (?:a |an )?(?:wheelchair|cane|walker|mobility scooter|hearing aids?|crutches)\b",
+                   re.IGNORECASE)
 _OPINION = re.compile(r"\b(?:prefer|preference|avoid|dislike|hate|can't stand|allergic|vegan|vegetarian|"
                       r"ineffective|distracting|disorienting|overwhelming|unengaging|engaging|boring|uncomfortable|"
                       r"against|appeal|works? best|learn best|thrive|struggle|"
@@ -104,7 +114,8 @@ _DEICTIC = re.compile(r"\s+(?:(?:with|about|of|on|in|for|by)\s+)?(?:(?:any|some|
                       r"how\s+\w+\s+(?:it|this|that|they|he|she)\s+(?:is|are|was|were|looks?)\b)", re.IGNORECASE)
 _EXTRAPOSED = re.compile(r"\s+it\s+(?:\w+\s+){1,2}(?:to|when|if)\b", re.IGNORECASE)  # "I find it hard to focus"
 _WONT_DO = re.compile(r"\s+(?:ever\s+)?(?:eat|drink|wear|use|buy|watch|read|play|listen|fly|stay|book|travel|touch|"
-                      r"consider|own|pay|do|go|take|work|shop)\b", re.IGNORECASE)
+                      r"consider|own|pay|do|go|take|work|shop|support|attend|keep|visit|ride|drive|rent|adopt|"
+                      r"hire|sit|order|pick|choose)\b", re.IGNORECASE)
 # the cue sits in a relative or conditional clause: "something I love", "which I find cute", "even if I'm not"
 _EMBEDDED = re.compile(r"\b(?:what|which|who|whom|something|anything|everything|thing|things|ones?|stuff|if|unless|"
                        r"whether|how|(?<!think )(?<!know )(?<!said )(?<!feel )(?<!sure )that)\s*$|"
@@ -194,6 +205,27 @@ _HABIT = re.compile(r"(?:\bI(?:'ve been|'m| am| have been)\s+(?:\w+ly\s+)?\w+ing
                     r"(?:once|twice|\w+ times|\d+ times) a (?:day|week|month))\b|"
                     r"\bI(?:'m| am) (?:usually|always|often|generally) (?:in a (?:rush|hurry)|short on time|on a budget)\b",
                     re.IGNORECASE)
+# a kind of thing ruled out for the speaker: "NSAIDs are off-limits for me", "a dog just isn't an option for me",
+# "spectator events don't interest me" (not "that's out of the question", "it doesn't suit me": one thing at hand)
+_RULED_OUT = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she)\b)[^;:?]{3,120}?\b(?:"
+                        r"(?:is|are|'s|'re)\s+(?:\w+\s+)?(?:off-limits|off limits|out of the question|a no-go|"
+                        r"a deal-?breaker|a non-starter)|"
+                        r"(?:isn't|aren't|is not|are not)\s+(?:\w+\s+)?(?:an option|for me)|"
+                        r"(?:don't|doesn't|do not|does not)\s+(?:really\s+)?(?:interest|appeal to|agree with|"
+                        r"sit well with)\s+me)\b", re.IGNORECASE)
+# "The only games I care about are esports": the one kind the speaker takes
+_ONLY_KIND = re.compile(r"^(?:the|my) only\s+(?:[\w-]+\s+){1,4}I\s+(?:\w+\s+)?(?:care about|like|love|enjoy|watch|"
+                        r"eat|read|play|wear|buy|trust|follow|drink)\b", re.IGNORECASE)
+# a need said with its lasting reason: "Because of my bad knees, I need a car with a high seat" (a request of the
+# moment says when: _MOMENT)
+_REASONED_NEED = re.compile(r"(?:\bso,?|^(?:because|since|as|given)\b[^,;]{3,80},)\s*I\s+(?:always\s+|really\s+|"
+                            r"generally\s+|usually\s+)?(?:need|want)\s+(?:an?|some)\b", re.IGNORECASE)
+_MOMENT = re.compile(r"\b(?:today|tonight|tomorrow|this (?:week|weekend|morning|evening|afternoon|month|year|time|"
+                     r"trip)|next|right now|asap|soon|by \w+day|on \w+day|for (?:the|my|our|this) (?:trip|stay|visit|"
+                     r"meeting|event|party|wedding))\b", re.IGNORECASE)
+# every such thing must be so: "any transport I use has to be fully step-free"
+_REQUIRED = re.compile(r"(?:^|,\s*(?:so\s+)?)(?:any|every|all|each)\s+[^,;:?]{2,50}?\b(?:has to|have to|must|needs? to)"
+                       r"\s+be\b", re.IGNORECASE)
 _INTENT = re.compile(r"\b(?:going to|gonna|try to|trying to|plan to|planning to|hope to|want to|will|'ll)\b", re.IGNORECASE)
 # what a sentence under a stated scope asks of every such errand
 _SCOPED_ITEM = re.compile(r"\bI (?:always |only |usually )?(?:want|need|prefer|like)\b|\b(?:no|nothing|never|always|"
@@ -257,8 +289,12 @@ def _aimed(sent: str, m: re.Match) -> bool:
     if re.search(r"\b(?:want|need)$", cue, re.IGNORECASE) and re.match(r"\s+(?!to\b)(?:\w+\s+){1,3}to\b", rest):
         return True  # "I don't want future generations to ...": about someone else
     if re.search(r"\b(?:want|need)$", cue, re.IGNORECASE) and re.match(
-            r"\s+to\s+\w+(?:\s+\w+)?\s+(?:it|this|that|them)\b", rest, re.IGNORECASE):
-        return True  # "I don't want to spoil it": this one occasion
+            r"\s+to\s+\w+(?:\s+(?!(?:any|some|every|no)(?:thing|one|where)\b)\w+)?\s+(?:it|this|that|them)\b",
+            rest, re.IGNORECASE):
+        return True  # "I don't want to spoil it": this one occasion (not "... to buy anything that burns gasoline")
+    if re.search(r"\brather$", cue, re.IGNORECASE) and " than " not in rest and re.match(
+            r"\s+(?:not\b|\w+\s+(?:it|this|that|them)\b)", rest, re.IGNORECASE):
+        return True  # "I'd rather not say", "I'd rather do it myself": this one occasion
     if re.search(r"\b(?:want|need)$", cue, re.IGNORECASE) and _CONCERN.match(rest) and not _HABITUAL.search(rest):
         return True  # "I don't want to come off as too pushy", "... to hurt any of my dogs": a concern, not a taste
     if re.search(r"\bfind$", cue, re.IGNORECASE) and re.match(
@@ -307,8 +343,11 @@ def _habit(sent: str) -> bool:
 
 
 def _kind(sent: str) -> str | None:
-    if sent.endswith("?") or _REQUEST.search(sent) or _episodic(sent):
+    if sent.endswith("?") or _episodic(sent):
         return None
+    if _REQUEST.search(sent):
+        # "..., so I need a vehicle with a usable third row": a need with its lasting reason, not an errand
+        return "preference" if _REASONED_NEED.search(sent) and not _MOMENT.search(sent) else None
     if _IDENTITY.search(sent) or _memberships(sent):
         return "identity"
     if _BUDGET.search(sent) or (_MONEY.search(sent) and _cue(sent, _PREF)):
@@ -317,8 +356,10 @@ def _kind(sent: str) -> str | None:
         return "rule"
     if _cue(sent, _PREF) or _cue(sent, _STATE) or _cue(sent, _HAVE) or _FAV.search(sent):
         return "preference"
-    if _cue(sent, _OPINION_SUBJECT) or _habit(sent):
+    if _cue(sent, _OPINION_SUBJECT) or _habit(sent) or _RULED_OUT.search(sent) or _ONLY_KIND.search(sent):
         return "preference"
+    if _REQUIRED.search(sent):
+        return "rule"
     return None
 
 
