@@ -253,6 +253,20 @@ def test_the_real_cross_encoder_prefers_the_passage_that_answers():
 
 @needs_model
 @pytest.mark.embed
+def test_a_query_longer_than_the_pair_is_cut_and_still_judged():
+    # a prompt that fills the 512 wordpieces alone made every pair fail ("Sequence to truncate too short"), so a
+    # long prompt was never re-ranked; its head is kept and the texts still get their room
+    ce = CrossEncoder(model_folder()).load()
+    question = "How many magazine subscriptions do I have?"
+    long_query = question + " " + "I am planning a long trip next year and would like some advice. " * 60
+    logits = ce.score(long_query, ["Can you suggest tips on eco-friendly alternatives to plastics?",
+                                   "I just renewed my subscription to The New Yorker last week."])
+    assert np.all(np.isfinite(logits)) and logits[1] > logits[0]
+    assert ce._fit_query(question) == question  # a short query is never cut
+
+
+@needs_model
+@pytest.mark.embed
 def test_eval_cli_rerank_flag_reaches_the_report(tmp_path):
     from conftest import FIXTURES
 

@@ -305,6 +305,9 @@ def test_preferences_in_many_wordings_are_extracted():
     ("Because of my bad knees, I need a car with a high seat.", True),
     ("My flight got cancelled, so I need a hotel tonight.", False),  # a request of the moment
     ("I need a hotel near the venue for Friday.", False),
+    ("I always book a suite, because my kids sleep at 7 and I need a space to stay up.", True),  # the need is a reason
+    ("I love Paris, so I need a hotel there for next week.", False),  # an errand with its date
+    ("I avoid crowds, so I want you to find quiet places.", False),  # a request to the assistant
     ("I'm on a low-sodium diet because of high blood pressure.", True),
     ("I'm on a tight budget, so I always pick the cheapest way to get around.", True),
     ("The only competitive games I care about are esports.", True),

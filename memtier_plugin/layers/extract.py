@@ -345,9 +345,19 @@ def _habit(sent: str) -> bool:
 def _kind(sent: str) -> str | None:
     if sent.endswith("?") or _episodic(sent):
         return None
-    if _REQUEST.search(sent):
+    request = _REQUEST.search(sent)
+    if request and not _MOMENT.search(sent):
         # "..., so I need a vehicle with a usable third row": a need with its lasting reason, not an errand
-        return "preference" if _REASONED_NEED.search(sent) and not _MOMENT.search(sent) else None
+        if _REASONED_NEED.search(sent):
+            return "preference"
+        # "I always book a suite, because my kids sleep at 7 and I need a space to stay up": the need is the reason
+        # a stated preference gives, not a request of its own
+        pref = _cue(sent, _PREF)
+        if not (pref and pref.end() <= request.start() and "you" not in request.group(0).lower()
+                and re.search(r"\b(?:because|since|as|so)\b", sent[pref.end():request.start()], re.IGNORECASE)):
+            return None
+    elif request:
+        return None
     if _IDENTITY.search(sent) or _memberships(sent):
         return "identity"
     if _BUDGET.search(sent) or (_MONEY.search(sent) and _cue(sent, _PREF)):

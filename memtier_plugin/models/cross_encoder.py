@@ -65,6 +65,7 @@ class CrossEncoder(LoadOnce):
         self.max_batch_tokens = int(max_batch_tokens)
         self.verify = verify
         self._tokenizer: Any = None
+        self._query_tokenizer: Any = None
         self._init_once()
 
     @classmethod
@@ -84,11 +85,14 @@ class CrossEncoder(LoadOnce):
         tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
         tok.no_padding()  # we pad per batch
         tok.enable_truncation(max_length=self.max_length, strategy="only_second")
+        query_tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))  # a query alone (``only_second`` needs a pair)
+        query_tok.no_padding()
+        query_tok.enable_truncation(max_length=self.max_length)
         try:
             sess = onnx_session(model_bytes, self.intra_op_num_threads)
         except Exception as e:  # onnxruntime raises its own exception types
             raise RerankerUnavailable(f"cannot load {model}: {e}") from e
-        self._tokenizer, self._session = tok, sess
+        self._tokenizer, self._query_tokenizer, self._session = tok, query_tok, sess
 
     def score(self, query: str, texts: list[str]) -> np.ndarray:
         """Relevance logits of each text for ``query`` (higher is better; ~−11 … +10)."""
@@ -97,10 +101,21 @@ class CrossEncoder(LoadOnce):
             return out
         if self._session is None:
             self.load()
+        query = self._fit_query(query)
         enc = self._tokenizer.encode_batch([(query, t) for t in texts])
         for idx in length_batches([len(e.ids) for e in enc], self.max_batch_tokens):
             out[idx] = self._run([enc[i] for i in idx])
         return out
+
+    def _fit_query(self, query: str) -> str:
+        """``query`` cut, at a wordpiece's end, to half the pair's wordpieces when it is longer: the truncation
+        cuts the text only (``only_second``), so a query that fills the pair alone would fail every pair (a long
+        prompt: "Sequence to truncate too short") and leave no room for the text it is judged against."""
+        half = self.max_length // 2
+        enc = self._query_tokenizer.encode(query)  # [CLS] query [SEP], at most max_length
+        if len(enc.ids) <= half:
+            return query
+        return query[: enc.offsets[half - 2][1]]  # [CLS] + half - 2 wordpieces + [SEP]
 
     def _run(self, batch: list) -> np.ndarray:
         width = max(len(e.ids) for e in batch)
