@@ -254,7 +254,7 @@ def test_the_real_cross_encoder_prefers_the_passage_that_answers():
 @needs_model
 @pytest.mark.embed
 def test_a_query_longer_than_the_pair_is_cut_and_still_judged():
-    # a prompt that fills the 512 wordpieces alone made every pair fail ("Sequence to truncate too short"), so a
+    # a prompt that fills the 256 wordpieces alone made every pair fail ("Sequence to truncate too short"), so a
     # long prompt was never re-ranked; its head is kept and the texts still get their room
     ce = CrossEncoder(model_folder()).load()
     question = "How many magazine subscriptions do I have?"
