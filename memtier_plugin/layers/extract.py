@@ -223,6 +223,7 @@ _REASONED_NEED = re.compile(r"(?:\bso,?|^(?:because|since|as|given)\b[^,;]{3,80}
 _MOMENT = re.compile(r"\b(?:today|tonight|tomorrow|this (?:week|weekend|morning|evening|afternoon|month|year|time|"
                      r"trip)|next|right now|asap|soon|by \w+day|on \w+day|for (?:the|my|our|this) (?:trip|stay|visit|"
                      r"meeting|event|party|wedding))\b", re.IGNORECASE)
+_REASON = re.compile(r"\b(?:because|since|as|so)\b", re.IGNORECASE)
 # every such thing must be so: "any transport I use has to be fully step-free"
 _REQUIRED = re.compile(r"(?:^|,\s*(?:so\s+)?)(?:any|every|all|each)\s+[^,;:?]{2,50}?\b(?:has to|have to|must|needs? to)"
                        r"\s+be\b", re.IGNORECASE)
@@ -346,18 +347,13 @@ def _kind(sent: str) -> str | None:
     if sent.endswith("?") or _episodic(sent):
         return None
     request = _REQUEST.search(sent)
-    if request and not _MOMENT.search(sent):
-        # "..., so I need a vehicle with a usable third row": a need with its lasting reason, not an errand
+    if request:
+        if _MOMENT.search(sent):
+            return None  # "... so I need a hotel tonight": an errand
         if _REASONED_NEED.search(sent):
-            return "preference"
-        # "I always book a suite, because my kids sleep at 7 and I need a space to stay up": the need is the reason
-        # a stated preference gives, not a request of its own
-        pref = _cue(sent, _PREF)
-        if not (pref and pref.end() <= request.start() and "you" not in request.group(0).lower()
-                and re.search(r"\b(?:because|since|as|so)\b", sent[pref.end():request.start()], re.IGNORECASE)):
+            return "preference"  # "..., so I need a vehicle with a usable third row": a need with its lasting reason
+        if not _a_reason(sent, request):
             return None
-    elif request:
-        return None
     if _IDENTITY.search(sent) or _memberships(sent):
         return "identity"
     if _BUDGET.search(sent) or (_MONEY.search(sent) and _cue(sent, _PREF)):
@@ -371,6 +367,15 @@ def _kind(sent: str) -> str | None:
     if _REQUIRED.search(sent):
         return "rule"
     return None
+
+
+def _a_reason(sent: str, request: re.Match) -> bool:
+    """Whether ``request`` is only the reason a stated preference before it gives ("I always book a suite, because
+    my kids sleep at 7 and I need a space to stay up"), not a request of its own ("I avoid crowds, so I want you to
+    find quiet places" is one)."""
+    pref = _cue(sent, _PREF)
+    return bool(pref and pref.end() <= request.start() and "you" not in request.group(0).lower()
+                and _REASON.search(sent[pref.end():request.start()]))
 
 
 def _rule(sent: str) -> bool:
