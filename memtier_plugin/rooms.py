@@ -332,11 +332,15 @@ class Rooms:
                  ", ".join(f"{k} {v:.2f}" for k, v in warm.items() if k != "total_s") or "nothing to load")
 
     def close(self, timeout: float = 30.0) -> None:
-        """Stop background work (the warm-up, Foresight's thread, background embedding) and wait for it, so no
-        model is left running (a process exiting under one can crash); the Memory stays usable."""
+        """Stop background work (the warm-up, Foresight's thread, background embedding, the hooks' background
+        load, which writes the derived hooks' file) and wait for it, so no model is left running (a process
+        exiting under one can crash) and nothing writes into the memory folder after close; the Memory stays
+        usable."""
         warm = self._warm_thread
         if warm is not None:
             warm.join(timeout)  # (a model load cannot be interrupted; it is short)
+        if self._hooks is not None:
+            self._hooks.wait_loaded(timeout)
         for fs in (self._foresight, self._step_worker):
             if fs is not None:
                 fs.close()

@@ -346,3 +346,31 @@ def test_a_forgotten_working_state_is_not_delivered_or_handed_out(host, workspac
     first = host.before_prompt_build(PromptEvent("Good morning, let's continue.", timestamp=MON + 3600), nxt)
     assert "0043" not in (first.prepend_context or "")
     assert not host.memory_tool("memory_get", {"id": ws_id}, nxt)["found"]
+
+
+def test_closing_a_memory_waits_for_the_hooks_background_load(workspace):
+    """The hooks' background load writes the derived hooks' file: once the Memory is closed, nothing may still
+    write into its memory folder (a replay that removes the folder then found it made again)."""
+    import threading
+    import time
+
+    from memtier_plugin.config import load_config
+    from memtier_plugin.memory import Memory
+
+    mem = Memory(load_config(flags={"paths.workspace": str(workspace)}))
+    sched = mem.hook_scheduler
+    sched.wait_loaded(10)
+    started, release = threading.Event(), threading.Event()
+
+    def slow_source():
+        started.set()
+        release.wait(0.5)  # still loading when close is called
+        return None
+
+    sched.add_source("slow", slow_source)
+    loader = sched.load_in_background()
+    assert started.wait(5)
+    t0 = time.monotonic()
+    mem.close()
+    assert not loader.is_alive()
+    assert time.monotonic() - t0 >= 0.3  # close waited for the load to finish, it did not return at once
