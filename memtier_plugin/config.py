@@ -98,6 +98,9 @@ class RetrievalConfig:
 class PackingConfig:
     token_budget: int = field(default=300, metadata=_rng(1, 1_000_000))
     max_chars: int = field(default=6000, metadata=_rng(1, 1_000_000))  # all delivered entries together
+    # the first N episodic candidates carry their exchange's other half, cut to exchange_tokens (recall/exchange.py)
+    exchange: int = field(default=4, metadata=_rng(0, 100))
+    exchange_tokens: int = field(default=120, metadata=_rng(1, 10_000))
 
 
 @dataclass
@@ -338,9 +341,11 @@ PRESETS: dict[str, dict[str, Any]] = {
                "rerank.backend": "cross-encoder", "rerank.top_n": 200},
     # the recall-first hybrid on the critical path's budget (docs/foresight.md): Foresight prepares predicted
     # queries in the background with a deep re-ranking, a prompt re-ranks only what 20 ms allow; one more item
-    # (k 5, 400 tokens): its ranking keeps the evidence share of the block at or above the paper preset's k 4
-    # (LoCoMo dev, docs/evaluation.md "hybrid-fast at k 5")
-    "hybrid-fast": {"retrieval.top_k": 5, "packing.token_budget": 400, "retrieval.scoping": "soft",
+    # (k 5): its ranking keeps the evidence share of the block at or above the paper preset's k 4 (LoCoMo dev,
+    # docs/evaluation.md "hybrid-fast at k 5"), each of its episodes with its exchange's other half, within 460
+    # tokens (the whole block, headers included, within 600: docs/evaluation.md "Exchanges")
+    "hybrid-fast": {"retrieval.top_k": 5, "packing.token_budget": 460, "packing.exchange": 5,
+                    "retrieval.scoping": "soft",
                     "weights.sem": 1.5, "weights.decay": 0.0, "bm25.b": 0.5, "embeddings.backend": "bge-small",
                     "rerank.backend": "cross-encoder",
                     "rerank.top_n": 200, "rerank.budget_ms": 20, "rerank.background_budget_ms": 800,

@@ -135,7 +135,8 @@ class MemtierGroup(click.Group):
               help="Named preset: paper (k 4, 300 tokens), recommended (k 2, 600 tokens), "
                    "hybrid (bge-small φsem 1.5, soft scoping, cross-encoder re-ranking; needs the embed extra "
                    "and memtier model setup --embedder --reranker), hybrid-fast (hybrid with Foresight on and "
-                   "re-ranking within 20 ms a prompt, 800 ms a background preparation; k 5, 400 tokens).")
+                   "re-ranking within 20 ms a prompt, 800 ms a background preparation; k 5, each episode with "
+                   "its exchange's other half, 460 tokens).")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.pass_context
 def cli(ctx, workspace, config_path, preset, verbose):

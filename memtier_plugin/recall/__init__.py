@@ -17,7 +17,8 @@ Modules by purpose:
   from one config, and the learned weights file);
 * one scale: :mod:`.calibration` (every layer's candidates as the probability that they apply, per-layer
   logistic models read from a calibration file, and the delivery thresholds);
-* the answer: :mod:`.retriever` (open, refresh, rank, recall), :mod:`.packing` (top k within the
+* the answer: :mod:`.retriever` (open, refresh, rank, recall), :mod:`.exchange` (an episode with the
+  other half of its exchange: a prompt its reply, a reply its prompt), :mod:`.packing` (top k within the
   token budget, one fenced block).
 
 Entry points: :class:`.retriever.Retriever`, :func:`.packing.pack`.

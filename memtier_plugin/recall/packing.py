@@ -47,6 +47,9 @@ class Hit:
     revised_by: str = ""  # a standing item that revised what this episode said (its old value is not current)
     probability: float | None = None  # calibrated probability that it applies to the prompt (recall/calibration.py)
     said_for: str = ""  # a standing item's stated scope, as the user said it ("anything you book for me")
+    exchange: str = ""  # an episode's exchange's other half, cut (recall/exchange.py: packing.exchange)
+    exchange_id: str = ""  # the entry ``exchange`` was read from
+    exchange_whole: bool = False  # ``exchange`` is that entry's whole text (not cut): the block says that entry
 
     @property
     def layer(self) -> str:
@@ -88,6 +91,10 @@ class Hit:
               (f" · {self.role}" if self.role else "") + \
               (f" · revised since by {self.revised_by}, not current" if self.revised_by else "")
         text = " ".join(self.content.split()).replace(CLOSE, "</ memtier-memory>")
+        if self.exchange:  # the other half of its exchange, as context (recall/exchange.py)
+            other = self.exchange.replace(CLOSE, "</ memtier-memory>")
+            text += (f" (in reply to {self.exchange_id}: {other})" if self.role == "assistant"
+                     else f" (answered in {self.exchange_id}: {other})")
         return f"- [{self.id} | {self.timestamp[:10]} | {src}] {text}"
 
     def row(self) -> dict:
@@ -96,7 +103,8 @@ class Hit:
                 "layer": self.layer, "route": self.route, "sources": self.sources, "session_id": self.session_id,
                 "agent_id": self.agent_id, "role": self.role, "standing": self.standing,
                 "timestamp": self.timestamp, "content": self.content, "raw_bm25": self.raw_bm25,
-                "signals": self.signals, "rerank": self.rerank, "said_for": self.said_for}
+                "signals": self.signals, "rerank": self.rerank, "said_for": self.said_for,
+                **({"exchange": self.exchange, "exchange_id": self.exchange_id} if self.exchange else {})}
 
     def explain_line(self) -> str:
         parts = " ".join(f"{k}={v['value']:.2f}" for k, v in self.signals.items())
@@ -207,6 +215,9 @@ class _Block:
         self.sets.append(ts)
         for src in hit.sources if hit.tier in RESTATING_TIERS else ():
             self.covered.setdefault(src, []).append((hit.id, hit.tier, ts))
+        if hit.exchange_whole:  # its exchange's other half is in the block, whole, as its context: that entry is
+            # said (an item made from it says it again when it shares two thirds of its words with the context)
+            self.covered.setdefault(hit.exchange_id, []).append((hit.id, "context", token_set(hit.exchange)))
         self.tokens += cost
         self.chars += len(line)
 

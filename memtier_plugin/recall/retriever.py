@@ -32,6 +32,7 @@ from .backends import choose as choose_backends
 from .calibration import for_config as calibration_for
 from ..config import Config
 from .dense import Rows
+from .exchange import add_exchanges
 from .index import ROLES, DocIndex, StaleLedger
 from .index_files import open_index, save_index
 from .watch import LedgerWatch
@@ -870,6 +871,7 @@ class Retriever:
             if skip is not None:
                 candidates, skipped = _without(candidates, skip)
             applying, below = self.calibration.apply(candidates, self.config.calibration.threshold)
+            self._exchanges(applying, agents, project)
             packed = pack(applying, k, budget, self.config.packing.max_chars)
         result = RecallResult(query, packed.hits, skipped + packed.left_out + below, packed.tokens, ranked.mode,
                               ranked.stage1_sessions, (time.perf_counter() - t0) * 1000, candidates)
@@ -878,6 +880,19 @@ class Retriever:
         if record_trace:
             self._trace(result, agent_id, session_id, run_id, now)
         return result
+
+    def _exchanges(self, hits: list[Hit], agents: list[str] | None, project: str | None) -> None:
+        """The first ``packing.exchange`` episodic ``hits`` with their exchange's other half (recall/exchange.py),
+        read only where a candidate could be."""
+        n = self.config.packing.exchange
+        if n <= 0:
+            return
+        ep = self.episodic
+
+        def visible(doc: int) -> bool:
+            return bool(self._mask(ep, np.array([doc], dtype=np.int64), agents, project)[0])
+
+        add_exchanges(hits, n, ep, visible, lambda doc: self.content(ep, doc), self.config.packing.exchange_tokens)
 
     def _trace(self, result: RecallResult, agent_id: str, session_id: str, run_id: str, now) -> None:
         ts = time.time() if now is None else now

@@ -1,0 +1,146 @@
+"""An episode delivered with the other half of its exchange (packing.exchange, recall/exchange.py)."""
+
+import pytest
+
+from memtier_plugin.config import load_config
+from memtier_plugin.evaluation.delivered import covered
+from memtier_plugin.recall.exchange import cut, other_half
+from memtier_plugin.recall.packing import Hit, pack
+from memtier_plugin.recall.retriever import Retriever
+from memtier_plugin.store import tombstones
+from memtier_plugin.store.episodic import Ledger
+from memtier_plugin.tokenize import count_tokens
+
+NOW = 1_780_000_000.0
+DAY = 86400.0
+
+
+def _add(ledger, session, text, role, days_ago, agent="a", project="home"):
+    return ledger.add(agent_id=agent, session_id=session, project=project, content=text, role=role,
+                      timestamp=NOW - days_ago * DAY)
+
+
+@pytest.fixture
+def talk(workspace):
+    root = workspace / "memory"
+    ledger = Ledger(root)
+    ids = {
+        "q": _add(ledger, "s1", "What colour did we paint the guest bedroom walls?", "user", 30)["id"],
+        "a": _add(ledger, "s1", "Sage green, two coats, with white trim around the window.", "assistant", 30)["id"],
+        "q2": _add(ledger, "s1", "And the hallway carpet, when does it arrive?", "user", 30)["id"],
+        "a2": _add(ledger, "s1", "Thursday morning, between nine and noon.", "assistant", 30)["id"],
+        "tool": _add(ledger, "s1", "calendar.add(Thursday 9-12 carpet delivery)", "tool", 30)["id"],
+        "other": _add(ledger, "s2", "Sage tea helps with a sore throat.", "assistant", 10)["id"],
+    }
+    return root, ids
+
+
+def _recall(query, **flags):
+    r = Retriever(load_config(flags=flags))
+    return r, r.recall(query, agent_id="a", project="home", agents=["a"], now=NOW, record_trace=False)
+
+
+def test_each_half_finds_the_other_and_only_its_own(talk):
+    root, ids = talk
+    r, _ = _recall("bedroom walls")
+    ep = r.episodic
+    doc = {k: ep.pos[v] for k, v in ids.items()}
+    assert other_half(ep, doc["q"]) == doc["a"]
+    assert other_half(ep, doc["a"]) == doc["q"]
+    assert other_half(ep, doc["q2"]) == doc["a2"]
+    assert other_half(ep, doc["a2"]) == doc["q2"]
+    assert other_half(ep, doc["tool"]) is None  # a tool call is no half of an exchange
+    assert other_half(ep, doc["other"]) is None  # a reply that opened its session answers nothing
+
+
+def test_a_prompt_is_delivered_with_its_reply_within_the_budget(talk):
+    root, ids = talk
+    _, off = _recall("which colour did we paint the bedroom walls", **{"packing.exchange": 0})
+    q = next(h for h in off.hits if h.id == ids["q"])
+    assert q.exchange == "" and "Sage green" not in q.line()
+    _, on = _recall("which colour did we paint the bedroom walls", **{"packing.exchange": 2})
+    q = next(h for h in on.hits if h.id == ids["q"])
+    assert q.exchange_id == ids["a"] and "Sage green" in q.exchange
+    assert f"(answered in {ids['a']}: Sage green" in on.block
+    # the reply is in the block once: as the prompt's context, not again as an item of its own
+    assert ids["a"] not in {h.id for h in on.hits}
+    assert any(why.startswith(f"{ids['a']}: repeats") for why in on.left_out) or \
+        ids["a"] not in {h.id for h in on.candidates}
+    # an evaluation scores what the block shows: the prompt's item stands for both turns
+    assert covered(q, {ids["q"]: "D1:1", ids["a"]: "D1:2"}) == {"D1:1", "D1:2"}
+    # the context is counted in the item's tokens, so the budget bounds the block with it
+    assert on.tokens == sum(count_tokens(h.line()) for h in on.hits)
+    assert count_tokens(q.line()) > count_tokens(next(h for h in off.hits if h.id == ids["q"]).line())
+
+
+def test_a_reply_carries_the_prompt_it_answered(talk):
+    root, ids = talk
+    _, res = _recall("carpet delivery Thursday between nine and noon", **{"packing.exchange": 3})
+    a2 = next(h for h in res.hits if h.id == ids["a2"])
+    assert a2.exchange_id == ids["q2"] and f"(in reply to {ids['q2']}: And the hallway carpet" in a2.line()
+
+
+def test_a_forgotten_half_never_comes_back_as_context(talk):
+    root, ids = talk
+    tombstones.append(root, [tombstones.forget_record(ids["a"], "episode")])
+    _, res = _recall("which colour did we paint the bedroom walls", **{"packing.exchange": 2})
+    assert "Sage green" not in res.block
+    q = next(h for h in res.hits if h.id == ids["q"])
+    assert q.exchange == ""
+
+
+def test_another_agents_reply_is_not_read(workspace):
+    root = workspace / "memory"
+    ledger = Ledger(root)
+    q = _add(ledger, "s1", "What colour did we paint the guest bedroom walls?", "user", 3)
+    _add(ledger, "s1", "Sage green, two coats.", "assistant", 3, agent="b")
+    _, res = _recall("which colour did we paint the bedroom walls", **{"packing.exchange": 2})
+    hit = next(h for h in res.hits if h.id == q["id"])
+    assert hit.exchange == "" and "Sage" not in res.block
+
+
+def test_only_the_first_n_episodes_carry_context(talk):
+    root, ids = talk
+    _, res = _recall("bedroom walls paint colour carpet hallway", **{"packing.exchange": 1})
+    with_context = [h for h in res.hits if h.exchange]
+    assert len(with_context) == 1 and with_context[0].tier == "episodic"
+
+
+def test_cut_keeps_whole_words_and_marks_the_cut():
+    assert cut("short  text\n here", 40) == "short text here"
+    long = "alpha " * 50
+    out = cut(long, 10)
+    assert len(out) <= 40 and out.endswith("…") and "alph…" not in out
+    assert cut("x" * 100, 5) == "x" * 19 + "…"  # one long word: cut inside it, marked
+
+
+def test_packing_refuses_an_item_its_context_already_shows():
+    prompt = Hit("ep-1", "What colour are the walls?", "2026-10-05T00:00:00Z", "s", "a", "user", "episodic", 0.9,
+                 sources=["ep-1"], exchange="Sage green, two coats.", exchange_id="ep-2", exchange_whole=True)
+    reply = Hit("ep-2", "Sage green, two coats.", "2026-10-05T00:00:00Z", "s", "a", "assistant", "episodic", 0.8,
+                sources=["ep-2"])
+    fact = Hit("sf-1", "The walls are sage green with two coats.", "2026-10-05T00:00:00Z", "s", "a", "fact",
+               "semantic", 0.7, sources=["ep-2"])
+    other_fact = Hit("sf-2", "The trim around the window is white.", "2026-10-05T00:00:00Z", "s", "a", "fact",
+                     "semantic", 0.6, sources=["ep-2"])
+    packed = pack([prompt, reply, fact, other_fact], k=4, budget=300)
+    assert [h.id for h in packed.hits] == ["ep-1", "sf-2"]
+    assert any(w.startswith("ep-2: repeats ep-1") for w in packed.left_out)
+    assert any(w.startswith("sf-1: repeats ep-1") for w in packed.left_out)
+
+
+def test_a_cut_half_is_not_said_whole(talk):
+    """A reply cut to the cap may have lost what the question needs: the block may still hold it as an item of
+    its own, and an evaluation does not count it as delivered through the prompt."""
+    root, ids = talk
+    _, res = _recall("which colour did we paint the bedroom walls",
+                     **{"packing.exchange": 2, "packing.exchange_tokens": 4})
+    q = next(h for h in res.hits if h.id == ids["q"])
+    assert q.exchange_id == ids["a"] and q.exchange.endswith("…") and not q.exchange_whole
+    assert covered(q, {ids["q"]: "D1:1", ids["a"]: "D1:2"}) == {"D1:1"}
+    assert ids["a"] in {h.id for h in res.hits}  # the whole reply comes as its own item
+    cut_prompt = Hit("ep-1", "What colour are the walls?", "2026-10-05T00:00:00Z", "s", "a", "user", "episodic",
+                     0.9, sources=["ep-1"], exchange="Sage green…", exchange_id="ep-2")
+    reply = Hit("ep-2", "Sage green, two coats.", "2026-10-05T00:00:00Z", "s", "a", "assistant", "episodic", 0.8,
+                sources=["ep-2"])
+    assert [h.id for h in pack([cut_prompt, reply], k=4, budget=300).hits] == ["ep-1", "ep-2"]
