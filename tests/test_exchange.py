@@ -53,6 +53,23 @@ def test_each_half_finds_the_other_and_only_its_own(talk):
     assert other_half(ep, doc["other"]) is None  # a reply that opened its session answers nothing
 
 
+def test_a_runs_tool_calls_lie_between_a_prompt_and_its_answer(workspace):
+    ledger = Ledger(workspace / "memory")
+    q = _add(ledger, "s1", "Is the staging database up?", "user", 2)["id"]
+    interim = _add(ledger, "s1", "Checking the staging database now.", "assistant", 2)["id"]
+    _add(ledger, "s1", "shell(pg_isready -h staging-db) -> accepting connections", "tool", 2)
+    _add(ledger, "s1", "Someone else's note in the same session id.", "assistant", 2, agent="b")
+    answer = _add(ledger, "s1", "Yes: staging-db is accepting connections on 5432.", "assistant", 2)["id"]
+    nxt = _add(ledger, "s1", "Good, run the migration.", "user", 2)["id"]
+    r, _ = _recall("staging database")
+    ep = r.episodic
+    doc = {i: ep.pos[i] for i in (q, answer, nxt)}
+    assert other_half(ep, doc[q]) == doc[answer]  # the run's last answer, the tool call and b's note skipped
+    assert other_half(ep, doc[answer]) == doc[q]
+    assert other_half(ep, doc[nxt]) is None  # no answer yet
+    assert other_half(ep, doc[q], reach=2) == ep.pos[interim]  # looked no further than its reach
+
+
 def test_a_prompt_is_delivered_with_its_reply_within_the_budget(talk):
     root, ids = talk
     _, off = _recall("which colour did we paint the bedroom walls", **{"packing.exchange": 0})

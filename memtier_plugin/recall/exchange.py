@@ -5,9 +5,9 @@ answer is in the reply that followed it; a reply ("A sunset over the lake.") oft
 nothing the later question asks by. Recall ranks each entry on its own, so the half that
 matched is delivered and the half that holds the answer is not. With ``packing.exchange``
 N > 0 the first N episodic candidates (best first, as the block will take them) carry
-their exchange's other half: a user prompt the reply that answered it, an assistant reply
-the prompt it answered (the index's ``reply`` column: an entry answers its session's
-previous entry of another role). The other half is cut at a word to
+their exchange's other half: a user prompt the reply that answered it (the run's last
+assistant message before the session's next prompt, tool calls between skipped), an
+assistant reply the prompt it answered (the last prompt before it). The other half is cut at a word to
 ``packing.exchange_tokens`` and counted in the item's tokens, so the budget still bounds
 the block; it is shown as context in the item's line, never as an entry of its own. Shown whole, it is
 said: packing does not deliver that entry again (nor a fact made from it that says what it says), and an
@@ -20,29 +20,42 @@ role): a forgotten reply never comes back as its prompt's context.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Callable
-
-import numpy as np
 
 from .index import ROLES, DocIndex
 
 #: the roles that make an exchange: a prompt and the reply to it
 _PROMPT, _REPLY = ROLES.index("user"), ROLES.index("assistant")
+#: entries of a session looked at for the other half (a run's tool calls lie between a prompt and its answer)
+REACH = 64
 
 
-def other_half(idx: DocIndex, doc: int) -> int | None:
-    """The doc of the other half of ``doc``'s exchange in ``idx`` (the reply to a user prompt, the prompt an
-    assistant reply answered), or None."""
+def other_half(idx: DocIndex, doc: int, reach: int = REACH) -> int | None:
+    """The doc of the other half of ``doc``'s exchange in ``idx``, or None: for a user prompt, the last
+    assistant message of the same agent in its session before the session's next prompt (the run's answer;
+    the tool calls and results between are skipped); for an assistant message, the last user prompt before
+    it. At most ``reach`` entries of the session are looked at either way."""
     role = int(idx.cols["role"][doc])
+    if role not in (_PROMPT, _REPLY):
+        return None
+    docs = idx.session_docs.get(int(idx.cols["session"][doc]))
+    at = bisect_left(docs, doc)
+    agent, roles = int(idx.cols["agent"][doc]), idx.cols["role"]
     if role == _REPLY:
-        prompt = int(idx.cols["reply"][doc]) - 1
-        return prompt if prompt >= 0 and int(idx.cols["role"][prompt]) == _PROMPT else None
-    if role == _PROMPT:
-        replies = np.flatnonzero(idx.cols["reply"][: idx.n] == doc + 1)
-        for r in replies.tolist():
-            if int(idx.cols["role"][r]) == _REPLY:
-                return r
-    return None
+        for other in reversed(docs[max(0, at - reach): at]):
+            if int(idx.cols["agent"][other]) == agent and int(roles[other]) == _PROMPT:
+                return other
+        return None
+    answer = None
+    for other in docs[at + 1: at + 1 + reach]:
+        if int(idx.cols["agent"][other]) != agent:
+            continue
+        if int(roles[other]) == _PROMPT:
+            break
+        if int(roles[other]) == _REPLY:
+            answer = other
+    return answer
 
 
 def cut(text: str, max_tokens: int) -> str:
