@@ -7,11 +7,12 @@ matched is delivered and the half that holds the answer is not. With ``packing.e
 N > 0 the first N episodic candidates (best first, as the block will take them) carry
 their exchange's other half: a user prompt the reply that answered it (the run's last
 assistant message before the session's next prompt, tool calls between skipped), an
-assistant reply the prompt it answered (the last prompt before it). The other half is cut at a word to
-``packing.exchange_tokens`` and counted in the item's tokens, so the budget still bounds
-the block; it is shown as context in the item's line, never as an entry of its own. Shown whole, it is
-said: packing does not deliver that entry again (nor a fact made from it that says what it says), and an
-evaluation counts the item for both turns; cut, the entry may still come as an item of its own.
+assistant reply the prompt it answered (the last prompt before it). The other half is cut
+at a word to ``packing.exchange_tokens`` and counted in the item's tokens, so the budget
+still bounds the block; it is shown as context in the item's line, never as an entry of
+its own. Shown whole, it is said: packing does not deliver that entry again (nor a fact
+made from it that says what it says), and an evaluation counts the item for both turns;
+cut, the entry may still come as an item of its own.
 
 The other half is read only when its entry is visible to this recall as a candidate
 would be (not forgotten, not [system], the agent may read it, same project, a recalled
@@ -73,7 +74,8 @@ def cut(text: str, max_tokens: int) -> str:
 def add_exchanges(hits: list, n: int, idx: DocIndex, visible: Callable[[int], bool], read: Callable[[int], str],
                   max_tokens: int) -> None:
     """Give the first ``n`` episodic ``hits`` (in order) their exchange's other half (``Hit.exchange``,
-    ``Hit.exchange_id``, ``Hit.exchange_whole``), when it is visible and not a hit ranked before them (that one is delivered anyway)."""
+    ``Hit.exchange_id``, ``Hit.exchange_whole``), when it is visible and not a hit ranked before them (that
+    one is delivered anyway)."""
     if n <= 0:
         return
     seen: set[str] = set()
