@@ -98,7 +98,7 @@ class RetrievalConfig:
 class PackingConfig:
     token_budget: int = field(default=300, metadata=_rng(1, 1_000_000))
     max_chars: int = field(default=6000, metadata=_rng(1, 1_000_000))  # all delivered entries together
-    # the first N episodic candidates carry their exchange's other half, cut to exchange_tokens (recall/exchange.py)
+    # the first N episodic candidates carry their exchange's other half, when within exchange_tokens (recall/exchange.py)
     exchange: int = field(default=4, metadata=_rng(0, 100))
     exchange_tokens: int = field(default=120, metadata=_rng(1, 10_000))
 

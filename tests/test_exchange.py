@@ -4,7 +4,7 @@ import pytest
 
 from memtier_plugin.config import load_config
 from memtier_plugin.evaluation.delivered import covered
-from memtier_plugin.recall.exchange import cut, other_half
+from memtier_plugin.recall.exchange import other_half
 from memtier_plugin.recall.packing import Hit, pack
 from memtier_plugin.recall.retriever import Retriever
 from memtier_plugin.store import tombstones
@@ -123,17 +123,9 @@ def test_only_the_first_n_episodes_carry_context(talk):
     assert len(with_context) == 1 and with_context[0].tier == "episodic"
 
 
-def test_cut_keeps_whole_words_and_marks_the_cut():
-    assert cut("short  text\n here", 40) == "short text here"
-    long = "alpha " * 50
-    out = cut(long, 10)
-    assert len(out) <= 40 and out.endswith("…") and "alph…" not in out
-    assert cut("x" * 100, 5) == "x" * 19 + "…"  # one long word: cut inside it, marked
-
-
 def test_packing_refuses_an_item_its_context_already_shows():
     prompt = Hit("ep-1", "What colour are the walls?", "2026-10-05T00:00:00Z", "s", "a", "user", "episodic", 0.9,
-                 sources=["ep-1"], exchange="Sage green, two coats.", exchange_id="ep-2", exchange_whole=True)
+                 sources=["ep-1"], exchange="Sage green, two coats.", exchange_id="ep-2")
     reply = Hit("ep-2", "Sage green, two coats.", "2026-10-05T00:00:00Z", "s", "a", "assistant", "episodic", 0.8,
                 sources=["ep-2"])
     fact = Hit("sf-1", "The walls are sage green with two coats.", "2026-10-05T00:00:00Z", "s", "a", "fact",
@@ -146,18 +138,16 @@ def test_packing_refuses_an_item_its_context_already_shows():
     assert any(w.startswith("sf-1: repeats ep-1") for w in packed.left_out)
 
 
-def test_a_cut_half_is_not_said_whole(talk):
-    """A reply cut to the cap may have lost what the question needs: the block may still hold it as an item of
-    its own, and an evaluation does not count it as delivered through the prompt."""
+def test_a_half_longer_than_the_cap_is_not_shown(talk):
+    """Shown whole or not at all: a reply cut to the cap may have lost what the question needs (and a long one
+    would take other items' room), so the prompt goes without it and the reply may come as an item of its own."""
     root, ids = talk
     _, res = _recall("which colour did we paint the bedroom walls",
                      **{"packing.exchange": 2, "packing.exchange_tokens": 4})
     q = next(h for h in res.hits if h.id == ids["q"])
-    assert q.exchange_id == ids["a"] and q.exchange.endswith("…") and not q.exchange_whole
+    assert q.exchange == "" and q.exchange_id == ""
     assert covered(q, {ids["q"]: "D1:1", ids["a"]: "D1:2"}) == {"D1:1"}
     assert ids["a"] in {h.id for h in res.hits}  # the whole reply comes as its own item
-    cut_prompt = Hit("ep-1", "What colour are the walls?", "2026-10-05T00:00:00Z", "s", "a", "user", "episodic",
-                     0.9, sources=["ep-1"], exchange="Sage green…", exchange_id="ep-2")
-    reply = Hit("ep-2", "Sage green, two coats.", "2026-10-05T00:00:00Z", "s", "a", "assistant", "episodic", 0.8,
-                sources=["ep-2"])
-    assert [h.id for h in pack([cut_prompt, reply], k=4, budget=300).hits] == ["ep-1", "ep-2"]
+    _, fits = _recall("which colour did we paint the bedroom walls",
+                      **{"packing.exchange": 2, "packing.exchange_tokens": 15})
+    assert next(h for h in fits.hits if h.id == ids["q"]).exchange.startswith("Sage green")  # 15 tokens hold it

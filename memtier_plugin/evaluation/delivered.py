@@ -17,11 +17,9 @@ LAYERS = ("episodic", "semantic", "global", "workspace", "hooks")
 
 def covered(hit, keys: dict) -> set:
     """The messages a recalled hit stands for: itself (an episodic entry), its ``sources`` (the entries a
-    fact or a standing-knowledge node came from) and the other half of its exchange when it shows it whole
-    (recall/exchange.py: a cut one may have lost the answer); entries that are no message (the question's)
-    are dropped."""
-    shown = hit.exchange_id if getattr(hit, "exchange_whole", False) else ""
-    return {keys[e] for e in (hit.id, *hit.sources, shown) if e in keys}
+    fact or a standing-knowledge node came from) and the other half of its exchange that it shows, whole
+    (recall/exchange.py); entries that are no message (the question's) are dropped."""
+    return {keys[e] for e in (hit.id, *hit.sources, getattr(hit, "exchange_id", "")) if e in keys}
 
 
 @dataclass

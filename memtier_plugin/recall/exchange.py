@@ -7,12 +7,13 @@ matched is delivered and the half that holds the answer is not. With ``packing.e
 N > 0 the first N episodic candidates (best first, as the block will take them) carry
 their exchange's other half: a user prompt the reply that answered it (the run's last
 assistant message before the session's next prompt, tool calls between skipped), an
-assistant reply the prompt it answered (the last prompt before it). The other half is cut
-at a word to ``packing.exchange_tokens`` and counted in the item's tokens, so the budget
-still bounds the block; it is shown as context in the item's line, never as an entry of
-its own. Shown whole, it is said: packing does not deliver that entry again (nor a fact
-made from it that says what it says), and an evaluation counts the item for both turns;
-cut, the entry may still come as an item of its own.
+assistant reply the prompt it answered (the last prompt before it). The other half is
+shown whole or not at all, as packing never cuts an entry: one longer than
+``packing.exchange_tokens`` is left out (a cut one may have lost the answer, and a long
+reply would take the room of other items). It is counted in the item's tokens, so the
+budget still bounds the block, and shown as context in the item's line, never as an entry
+of its own. Its entry is then said: packing does not deliver it again (nor a fact made from
+it that says what it says), and an evaluation counts the item for both turns.
 
 The other half is read only when its entry is visible to this recall as a candidate
 would be (not forgotten, not [system], the agent may read it, same project, a recalled
@@ -24,6 +25,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Callable
 
+from ..tokenize import count_tokens
 from .index import ROLES, DocIndex
 
 #: the roles that make an exchange: a prompt and the reply to it
@@ -59,23 +61,11 @@ def other_half(idx: DocIndex, doc: int, reach: int = REACH) -> int | None:
     return answer
 
 
-def cut(text: str, max_tokens: int) -> str:
-    """``text`` on one line within ``max_tokens`` (4 characters a token, as :func:`..tokenize.count_tokens`),
-    cut after a whole word with "…" when longer."""
-    text = " ".join(text.split())
-    limit = 4 * max_tokens
-    if len(text) <= limit:
-        return text
-    head = text[: limit - 1]
-    space = head.rfind(" ")
-    return (head[:space] if space > limit // 2 else head).rstrip(" ,;:") + "…"
-
-
 def add_exchanges(hits: list, n: int, idx: DocIndex, visible: Callable[[int], bool], read: Callable[[int], str],
                   max_tokens: int) -> None:
     """Give the first ``n`` episodic ``hits`` (in order) their exchange's other half (``Hit.exchange``,
-    ``Hit.exchange_id``, ``Hit.exchange_whole``), when it is visible and not a hit ranked before them (that
-    one is delivered anyway)."""
+    ``Hit.exchange_id``), when it is visible, within ``max_tokens`` and not a hit ranked before them (that one
+    is delivered anyway)."""
     if n <= 0:
         return
     seen: set[str] = set()
@@ -91,7 +81,6 @@ def add_exchanges(hits: list, n: int, idx: DocIndex, visible: Callable[[int], bo
         other = None if doc is None else other_half(idx, doc)
         if other is None or idx.ids[other] in seen or not visible(other):
             continue
-        whole = " ".join(read(other).split())
-        text = cut(whole, max_tokens)
-        if text:
-            hit.exchange, hit.exchange_id, hit.exchange_whole = text, idx.ids[other], text == whole
+        text = " ".join(read(other).split())
+        if text and count_tokens(text) <= max_tokens:  # whole or not at all: a cut half may lose the answer
+            hit.exchange, hit.exchange_id = text, idx.ids[other]

@@ -47,9 +47,8 @@ class Hit:
     revised_by: str = ""  # a standing item that revised what this episode said (its old value is not current)
     probability: float | None = None  # calibrated probability that it applies to the prompt (recall/calibration.py)
     said_for: str = ""  # a standing item's stated scope, as the user said it ("anything you book for me")
-    exchange: str = ""  # an episode's exchange's other half, cut (recall/exchange.py: packing.exchange)
-    exchange_id: str = ""  # the entry ``exchange`` was read from
-    exchange_whole: bool = False  # ``exchange`` is that entry's whole text (not cut): the block says that entry
+    exchange: str = ""  # an episode's exchange's other half, whole (recall/exchange.py: packing.exchange)
+    exchange_id: str = ""  # the entry ``exchange`` was read from: the block says that entry too
 
     @property
     def layer(self) -> str:
@@ -215,8 +214,8 @@ class _Block:
         self.sets.append(ts)
         for src in hit.sources if hit.tier in RESTATING_TIERS else ():
             self.covered.setdefault(src, []).append((hit.id, hit.tier, ts))
-        if hit.exchange_whole:  # its exchange's other half is in the block, whole, as its context: that entry is
-            # said (an item made from it says it again when it shares two thirds of its words with the context)
+        if hit.exchange_id:  # its exchange's other half is in the block as its context: that entry is said (an
+            # item made from it says it again when it shares two thirds of its words with the context)
             self.covered.setdefault(hit.exchange_id, []).append((hit.id, "context", token_set(hit.exchange)))
         self.tokens += cost
         self.chars += len(line)
