@@ -151,3 +151,23 @@ def test_a_half_longer_than_the_cap_is_not_shown(talk):
     _, fits = _recall("which colour did we paint the bedroom walls",
                       **{"packing.exchange": 2, "packing.exchange_tokens": 15})
     assert next(h for h in fits.hits if h.id == ids["q"]).exchange.startswith("Sage green")  # 15 tokens hold it
+
+
+def test_session_window_is_the_slice_of_the_whole_session_around_a_doc():
+    """``SessionDocs.around`` (the exchange's hot path) gives what slicing ``get`` would, across the compact base
+    and the docs added after it, without listing the session."""
+    import numpy as np
+
+    from memtier_plugin.recall.index import SessionDocs
+
+    sessions = np.array([0, 1, 0, 2, 0, 1, 0, 0, 2, 0], dtype=np.int32)
+    sd = SessionDocs(sessions)
+    for doc, s in ((10, 0), (11, 1), (12, 0), (13, 0), (14, 3)):
+        sd.add(s, doc)
+    for session in range(5):
+        docs = sd.get(session, [])
+        for doc in docs:
+            at = docs.index(doc)
+            for reach in (0, 1, 2, 3, 64):
+                assert sd.around(session, doc, reach) == (docs[max(0, at - reach): at], docs[at + 1: at + 1 + reach])
+    assert sd.around(4, 99, 5) == ([], [])  # a session never seen

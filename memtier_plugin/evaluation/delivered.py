@@ -19,7 +19,7 @@ def covered(hit, keys: dict) -> set:
     """The messages a recalled hit stands for: itself (an episodic entry), its ``sources`` (the entries a
     fact or a standing-knowledge node came from) and the other half of its exchange that it shows, whole
     (recall/exchange.py); entries that are no message (the question's) are dropped."""
-    return {keys[e] for e in (hit.id, *hit.sources, getattr(hit, "exchange_id", "")) if e in keys}
+    return {keys[e] for e in (hit.id, *hit.sources, hit.exchange_id) if e in keys}
 
 
 @dataclass

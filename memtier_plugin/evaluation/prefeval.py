@@ -424,7 +424,7 @@ class MemtierPrefEval:
         """A fresh workspace at ``self.ws``: empty, or assembled from ``base`` (``link=False``: all of it
         copied but its index, for a layout that appends to the base's ledgers)."""
         ws = self.ws
-        _clear(ws)
+        shutil.rmtree(ws, ignore_errors=True)
         if base is None:
             ws.mkdir(parents=True)
             (ws / "memtier.yaml").write_text(self._yaml, encoding="utf-8")
@@ -608,18 +608,6 @@ class MemtierPrefEval:
             shutil.rmtree(base, ignore_errors=True)
         self._templates.clear()
         shutil.rmtree(self.ws, ignore_errors=True)
-
-
-def _clear(path: Path, tries: int = 5) -> None:
-    """Remove ``path`` whole. A background thread of the last question's services, still finishing after they
-    were closed, can write into it while it is removed (a copy into it then fails with "File exists"): removed
-    again, a little later each time, and the last try's error raised."""
-    for n in range(tries):
-        shutil.rmtree(path, ignore_errors=True)
-        if not path.exists():
-            return
-        time.sleep(0.05 * (n + 1))
-    shutil.rmtree(path)
 
 
 def unrelated_sample(lay: Layout, n: int) -> list[str]:

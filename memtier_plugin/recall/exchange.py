@@ -22,7 +22,6 @@ role): a forgotten reply never comes back as its prompt's context.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from typing import Callable
 
 from ..tokenize import count_tokens
@@ -42,16 +41,15 @@ def other_half(idx: DocIndex, doc: int, reach: int = REACH) -> int | None:
     role = int(idx.cols["role"][doc])
     if role not in (_PROMPT, _REPLY):
         return None
-    docs = idx.session_docs.get(int(idx.cols["session"][doc]))
-    at = bisect_left(docs, doc)
+    before, after = idx.session_docs.around(int(idx.cols["session"][doc]), doc, reach)
     agent, roles = int(idx.cols["agent"][doc]), idx.cols["role"]
     if role == _REPLY:
-        for other in reversed(docs[max(0, at - reach): at]):
+        for other in reversed(before):
             if int(idx.cols["agent"][other]) == agent and int(roles[other]) == _PROMPT:
                 return other
         return None
     answer = None
-    for other in docs[at + 1: at + 1 + reach]:
+    for other in after:
         if int(idx.cols["agent"][other]) != agent:
             continue
         if int(roles[other]) == _PROMPT:

@@ -16,6 +16,7 @@ import hashlib
 import logging
 import os
 import re
+from bisect import bisect_left
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
@@ -116,6 +117,25 @@ class SessionDocs:
 
     def add(self, session: int, doc: int) -> None:
         self._extra.setdefault(session, []).append(doc)
+
+    def around(self, session: int, doc: int, reach: int) -> tuple[list[int], list[int]]:
+        """(up to ``reach`` of the session's docs just before ``doc``, up to ``reach`` just after it), ascending,
+        as ``get`` would give them but without listing the whole session (a recall's hot path may ask this of a
+        session of 100k entries)."""
+        base = self._order[self._indptr[session]: self._indptr[session + 1]] \
+            if 0 <= session < len(self._indptr) - 1 else self._order[:0]
+        extra = self._extra.get(session, [])  # docs added later: all after the base ones
+        nb = len(base)
+        at = int(np.searchsorted(base, doc))
+        if at == nb:
+            at = nb + bisect_left(extra, doc)
+        found = (at < nb and int(base[at]) == doc) or (nb <= at < nb + len(extra) and extra[at - nb] == doc)
+
+        def span(lo: int, hi: int) -> list[int]:  # positions [lo, hi) of base followed by extra
+            return base[min(lo, nb): min(hi, nb)].tolist() + extra[max(lo - nb, 0): max(hi - nb, 0)]
+
+        after = at + 1 if found else at
+        return span(max(0, at - reach), at), span(after, after + reach)
 
 
 class DocIndex:
