@@ -138,6 +138,30 @@ def test_packing_refuses_an_item_its_context_already_shows():
     assert any(w.startswith("sf-1: repeats ep-1") for w in packed.left_out)
 
 
+def test_an_episode_is_weighed_with_the_half_its_exchange_shows():
+    """The look-ahead counts what taking an episode delivers: its own entry and the other half of its exchange.
+    Left out, it would only hand its place to that very half and a small item beside it (the PrefEval choice
+    form's unrelated prompts were handed a standing item this way)."""
+    def at(hit, p):
+        hit.probability = p
+        return hit
+
+    question = "Select the action that best completes the user story about a pet owner and plants " * 4
+    answer = "The best choice is: purchase non-toxic plants so that the cat does not get sick."
+    prompt = at(Hit("ep-1", question, "2025-02-01T00:00:00Z", "s", "a", "user", "episodic", 0.9, sources=["ep-1"],
+                    exchange=answer, exchange_id="ep-2"), 0.994)
+    reply = at(Hit("ep-2", answer, "2025-02-01T00:00:00Z", "s", "a", "assistant", "episodic", 0.8,
+                   sources=["ep-2"]), 0.993)
+    later = at(Hit("ep-3", "Which acceptance criteria fit the plant owner's story? " * 5, "2025-02-01T00:00:00Z",
+                   "s", "a", "user", "episodic", 0.7, sources=["ep-3"]), 0.945)
+    pref = at(Hit("gk-1", "Asked about weekend plans, the user chose a hike in a scenic area.", "2026-12-05T00:00:00Z",
+                  "", "", "choice", "global", 0.5, sources=["ep-9"]), 0.068)
+    ranked = [prompt, reply, later, pref]
+    packed = pack(ranked, k=4, budget=215)
+    assert [h.id for h in packed.hits] == ["ep-1", "ep-3"]  # the reply is said as ep-1's context
+    assert any(w.startswith("ep-2: repeats ep-1") for w in packed.left_out)
+
+
 def test_a_half_longer_than_the_cap_is_not_shown(talk):
     """Shown whole or not at all: a reply cut to the cap may have lost what the question needs (and a long one
     would take other items' room), so the prompt goes without it and the reply may come as an item of its own."""

@@ -184,6 +184,15 @@ class _Block:
             self._memo[n] = (has_content(hit.content), token_set(hit.content), line, count_tokens(line))
         return self._memo[n]
 
+    def partner(self, n: int, index: dict[str, int]) -> float | None:
+        """The probability of the later hit whose entry ``ranked[n]``'s exchange shows (taking ``ranked[n]``
+        says that entry, so the hit is not taken again), when this block would take that hit otherwise; None
+        when there is no such hit."""
+        m = index.get(self.ranked[n].exchange_id) if self.ranked[n].exchange_id else None
+        if m is None or m <= n or self.refusal(m) is not None:
+            return None
+        return self.ranked[m].probability or 0.0
+
     def refusal(self, n: int) -> str | None:
         """Why ``ranked[n]`` is not taken into this block (None: it would be)."""
         hit = self.ranked[n]
@@ -270,11 +279,13 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
     hits greedy packing would take after it without it are more (than it and those beside it) and likelier
     together (summed probability: the expected number of delivered items that apply), every rule above applied
     to both: a 290-token episode at p 0.32 does not take the budget of two preferences at 0.12 and an episode
-    at 0.23. One hit is never left for one other (a layer keeps its ranking's order); a hook's entry, the
-    working state (due by construction) or an item the user said is for this kind of request (``Hit.requested``,
+    at 0.23. An episode that shows the other half of its exchange (``Hit.exchange``) is weighed together
+    with the later hit of that entry, which it delivers as context. One hit is never left for one other (a
+    layer keeps its ranking's order); a hook's entry, the working state (due by construction) or an item the user said is for this kind of request (``Hit.requested``,
     not counted against ``k`` either) is never left out this way. Uncalibrated hits pack greedily.
     """
     block = _Block(ranked, k, budget, max_chars)
+    index = {h.id: i for i, h in enumerate(ranked)}
     left: list[str] = []
     for n, hit in enumerate(ranked):
         why = block.refusal(n)
@@ -287,6 +298,9 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
             beside = block.copy()
             beside.take(n)
             along, kept = beside.greedy_after(n)
+            partner = block.partner(n, index)  # a later hit its exchange shows: delivered with it, as context
+            if partner is not None:
+                along, kept = along + partner, kept + 1
             # only a hit that takes the room of several: one hit for another is the layer's order (episodes keep
             # their ranking's order: calibration.merge_by_probability)
             if instead > kept + 1 and without > hit.probability + along:
