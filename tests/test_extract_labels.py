@@ -122,3 +122,40 @@ def test_a_listing_gives_one_item_each_and_two_words_of_one_item_stay_one():
                 "I learn best through personalized, one-on-one instruction.",
                 "I much prefer to exercise using traditional, non-tech equipment."):
         assert contents(one) == [one], one
+
+
+def test_a_list_is_split_only_where_each_item_reads_with_the_verb_before_it():
+    """Each item of a split list is stored as "<the verb> <item>", so a part that is a clause, a second verb or a
+    phrase of its own is no item: split there, the dev set stored "I strongly prefer factual textbooks" for a user
+    who dislikes dry, factual textbooks, and "I only eat which means no pork". Such a sentence is one item."""
+    from memtier_plugin.layers.extract import extract
+
+    def contents(text):
+        return [c.content for c in extract(text, role="user")]
+
+    for one in ("I only eat halal food, which means no pork and no alcohol, not even in cooking.",
+                "I strongly prefer learning through storytelling and narrative-based methods and dislike dry, "
+                "factual textbooks.",
+                "I do not like high heels and prefer comfortable, flat shoes.",
+                "I detest fictional stories and only consume non-fiction books, podcasts, and audiobooks.",
+                "I only follow underground and niche music scenes, avoiding mainstream pop and rock acts.",
+                "I'm a very light sleeper, so I always need accommodation in quiet areas, far from nightlife and "
+                "party districts.",
+                "I drive on rough dirt roads to trailheads almost every weekend, so I avoid low-clearance cars and "
+                "need room for camping gear.",
+                "I have a strong aversion to technology products that rely on proprietary standards or ecosystems, "
+                "as I prefer open-source and interoperable solutions.",
+                "I get terribly seasick, so I avoid any trip that involves ferries, boats or cruises.",
+                "I'm allergic to wool and down, so I keep them out of my bedding, rugs and blankets.",
+                "I learn best in a structured, guided environment with clear objectives and milestones rather than "
+                "open-ended, self-directed learning."):
+        assert contents(one) == [one.rstrip(".")] or contents(one) == [one], contents(one)
+    # lists of things the verb governs still give an item each, gerunds beside gerunds included
+    assert contents("I have extremely sensitive skin, so I avoid any products with fragrances, dyes, or harsh "
+                    "chemicals.") == ["I have extremely sensitive skin, so I avoid any products with fragrances",
+                                      "I have extremely sensitive skin, so I avoid dyes",
+                                      "I have extremely sensitive skin, so I avoid harsh chemicals"]
+    assert contents("I'm vegan, so I don't eat meat, fish, dairy, eggs or honey.")[:2] == [
+        "I'm vegan, so I don't eat meat", "I'm vegan, so I don't eat fish"]
+    assert contents("I enjoy hiking, cycling, and open-water swimming.") == [
+        "I enjoy hiking", "I enjoy cycling", "I enjoy open-water swimming"]

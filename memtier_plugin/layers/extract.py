@@ -243,6 +243,26 @@ _EXAMPLES = re.compile(r"\b(?:like|such as|including|e\.g\.|especially|particula
 _MONEY = re.compile(r"[$€£]\s?\d[\d,.]*|\b\d[\d,.]*\s?(?:dollars|euros|usd|eur|gbp)\b", re.IGNORECASE)
 _BUDGET_OBJECTS = ("hotel", "flight", "meal", "dinner", "lunch", "rent", "gift", "laptop", "phone", "car",
                    "trip", "ticket", "room", "night", "wine", "course", "book")
+# What starts no item of a list that the preference verb before it governs ("I avoid X, Y and Z"): a relative
+# or subordinate clause ("which means no pork", "whether real or faux"), a second verb ("and prefer comfortable,
+# flat shoes", "and only consume non-fiction", "and need room for gear"), a prepositional phrase ("far from
+# nightlife", "in a structured"), a pronoun's clause or a negation. Each item is read as "<the verb> <item>",
+# so such a part would be stored garbled ("I only eat which means no pork").
+_NOT_ITEM = re.compile(
+    r"(?:(?:only|also|just|really|strongly|exclusively|mostly|mainly|generally|usually|simply)\s+)*"
+    r"(?:which|who|whom|whose|that|whether|where|when|while|whereas|not|but|even|rather|than|as|because|since|"
+    r"although|though|so|if|unless|then|i|i'm|i'd|i'll|i've|we|you|they|he|she|it|it's|there|them|me|us|him|"
+    r"in|on|at|with|without|from|by|near|far|away|close|next|over|about|of|into|"
+    r"never|always|often|rarely|sometimes|"
+    r"prefer|prefers|like|likes|dislike|dislikes|love|loves|hate|hates|enjoy|enjoys|avoid|avoids|detest|tend|"
+    r"tends|need|needs|want|wants|listen|listens|consume|consumes|explore|find|finds|use|uses|follow|follows|"
+    r"eat|eats|drink|drinks|wear|wears|buy|buys|go|goes|get|gets|make|makes|keep|keeps|try|tries|stay|stays|"
+    r"choose|chooses|rely|relies|believe|believes|think|feel|feels|refuse|refuses|stick|opt|opts|seek|seeks|"
+    r"value|values|appreciate|steer|am|is|are|was|were|be|have|has|had|do|does|did|don't|doesn't|can|can't|"
+    r"cannot|could|will|won't|would|should|must)(?=[\s,.;:!?]|$)", re.IGNORECASE)
+_REASON_BEFORE = re.compile(r"\b(?:as|because|since)\b", re.IGNORECASE)  # the verb is inside a reason clause
+_RELATIVE = re.compile(r"\b(?:that|which|who|whom|where)\b", re.IGNORECASE)
+_RATHER = re.compile(r"\brather than\b|\binstead of\b", re.IGNORECASE)
 _STOP_HEAD = {"a", "an", "the", "my", "any", "some", "all", "only", "no", "more", "less", "very", "really",
               "always", "never", "i", "me", "to", "of", "for", "with", "and", "or", "that", "this", "it"}
 
@@ -412,6 +432,18 @@ def _memberships(sent: str) -> list[tuple[str, str]]:
     return out
 
 
+def _parallel(prefix: str, rest: str, parts: list[str]) -> bool:
+    """Whether ``parts`` are the items of one list the preference verb ending ``prefix`` governs, each read as
+    "<prefix> <part>": none starts a clause, a second verb or a phrase of its own (``_NOT_ITEM``; an "-ing" item
+    only beside an "-ing" first item, as in "hiking, cycling and swimming"), the verb is no reason's ("..., as I
+    prefer open-source and interoperable solutions") nor a relative clause's ("any trip that involves ferries,
+    boats or cruises": the list is what the trip involves), and no item is set against another ("rather than")."""
+    if _REASON_BEFORE.search(prefix) or _RATHER.search(rest) or _RELATIVE.search(parts[0]):
+        return False
+    gerunds = parts[0].split()[0].lower().endswith("ing")
+    return not any(_NOT_ITEM.match(p) or (not gerunds and p.split()[0].lower().endswith("ing")) for p in parts)
+
+
 def _items(sent: str) -> list[tuple[str, str]]:
     """(content, attribute) per item of a listing sentence; the whole sentence otherwise."""
     members = _memberships(sent)
@@ -425,7 +457,7 @@ def _items(sent: str) -> list[tuple[str, str]]:
         # two parts with no "and"/"or" are one item's words ("straightforward, traditional learning methods",
         # "personalized, one-on-one instruction"), not a list
         listed = len(parts) >= 3 or _LIST_CLOSE.search(rest) is not None
-        if listed and 2 <= len(parts) <= 8 and all(len(p.split()) <= 6 for p in parts):
+        if listed and 2 <= len(parts) <= 8 and all(len(p.split()) <= 6 for p in parts) and _parallel(prefix, rest, parts):
             return [(f"{prefix} {p}".strip(), _head(p)) for p in parts]
     if _MONEY.search(sent):
         return [(sent, _head(sent))]
