@@ -95,6 +95,9 @@ def test_a_reply_carries_the_prompt_it_answered(talk):
     _, res = _recall("carpet delivery Thursday between nine and noon", **{"packing.exchange": 3})
     a2 = next(h for h in res.hits if h.id == ids["a2"])
     assert a2.exchange_id == ids["q2"] and f"(in reply to {ids['q2']}: And the hallway carpet" in a2.line()
+    # the trace names the entry the line showed (its id only: forgetting that entry leaves no words behind)
+    row = next(r for r in res.trace_rows() if r["id"] == ids["a2"])
+    assert row["exchange_id"] == ids["q2"] and "hallway" not in str(row)
 
 
 def test_a_forgotten_half_never_comes_back_as_context(talk):

@@ -96,7 +96,9 @@ class RecallResult:
         return [{"id": h.id, "agent_id": h.agent_id, "content": h.content, "score": round(h.score, 6), "tier": h.tier,
                  **({} if h.probability is None else {"probability": round(h.probability, 6)}),
                  "signals": {k: round(v["value"], 6) for k, v in h.signals.items()},
-                 **({} if h.rerank is None else {"rerank": round(h.rerank, 6)})} for h in self.hits]
+                 **({} if h.rerank is None else {"rerank": round(h.rerank, 6)}),
+                 # the entry its line showed as context (recall/exchange.py): its id only, never its words
+                 **({"exchange_id": h.exchange_id} if h.exchange_id else {})} for h in self.hits]
 
 
 def _without(hits: list[Hit], skip: Callable[[Hit], str | None]) -> tuple[list[Hit], list[str]]:
