@@ -157,5 +157,7 @@ def test_a_list_is_split_only_where_each_item_reads_with_the_verb_before_it():
                                       "I have extremely sensitive skin, so I avoid harsh chemicals"]
     assert contents("I'm vegan, so I don't eat meat, fish, dairy, eggs or honey.")[:2] == [
         "I'm vegan, so I don't eat meat", "I'm vegan, so I don't eat fish"]
+    assert contents("As a vegetarian, I avoid meat, fish, and gelatin.") == [
+        "As a vegetarian, I avoid meat", "As a vegetarian, I avoid fish", "As a vegetarian, I avoid gelatin"]
     assert contents("I enjoy hiking, cycling, and open-water swimming.") == [
         "I enjoy hiking", "I enjoy cycling", "I enjoy open-water swimming"]

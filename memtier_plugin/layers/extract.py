@@ -260,7 +260,8 @@ _NOT_ITEM = re.compile(
     r"choose|chooses|rely|relies|believe|believes|think|feel|feels|refuse|refuses|stick|opt|opts|seek|seeks|"
     r"value|values|appreciate|steer|am|is|are|was|were|be|have|has|had|do|does|did|don't|doesn't|can|can't|"
     r"cannot|could|will|won't|would|should|must)(?=[\s,.;:!?]|$)", re.IGNORECASE)
-_REASON_BEFORE = re.compile(r"\b(?:as|because|since)\b", re.IGNORECASE)  # the verb is inside a reason clause
+# the verb is inside a reason clause ("..., as I prefer open-source and ..."; not "As a vegetarian, I avoid ...")
+_REASON_BEFORE = re.compile(r"\b(?:as|because|since)\s+(?:I|i)\b")
 _RELATIVE = re.compile(r"\b(?:that|which|who|whom|where)\b", re.IGNORECASE)
 _RATHER = re.compile(r"\brather than\b|\binstead of\b", re.IGNORECASE)
 _STOP_HEAD = {"a", "an", "the", "my", "any", "some", "all", "only", "no", "more", "less", "very", "really",
