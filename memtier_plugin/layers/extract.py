@@ -441,8 +441,9 @@ def _parallel(prefix: str, rest: str, parts: list[str]) -> bool:
     boats or cruises": the list is what the trip involves), and no item is set against another ("rather than")."""
     if _REASON_BEFORE.search(prefix) or _RATHER.search(rest) or _RELATIVE.search(parts[0]):
         return False
-    gerunds = parts[0].split()[0].lower().endswith("ing")
-    return not any(_NOT_ITEM.match(p) or (not gerunds and p.split()[0].lower().endswith("ing")) for p in parts)
+    firsts = [(p.split() or [""])[0].lower() for p in parts]
+    gerunds = firsts[0].endswith("ing")
+    return not any(_NOT_ITEM.match(p) or (not gerunds and w.endswith("ing")) for p, w in zip(parts, firsts))
 
 
 def _items(sent: str) -> list[tuple[str, str]]:
@@ -458,7 +459,8 @@ def _items(sent: str) -> list[tuple[str, str]]:
         # two parts with no "and"/"or" are one item's words ("straightforward, traditional learning methods",
         # "personalized, one-on-one instruction"), not a list
         listed = len(parts) >= 3 or _LIST_CLOSE.search(rest) is not None
-        if listed and 2 <= len(parts) <= 8 and all(len(p.split()) <= 6 for p in parts) and _parallel(prefix, rest, parts):
+        if listed and 2 <= len(parts) <= 8 and all(len(p.split()) <= 6 for p in parts) \
+                and _parallel(prefix, rest, parts):
             return [(f"{prefix} {p}".strip(), _head(p)) for p in parts]
     if _MONEY.search(sent):
         return [(sent, _head(sent))]

@@ -281,8 +281,9 @@ def pack(ranked: list[Hit], k: int, budget: int, max_chars: int = 6000) -> Packe
     to both: a 290-token episode at p 0.32 does not take the budget of two preferences at 0.12 and an episode
     at 0.23. An episode that shows the other half of its exchange (``Hit.exchange``) is weighed together
     with the later hit of that entry, which it delivers as context. One hit is never left for one other (a
-    layer keeps its ranking's order); a hook's entry, the working state (due by construction) or an item the user said is for this kind of request (``Hit.requested``,
-    not counted against ``k`` either) is never left out this way. Uncalibrated hits pack greedily.
+    layer keeps its ranking's order); a hook's entry, the working state (due by construction) or an item the
+    user said is for this kind of request (``Hit.requested``, not counted against ``k`` either) is never left
+    out this way. Uncalibrated hits pack greedily.
     """
     block = _Block(ranked, k, budget, max_chars)
     index = {h.id: i for i, h in enumerate(ranked)}
