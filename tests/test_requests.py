@@ -27,7 +27,15 @@ def test_requests_for_advice_or_an_errand_ask_for_a_choice():
                    # a pick among the options the agent laid out: the user's choice
                    "Infante Sagres this time, I deserve it. And the 11:09 train.",
                    "Take the United one, miles matter.",
-                   "Let's go with the second."):
+                   "Let's go with the second.",
+                   # what would fit the user, asked without "recommend" or "should I"
+                   "I'm thinking about a rabbit or a guinea pig. Which one would be easier to care for?",
+                   "I'd like an animal companion. What would suit me?",
+                   "What supplements would help my memory as I get older?",
+                   "What's a comforting dinner I can make on a rainy night?",
+                   "What are the must-try restaurants in Austin?",
+                   "My grandson loves hockey. What's a fun way for us to enjoy a game together?",
+                   "Can you give me an easy recipe for a hearty winter soup?"):
         assert asks_for_choice(prompt) == 1.0, prompt
 
 
@@ -50,6 +58,10 @@ def test_questions_and_tasks_that_ask_for_no_choice_do_not():
                    "I finished the book you lent me.",  # "book" the noun is no errand
                    "I read a great book about flights of fancy.",  # "book about": no errand ("a" is no word here)
                    "Is this the right one?",  # a question, not a pick
+                   # told, not asked: a way for them to, a place not to miss; a recipe someone else shared
+                   "They chase after it. It's a great way for them to get some exercise.",
+                   "Barcelona is a must-visit city! You'll love the food.",
+                   "What are the main ingredients of the ice cream recipe shared by Nate?",
                    ""):
         assert asks_for_choice(prompt) == 0.0, prompt
 

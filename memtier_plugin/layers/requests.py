@@ -30,8 +30,16 @@ from ..tokenize import tokenize
 
 # advice and options asked for ("what would you recommend", "any tips", "which one should I take")
 _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alternatives?|"
-           r"(?:should|could|can|shall) (?:i|we)|(?:i|we) should|help me|looking for|what are some|ways? to|"
-           r"(?:where|which|what) (?:\w+ )?(?:should|would|could) (?:i|we)|any good|best|good|favou?rite")
+           r"(?:should|could|can|shall) (?:i|we)|(?:i|we) should|help me|looking for|what are some|"
+           r"ways? to|ways? for (?:me|us|\w+) to(?=[^.!?]*\?)|"
+           r"(?:where|which|what) (?:\w+ )?(?:should|would|could) (?:i|we)|any good|best|good|favou?rite|"
+           # what would fit the user ("Which one would be easier to care for?", "What would suit me?", "What
+           # supplements would help my memory?"), a dish or thing they can make; asked, not told: a way for them to,
+           # the places not to miss; a recipe for them
+           r"(?:which|what)(?: \w+){0,2} (?:would|will|might) (?:suit|fit|help|work for|be (?:best|better|easier|"
+           r"easiest|good|ideal|right))|suits? me|for someone like me|"
+           r"what(?:'s| is| are) (?:a|an|some)(?: [\w-]+){1,3} (?:i|we) (?:can|could|might) (?:make|cook|do|try)|"
+           r"must-(?:try|see|visit|do)(?=[^.!?]*\?)|(?:give|send|show) (?:me|us) (?:a|an|some)(?: [\w-]+){0,3} recipes?")
 # errands done on the user's behalf, where their standing choices apply ("book me a flight", "plan our trip")
 # ("book" as a verb only: "book me a flight", "book two tickets", not "read the book" or "what book did she like")
 _ERRANDS = (r"plan\w*|book(?=\s+(?:me|us|him|her|them|it|a|an|the|my|our|this|that|one|two|three|four|\d+)\b)|booking|"
