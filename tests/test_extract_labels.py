@@ -161,3 +161,29 @@ def test_a_list_is_split_only_where_each_item_reads_with_the_verb_before_it():
         "As a vegetarian, I avoid meat", "As a vegetarian, I avoid fish", "As a vegetarian, I avoid gelatin"]
     assert contents("I enjoy hiking, cycling, and open-water swimming.") == [
         "I enjoy hiking", "I enjoy cycling", "I enjoy open-water swimming"]
+
+
+def test_a_thing_never_done_and_a_standing_want_of_a_kind_are_preferences():
+    """"I never finance a car", "I only adopt animals from shelters", "I want work that keeps me outdoors" and "I
+    need quiet places where I can talk" are said for good (a kind of thing, present tense, a bare noun); an
+    occasion ("I never thought about it", "I have never gone fishing"), an errand ("I want a hotel near the venue",
+    "I need somewhere to stay in Paris") and a request ("I need advice on my resume") are not."""
+    from memtier_plugin.layers.extract import extract
+
+    def contents(text):
+        return [c.content for c in extract(text, role="user")]
+
+    assert contents("I never finance a car or take out loans with interest; I only buy vehicles with cash I've "
+                    "saved.") == ["I never finance a car or take out loans with interest;",
+                                  "I only buy vehicles with cash I've saved."]
+    assert contents("I only adopt animals from shelters or rescues; I'm firmly against buying from breeders.")[0] \
+        == "I only adopt animals from shelters or rescues;"
+    assert contents("I can't stand being stuck at a desk all day; I want work that keeps me outdoors.")[1:] == [
+        "I want work that keeps me outdoors."]
+    assert contents("I need quiet places where I can actually hold a conversation.") == [
+        "I need quiet places where I can actually hold a conversation."]
+    for none in ("I never thought about it.", "I never expected that!", "Yeah I have never gone on a fishing trip.",
+                 "Otherwise I would never be able to beat my competition.", "I want a hotel near the venue.",
+                 "I need somewhere to stay in Paris.", "I need advice on my resume.", "I need time to think about it.",
+                 "I need help with my code."):
+        assert contents(none) == [], none

@@ -7,7 +7,8 @@ shape later decisions —
 
 * a **preference** ("I prefer / love / avoid / can't stand / am allergic to …",
   "my favourite …", "I'm a vegetarian", "I have a fear of heights", "I'd rather …",
-  "I'll only consider …", "I'm on a low-sodium diet"), or a kind of thing ruled
+  "I'll only consider …", "I'm on a low-sodium diet", "I never finance a car",
+  "I want work that keeps me outdoors"), or a kind of thing ruled
   out ("NSAIDs are off-limits for me", "a dog isn't an option for me",
   "spectator events don't interest me"), or a need said with its lasting reason
   ("because of my bad knees, I need a car with a high seat": not "I need a
@@ -63,7 +64,21 @@ _PREF = re.compile(
     r"care about|value|stick to|steer clear|stay away|opt for|find|learn best|learn better|work best|thrive|"
     r"struggle|firmly believe|believe|am against|'m against|am strongly against|'m strongly against|"
     r"go for|lean towards?|gravitate|follow|keep|limit|only (?:eat|wear|use|buy|read|watch|listen|play|drink|fly|stay|"
-    r"consider|book|pick|choose|order|travel|shop|hire|visit|drive|ride|take)|"
+    r"consider|book|pick|choose|order|travel|shop|hire|visit|drive|ride|take|adopt|cook|trust|support|work)|"
+    # a kind of thing never done (present tense: "I never finance a car", not "I never thought ..." or "I never
+    # expected ...", one occasion)
+    r"(?<=never )(?!(?:knew|saw|went|got|had|heard|thought|understood|felt|found|made|met|said|told|took|came|gave|"
+    r"ate|drank|wrote|became|began|bought|brought|caught|did|fell|forgot|held|kept|left|lost|meant|ran|sat|sent|"
+    r"slept|spent|stood|won|wore|would|could|should|was|were|been|really|even|ever|again|imagined?|dreamed|dreamt|"
+    r"want|need|mind|stop|get|have|know|forget|give|let|be|gone|done|seen|eaten|flown|driven|ridden|taken|given|"
+    r"known|shown|worn|written|spoken|grown|drawn|swum|run|begun|become|come|tried|heard)\b)(?!\w+ed\b)[a-z]+|"
+    # a standing want of a kind, said with a bare noun ("I want work that keeps me outdoors", "I need quiet places
+    # where I can talk"; not "I want a hotel near the venue", "I need advice": one errand, or a request)
+    r"(?:want|need)\s+(?!(?:to|an?|the|some|my|your|our|his|her|their|its|it|this|that|these|those|you|him|"
+    r"them|us|me|help|more|one|advice|ideas?|suggestions?|recommendations?|tips|information|info|answers?|assistance|"
+    r"guidance|feedback|something|anything|someone|somebody|somewhere|anywhere|everything|all|both|either|time|"
+    r"money|coffee|sleep)\b)"
+    r"(?:[a-z-]+\s+){0,2}[a-z]+\s+(?:that|where|which|with|without|in|on|at|near|far from|away from)\b|"
     r"(?:eat|wear|use|buy|read|watch|listen|play|drink|fly|stay) only)\b",
     re.IGNORECASE)
 _STATE = re.compile(
