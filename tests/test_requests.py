@@ -157,3 +157,40 @@ def test_a_prompt_that_asks_for_a_choice_reaches_its_nearest_preference_without_
     skill = Item(id="k", content="I dislike gambling.", label="skill", tier="procedural", timestamp="")
     from memtier_plugin.layers.standing import reached_by_choice
     assert not reached_by_choice(skill, {**scored["g"]}) and reached_by_choice(gamble, scored["g"])
+
+
+def test_an_item_is_embedded_by_what_holds_not_by_the_reason_given_for_it():
+    """A reason's words bring a preference to prompts the reason is about ("because my kids go to sleep at 7 pm"
+    to a coffee table for the living room): a preference, constraint or rule is embedded by its main clause; a
+    pick (its "because" is what it reveals) and a short remainder stay as said."""
+    from memtier_plugin.layers.standing import Item, StandingScorer, main_clause
+
+    assert main_clause("I always book a suite or a room with a separate bedroom, because my kids go to sleep at "
+                       "7 pm.") == "I always book a suite or a room with a separate bedroom"
+    assert main_clause("Because of my bad knees, I need a car with a high seat.") == "I need a car with a high seat."
+    assert main_clause("I'm lactose intolerant, so milk, cream and most cheeses are a no-go for me.") == \
+        "milk, cream and most cheeses are a no-go for me."
+    assert main_clause("I dislike proprietary ecosystems, as I prefer open-source solutions.") == \
+        "I dislike proprietary ecosystems"
+    for same in ("I love spicy food so much.", "I enjoy it so long as it is quiet.", "I never stay in big hotels;",
+                 "No thanks, because I am tired."):
+        assert main_clause(same) == same, same
+
+    class Recorder:
+        def __init__(self):
+            self.texts = []
+
+        def embed(self, texts):
+            import numpy as np
+            self.texts += list(texts)
+            return [np.ones(3, dtype=np.float32) / 3 ** 0.5 for _ in texts]
+
+    rec = Recorder()
+    scorer = StandingScorer(load_config(None), topic_tree(), rec)
+    pref = Item(id="p", content="I always book a suite, because my kids go to sleep at 7 pm.", label="preference",
+                tier="global", timestamp="")
+    pick = Item(id="c", content="I'll take the parka because I prefer warm, waterproof coats.", label="choice",
+                tier="global", timestamp="")
+    scorer.score("What coffee table should I buy?", [pref, pick])
+    assert "I always book a suite" in rec.texts and pick.content in rec.texts
+    assert pref.content not in rec.texts

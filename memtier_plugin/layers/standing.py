@@ -24,6 +24,7 @@ revised or out of scope, so it is not ranked like an episode. For a prompt:
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -138,6 +139,39 @@ def reached_by_choice(item: Item, sig: dict) -> bool:
     return bool(sig.get("asks")) and bool(sig.get("nearest")) and item.label != "skill"
 
 
+# what an item holds, apart from why: "I always book a suite …, because my kids go to sleep at 7 pm" holds for
+# lodging, not for whatever the reason's words are near (a coffee table for a home with kids); "Because of my bad
+# knees, I need a car with a high seat" holds for cars; "I'm lactose intolerant, so milk and cheese are a no-go"
+# for milk and cheese. A reason leads ("Because …, "), or follows "because"/"since" (", as I …"), or comes before
+# ", so" / "so I …" ("so that", "so much" are no reason's end).
+_LEAD_REASON = re.compile(r"^(?:because|since|as|given)\b[^,;]{3,80},\s*", re.IGNORECASE)
+_SO = re.compile(r"(?:,\s*so|\s+so(?=\s+(?:I|I'\w+|my|any|every|all|for)\b))\s+(?!(?:that|much|many|long|far|well|"
+                 r"good|bad|often)\b)", re.IGNORECASE)
+_BECAUSE = re.compile(r",?\s+(?:because|since)\s+|,\s*as\s+(?=I\b)", re.IGNORECASE)
+_HELD = ("preference", "constraint", "rule")  # a pick's "because" is what it reveals; skills and identity: as said
+
+
+def main_clause(text: str) -> str:
+    """The part of a standing item that says what holds, without the reason given for it (``text`` when it gives
+    none, or when what is left would be under three words)."""
+    m = _LEAD_REASON.match(text)
+    if m and len(text[m.end():].split()) >= 3:
+        return text[m.end():]
+    m = _SO.search(text)
+    if m and len(text[m.end():].split()) >= 3:
+        return text[m.end():]
+    m = _BECAUSE.search(text)
+    if m and len(text[:m.start()].split()) >= 3:
+        return text[:m.start()]
+    return text
+
+
+def embedded_text(item: Item) -> str:
+    """What an item's embedding is computed from: a preference's, constraint's or rule's main clause (its reason's
+    words would bring it to prompts the reason is about: issue 25), anything else as said."""
+    return main_clause(item.content) if item.label in _HELD else item.content
+
+
 _GROUP = {"skill": 1, "identity": 2}  # the kinds of item margin compares apart (0: preferences, rules, constraints)
 
 
@@ -199,7 +233,7 @@ class StandingScorer:
             topics = self._topic_vectors()
             missing = [it for it in items if it.id not in self._vectors]
             if missing:
-                vecs = self.embedder.embed([it.content for it in missing])
+                vecs = self.embedder.embed([embedded_text(it) for it in missing])
                 for it, v in zip(missing, vecs):
                     v = self._vectors[it.id] = np.asarray(v, dtype=np.float32)
                     self._routes[it.id] = nearest_topics(topics @ v)
