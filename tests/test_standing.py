@@ -320,6 +320,8 @@ def test_standing_terms_in_the_wordings_of_other_topics(text, standing):
 @pytest.mark.parametrize("text, identity", [
     ("I'm located in the same city where I commute to work.", True),
     ("I'm 20, and I like cultural activities.", True),
+    # an identity fact given as a preference's reason: the sentence says what the user takes
+    ("I live in a tiny studio apartment, so I only buy compact, multi-functional furniture.", False),
     ("I am 45 years old.", True),
     ("I'm 20 minutes away from the venue.", False),  # a distance, not an age
     ("I'm 3 hours into this migration.", False),

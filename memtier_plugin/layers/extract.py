@@ -390,7 +390,7 @@ def _kind(sent: str) -> str | None:
             return "preference"  # "..., so I need a vehicle with a usable third row": a need with its lasting reason
         if not _a_reason(sent, request):
             return None
-    if _IDENTITY.search(sent) or _memberships(sent):
+    if (_IDENTITY.search(sent) and not _reasoned_preference(sent)) or _memberships(sent):
         return "identity"
     if _BUDGET.search(sent) or (_MONEY.search(sent) and _cue(sent, _PREF)):
         return "constraint"
@@ -403,6 +403,14 @@ def _kind(sent: str) -> str | None:
     if _REQUIRED.search(sent):
         return "rule"
     return None
+
+
+def _reasoned_preference(sent: str) -> bool:
+    """An identity fact given as the reason of a preference after it ("I live in a tiny studio, so I only buy
+    compact furniture"): the sentence says what the user takes, and is a preference ("I'm 20, and I like cultural
+    activities" stays an identity fact with a liking beside it)."""
+    who, pref = _IDENTITY.search(sent), _cue(sent, _PREF)
+    return bool(who and pref and who.end() <= pref.start() and _REASON.search(sent[who.end():pref.start()]))
 
 
 def _a_reason(sent: str, request: re.Match) -> bool:

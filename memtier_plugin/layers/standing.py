@@ -233,7 +233,10 @@ class StandingScorer:
             topics = self._topic_vectors()
             missing = [it for it in items if it.id not in self._vectors]
             if missing:
-                vecs = self.embedder.embed([embedded_text(it) for it in missing])
+                # one at a time: an int8 model quantises each batch on its own scale, so an item embedded beside
+                # other texts gets a slightly different vector than alone, and what a prompt is handed would depend
+                # on which items happened to be embedded together (once per item and process, so cheap)
+                vecs = [self.embedder.embed([embedded_text(it)])[0] for it in missing]
                 for it, v in zip(missing, vecs):
                     v = self._vectors[it.id] = np.asarray(v, dtype=np.float32)
                     self._routes[it.id] = nearest_topics(topics @ v)
