@@ -475,3 +475,47 @@ def test_a_preference_whose_words_hit_no_topic_is_routed_by_its_embedding(worksp
                 session="q3")
     assert "superhero" in block and "standing preference" in block
     assert "superhero" not in ask(h, workspace, "Restart the payments worker on pay-app-2.", project="p", session="q2")
+
+
+def test_an_item_is_embedded_by_what_holds_not_by_the_reason_given_for_it():
+    """A reason's words bring a preference to prompts the reason is about ("because my kids go to sleep at 7 pm"
+    to a coffee table for the living room): a preference, constraint or rule is embedded by its main clause; a
+    pick (its "because" is what it reveals) and a short remainder stay as said."""
+    from memtier_plugin.config import load_config
+    from memtier_plugin.layers.extract import main_clause
+    from memtier_plugin.layers.standing import Item, StandingScorer
+    from memtier_plugin.layers.topics import topic_tree
+
+    assert main_clause("I always book a suite or a room with a separate bedroom, because my kids go to sleep at "
+                       "7 pm.") == "I always book a suite or a room with a separate bedroom"
+    assert main_clause("Because of my bad knees, I need a car with a high seat.") == "I need a car with a high seat."
+    assert main_clause("I'm lactose intolerant, so milk, cream and most cheeses are a no-go for me.") == \
+        "milk, cream and most cheeses are a no-go for me."
+    assert main_clause("I dislike proprietary ecosystems, as I prefer open-source solutions.") == \
+        "I dislike proprietary ecosystems"
+    for same in ("I love spicy food so much.", "I enjoy it so long as it is quiet.", "I never stay in big hotels;",
+                 "No thanks, because I am tired."):
+        assert main_clause(same) == same, same
+
+    class Recorder:
+        def __init__(self):
+            self.texts, self.calls = [], []
+
+        def embed(self, texts):
+            import numpy as np
+            self.texts += list(texts)
+            self.calls.append(len(texts))
+            return [np.ones(3, dtype=np.float32) / 3 ** 0.5 for _ in texts]
+
+    rec = Recorder()
+    scorer = StandingScorer(load_config(None), topic_tree(), rec)
+    pref = Item(id="p", content="I always book a suite, because my kids go to sleep at 7 pm.", label="preference",
+                tier="global", timestamp="")
+    pick = Item(id="c", content="I'll take the parka because I prefer warm, waterproof coats.", label="choice",
+                tier="global", timestamp="")
+    scorer.score("What coffee table should I buy?", [pref, pick])
+    assert "I always book a suite" in rec.texts and pick.content in rec.texts
+    assert pref.content not in rec.texts
+    # each item alone (an int8 model quantises a batch on one scale: beside other texts an item's vector shifts, and
+    # what a prompt is handed would depend on which items happened to be embedded together); the topics are a batch
+    assert rec.calls[-3:] == [1, 1, 1]  # the two items, then the prompt

@@ -71,7 +71,7 @@ _PREF = re.compile(
     r"ate|drank|wrote|became|began|bought|brought|caught|did|fell|forgot|held|kept|left|lost|meant|ran|sat|sent|"
     r"slept|spent|stood|won|wore|would|could|should|was|were|been|really|even|ever|again|imagined?|dreamed|dreamt|"
     r"want|need|mind|stop|get|have|know|forget|give|let|be|gone|done|seen|eaten|flown|driven|ridden|taken|given|"
-    r"known|shown|worn|written|spoken|grown|drawn|swum|run|begun|become|come|tried|heard)\b)(?!\w+ed\b)[a-z]+|"
+    r"known|shown|worn|written|spoken|grown|drawn|swum|run|begun|become|come|tried)\b)(?!\w+ed\b)[a-z]+|"
     # a standing want of a kind, said with a bare noun ("I want work that keeps me outdoors", "I need quiet places
     # where I can talk"; not "I want a hotel near the venue", "I need advice": one errand, or a request)
     r"(?:want|need)\s+(?!(?:to|an?|the|some|my|your|our|his|her|their|its|it|this|that|these|those|you|him|"
@@ -233,12 +233,19 @@ _ONLY_KIND = re.compile(r"^(?:the|my) only\s+(?:[\w-]+\s+){1,4}I\s+(?:\w+\s+)?(?
                         r"eat|read|play|wear|buy|trust|follow|drink)\b", re.IGNORECASE)
 # a need said with its lasting reason: "Because of my bad knees, I need a car with a high seat" (a request of the
 # moment says when: _MOMENT)
-_REASONED_NEED = re.compile(r"(?:\bso,?|^(?:because|since|as|given)\b[^,;]{3,80},)\s*I\s+(?:always\s+|really\s+|"
+_LEAD_REASON = r"^(?:because|since|as|given)\b[^,;]{3,80},"  # "Because of my bad knees, ..."
+_REASONED_NEED = re.compile(rf"(?:\bso,?|{_LEAD_REASON})\s*I\s+(?:always\s+|really\s+|"
                             r"generally\s+|usually\s+)?(?:need|want)\s+(?:an?|some)\b", re.IGNORECASE)
 _MOMENT = re.compile(r"\b(?:today|tonight|tomorrow|this (?:week|weekend|morning|evening|afternoon|month|year|time|"
                      r"trip)|next|right now|asap|soon|by \w+day|on \w+day|for (?:the|my|our|this) (?:trip|stay|visit|"
                      r"meeting|event|party|wedding))\b", re.IGNORECASE)
 _REASON = re.compile(r"\b(?:because|since|as|so)\b", re.IGNORECASE)
+# where a reason given for a standing item ends or starts (main_clause): a leading one ("Because …, "), one before
+# ", so" / "so I …" ("so that", "so much" end no reason), one after "because"/"since" or ", as I"
+_LEADING_REASON = re.compile(_LEAD_REASON + r"\s*", re.IGNORECASE)
+_SO_AFTER_REASON = re.compile(r"(?:,\s*so|\s+so(?=\s+(?:I|I'\w+|my|any|every|all|for)\b))\s+(?!(?:that|much|many|long|"
+                              r"far|well|good|bad|often)\b)", re.IGNORECASE)
+_REASON_AFTER = re.compile(r",?\s+(?:because|since)\s+|,\s*as\s+(?=I\b)", re.IGNORECASE)
 # every such thing must be so: "any transport I use has to be fully step-free"
 _REQUIRED = re.compile(r"(?:^|,\s*(?:so\s+)?)(?:any|every|all|each)\s+[^,;:?]{2,50}?\b(?:has to|have to|must|needs? to)"
                        r"\s+be\b", re.IGNORECASE)
@@ -390,7 +397,8 @@ def _kind(sent: str) -> str | None:
             return "preference"  # "..., so I need a vehicle with a usable third row": a need with its lasting reason
         if not _a_reason(sent, request):
             return None
-    if (_IDENTITY.search(sent) and not _reasoned_preference(sent)) or _memberships(sent):
+    who = _IDENTITY.search(sent)
+    if (who and not _reasoned_preference(sent, who)) or _memberships(sent):
         return "identity"
     if _BUDGET.search(sent) or (_MONEY.search(sent) and _cue(sent, _PREF)):
         return "constraint"
@@ -405,12 +413,26 @@ def _kind(sent: str) -> str | None:
     return None
 
 
-def _reasoned_preference(sent: str) -> bool:
-    """An identity fact given as the reason of a preference after it ("I live in a tiny studio, so I only buy
-    compact furniture"): the sentence says what the user takes, and is a preference ("I'm 20, and I like cultural
-    activities" stays an identity fact with a liking beside it)."""
-    who, pref = _IDENTITY.search(sent), _cue(sent, _PREF)
-    return bool(who and pref and who.end() <= pref.start() and _REASON.search(sent[who.end():pref.start()]))
+def _reasoned_preference(sent: str, who: re.Match) -> bool:
+    """Whether the identity fact ``who`` is given as the reason of a preference after it ("I live in a tiny studio,
+    so I only buy compact furniture"): the sentence says what the user takes, and is a preference ("I'm 20, and I
+    like cultural activities" stays an identity fact with a liking beside it)."""
+    pref = _cue(sent, _PREF)
+    return bool(pref and who.end() <= pref.start() and _REASON.search(sent[who.end():pref.start()]))
+
+
+def main_clause(text: str) -> str:
+    """The part of a standing item that says what holds, without the reason given for it: "I always book a suite,
+    because my kids go to sleep at 7 pm" holds for lodging, not for what the reason's words are near (a coffee
+    table for a home with kids); "I'm lactose intolerant, so milk and cheese are a no-go" for milk and cheese.
+    ``text`` when it gives no reason, or when what is left would be under three words."""
+    for m in (_LEADING_REASON.match(text), _SO_AFTER_REASON.search(text)):
+        if m and len(text[m.end():].split()) >= 3:
+            return text[m.end():]
+    m = _REASON_AFTER.search(text)
+    if m and len(text[:m.start()].split()) >= 3:
+        return text[:m.start()]
+    return text
 
 
 def _a_reason(sent: str, request: re.Match) -> bool:

@@ -31,7 +31,7 @@ from ..tokenize import tokenize
 # advice and options asked for ("what would you recommend", "any tips", "which one should I take")
 _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alternatives?|"
            r"(?:should|could|can|shall) (?:i|we)|(?:i|we) should|help me|looking for|what are some|"
-           r"ways? to|ways? for (?:me|us|\w+) to(?=[^.!?]*\?)|"
+           r"ways? to|ways? for \w+ to(?=[^.!?]*\?)|"
            r"(?:where|which|what) (?:\w+ )?(?:should|would|could) (?:i|we)|any good|best|good|favou?rite|"
            # what would fit the user ("Which one would be easier to care for?", "What would suit me?", "What
            # supplements would help my memory?"), a dish or thing they can make; asked, not told: a way for them to,

@@ -24,7 +24,6 @@ revised or out of scope, so it is not ranked like an episode. For a prompt:
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..recall.packing import Hit
-from .extract import requirement_attributes
+from .extract import main_clause, requirement_attributes
 from .requests import asks_for_choice, errand_objects, in_scope, scope_object
 from ..tokenize import token_set
 from .topics import TopicTree, cosine
@@ -139,31 +138,7 @@ def reached_by_choice(item: Item, sig: dict) -> bool:
     return bool(sig.get("asks")) and bool(sig.get("nearest")) and item.label != "skill"
 
 
-# what an item holds, apart from why: "I always book a suite …, because my kids go to sleep at 7 pm" holds for
-# lodging, not for whatever the reason's words are near (a coffee table for a home with kids); "Because of my bad
-# knees, I need a car with a high seat" holds for cars; "I'm lactose intolerant, so milk and cheese are a no-go"
-# for milk and cheese. A reason leads ("Because …, "), or follows "because"/"since" (", as I …"), or comes before
-# ", so" / "so I …" ("so that", "so much" are no reason's end).
-_LEAD_REASON = re.compile(r"^(?:because|since|as|given)\b[^,;]{3,80},\s*", re.IGNORECASE)
-_SO = re.compile(r"(?:,\s*so|\s+so(?=\s+(?:I|I'\w+|my|any|every|all|for)\b))\s+(?!(?:that|much|many|long|far|well|"
-                 r"good|bad|often)\b)", re.IGNORECASE)
-_BECAUSE = re.compile(r",?\s+(?:because|since)\s+|,\s*as\s+(?=I\b)", re.IGNORECASE)
 _HELD = ("preference", "constraint", "rule")  # a pick's "because" is what it reveals; skills and identity: as said
-
-
-def main_clause(text: str) -> str:
-    """The part of a standing item that says what holds, without the reason given for it (``text`` when it gives
-    none, or when what is left would be under three words)."""
-    m = _LEAD_REASON.match(text)
-    if m and len(text[m.end():].split()) >= 3:
-        return text[m.end():]
-    m = _SO.search(text)
-    if m and len(text[m.end():].split()) >= 3:
-        return text[m.end():]
-    m = _BECAUSE.search(text)
-    if m and len(text[:m.start()].split()) >= 3:
-        return text[:m.start()]
-    return text
 
 
 def embedded_text(item: Item) -> str:
