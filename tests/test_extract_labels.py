@@ -16,6 +16,14 @@ picks ("I think I'll go with the Starter plan for now, since I'm just
 starting out") showed the choice rule's reasons were too loose, and the rule
 was tightened with dev, heldout and PrefEval's 506 choice exchanges held
 where they were (docs/standing.md, "What counts as standing").
+The `colloquial` part (2026-12-05) is what people say for good in their own
+words ("Mushrooms disgust me", "Raw fish is a hard no for me", "Count me out of
+anything labeled a detox"), 180 preferences of the ten PrefEval topics not in
+../shared/data and 120 chit-chat negatives, hand-written by authors who never
+saw the extractor; the rules were widened on it. `colloquial_heldout` (150 of
+each, written after, by another author) was measured once and never fitted:
+the rules alone take 0.613 of its standing sentences at precision 0.979, and
+the learned gate (layers/gate.py, tests/test_gate.py) reads what they pass over.
 The extractor is run the way the hooks run it: :func:`from_session` over the
 message and the ones before it; the message counts as taken when a candidate
 names it among its sources.
@@ -33,6 +41,7 @@ from memtier_plugin.layers.session import from_session
 LABELS = Path(__file__).parent / "data" / "standing_labels.jsonl"
 KINDS = {"preference", "constraint", "rule", "identity", "choice"}
 BAR = 0.90
+SPLITS = ("dev", "heldout", "fresh", "colloquial", "colloquial_heldout")
 
 
 def load() -> list[dict]:
@@ -42,7 +51,7 @@ def load() -> list[dict]:
         assert isinstance(rec.get("text"), str) and rec["text"].strip(), f"{LABELS.name}:{n}: no text"
         assert isinstance(rec.get("label"), bool), f"{LABELS.name}:{n}: 'label' is not true/false"
         assert rec.get("reason") and rec.get("source"), f"{LABELS.name}:{n}: no reason or source"
-        assert rec.get("split") in ("dev", "heldout", "fresh"), f"{LABELS.name}:{n}: 'split' is not dev, heldout or fresh"
+        assert rec.get("split") in SPLITS, f"{LABELS.name}:{n}: 'split' is not one of {', '.join(SPLITS)}"
         assert (rec.get("kind") in KINDS) if rec["label"] else not rec.get("kind"), f"{LABELS.name}:{n}: kind"
         out.append(rec)
     return out
@@ -98,6 +107,67 @@ def test_one_off_picks_and_plans_of_an_assistant_chat_are_mostly_left_out(capsys
     with capsys.disabled():
         print(f"\nfresh: precision {precision:.3f} recall {recall:.3f}")
     assert precision >= 0.60 and recall >= 0.70, "\n".join(misses)
+
+
+def test_what_people_say_for_good_in_their_own_words_is_taken_by_the_rules(capsys):
+    """The colloquial split: the rules were widened on it (a kind that disgusts or bores the speaker, "a hard no",
+    "off the table", "not my scene", a body that rules things out, a doctor's or a landlord's rule, "Count me out
+    of", a question answered at once by a refusal); the held-out one is printed with its floor, what the rules
+    alone take there (the learned gate adds to it: tests/test_gate.py)."""
+    recs = load()
+    precision, recall, misses = score([r for r in recs if r["split"] == "colloquial"])
+    hp, hr, _ = score([r for r in recs if r["split"] == "colloquial_heldout"])
+    with capsys.disabled():
+        print(f"\ncolloquial: precision {precision:.3f} recall {recall:.3f}; colloquial_heldout (rules alone): "
+              f"precision {hp:.3f} recall {hr:.3f}")
+    assert precision >= 0.95 and recall >= BAR, "\n".join(misses)
+    assert hp >= BAR and hr >= 0.55
+
+
+def test_a_colloquial_cue_is_taken_and_its_occasion_or_reaction_is_not():
+    """Each new cue beside the sentence that shares its words and states nothing lasting (issue 25)."""
+    from memtier_plugin.layers.extract import extract
+
+    taken = ["Mushrooms disgust me.", "Loud bars give me a headache.", "Layovers drive me up the wall.",
+             "Raw fish is a hard no for me.", "Shared bathrooms are absolutely out.", "Minimalism is my thing.",
+             "Stairs are really hard for me.", "Golf is the dullest sport on earth to me.",
+             "I rely entirely on public transit.", "I've sworn off fast food.", "I'm a light sleeper.",
+             "Being pescatarian, I eat fish but no other meat.", "I have type 2 diabetes.", "My knees are bad.",
+             "My doctor wants me to avoid heavy lifting.", "Any car I buy needs a big trunk.",
+             "Lights out at 9:30, no exceptions.", "Nonstop flights or nothing.", "Don't ever book me on a red-eye.",
+             "I won't spend more than $20 on lunch.", "I can't sit for hours at a time.", "Caffeine and I don't mix.",
+             "Cilantro tastes like soap to me.", "I'm a die-hard Celtics fan.", "Cruises are off the table for me.",
+             "Count me out of anything labeled a detox.", "Dogs on the furniture? Absolutely not.",
+             "Our landlord caps pets at 20 pounds.", "Bars aren't my scene.",
+             "I was diagnosed with celiac disease last year, so even a little wheat makes me sick."]
+    left = ["That movie gave me a headache.", "It drives me crazy when he does that.", "I won't let you down.",
+            "Don't worry about me, I'm fine.", "My sister hates flying.", "The new album is out!",
+            "It's hard for me to say.", "The noise last night drove me crazy.", "Honestly that scares me a bit.",
+            "I can't wait for the weekend!", "We need to leave at 6 at the latest tomorrow.", "I'm a huge fan.",
+            "Don't forget to call me.", "I won't tell anyone.", "As a kid, I hated broccoli.",
+            "Any book I read this summer must be short, I only have a week.", "I hate to say it, but it's broken.",
+            "I hate that I didn't think of that.", "I can't stand how long this download is taking.",
+            "Is the hotel any good? Absolutely not my call.",
+            "Scientists have not yet learned whether pitch changes with excitement or disgust."]
+    assert [t for t in taken if not extract(t, role="user")] == []
+    assert [t for t in left if extract(t, role="user")] == []
+
+
+def test_a_sentence_ends_where_it_ends_and_a_clause_loses_its_semicolon():
+    """"9 a.m. to 4 p.m." is not three sentences (the second was stored as "to 4 p.m., and that isn't going to
+    change."); a clause cut at a semicolon is stored without it; a dash or colon before a list gives examples of
+    one item, not items ("When I travel, I refuse none of them")."""
+    from memtier_plugin.layers.extract import extract, sentences
+
+    assert sentences("I sleep from 9 a.m. to 4 p.m., and that isn't going to change. Thanks!") == [
+        "I sleep from 9 a.m. to 4 p.m., and that isn't going to change.", "Thanks!"]
+    assert [c.content for c in extract("I will only buy electric cars; I refuse to own anything that burns gas.",
+                                       role="user")] == ["I will only buy electric cars",
+                                                         "I refuse to own anything that burns gas."]
+    one = "When I travel, I refuse to eat at chains\u2014McDonald's, Olive Garden, Starbucks, none of them."
+    assert [c.content for c in extract(one, role="user")] == [one]
+    two = "I'm cutting out added sugar entirely: no sweets, no syrups, no sweetened drinks."
+    assert [c.content for c in extract(two, role="user")] == [two]
 
 
 def test_choices_are_taken_as_choices_and_stated_items_as_stated():
@@ -174,10 +244,10 @@ def test_a_thing_never_done_and_a_standing_want_of_a_kind_are_preferences():
         return [c.content for c in extract(text, role="user")]
 
     assert contents("I never finance a car or take out loans with interest; I only buy vehicles with cash I've "
-                    "saved.") == ["I never finance a car or take out loans with interest;",
+                    "saved.") == ["I never finance a car or take out loans with interest",
                                   "I only buy vehicles with cash I've saved."]
     assert contents("I only adopt animals from shelters or rescues; I'm firmly against buying from breeders.")[0] \
-        == "I only adopt animals from shelters or rescues;"
+        == "I only adopt animals from shelters or rescues"
     assert contents("I can't stand being stuck at a desk all day; I want work that keeps me outdoors.")[1:] == [
         "I want work that keeps me outdoors."]
     assert contents("I need quiet places where I can actually hold a conversation.") == [

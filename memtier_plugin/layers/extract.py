@@ -64,7 +64,13 @@ _PREF = re.compile(
     r"care about|value|stick to|steer clear|stay away|opt for|find|learn best|learn better|work best|thrive|"
     r"struggle|firmly believe|believe|am against|'m against|am strongly against|'m strongly against|"
     r"go for|lean towards?|gravitate|follow|keep|limit|only (?:eat|wear|use|buy|read|watch|listen|play|drink|fly|stay|"
-    r"consider|book|pick|choose|order|travel|shop|hire|visit|drive|ride|take|adopt|cook|trust|support|work)|"
+    r"consider|book|pick|choose|order|travel|shop|hire|visit|drive|ride|take|adopt|cook|trust|support|work|purchase|"
+    r"train|feed|groom|rent|lease|pay|invest|commute|swim|hike|camp|stream)|"
+    # a dependence or a kind of thing given up: "I rely entirely on public transit", "I've sworn off fast food",
+    # "I'm cutting out added sugar", "I'll do almost anything to avoid injections"
+    r"rely (?:entirely |only |solely |mostly |completely )?on|sworn off|swore off|(?:cutting|cut) (?:out|back on)|"
+    r"keep (?:halal|kosher)|(?<=always )(?:pay|stay|go|fly|get|eat|buy)|"
+    r"(?:do|try) (?:almost |just about )?anything to avoid|"
     # a kind of thing never done (present tense: "I never finance a car", not "I never thought ..." or "I never
     # expected ...", one occasion)
     r"(?<=never )(?!(?:knew|saw|went|got|had|heard|thought|understood|felt|found|made|met|said|told|took|came|gave|"
@@ -88,14 +94,33 @@ _STATE = re.compile(
     r"(?:vegetarian|vegan|pescatarian|allergic|intolerant|lactose|gluten|afraid|scared|terrified|claustrophobic|"
     r"sensitive|diabetic|colou?r ?blind|left-handed|night owl|early bird|fan of|big fan|not a fan|into|passionate|"
     r"keen on|on an? (?:[\w-]+ ){0,2}(?:diet|budget)|"
-    r"uncomfortable|comfortable|interested|obsessed|picky|budget-conscious|environmentally|eco|committed|"
+    r"uncomfortable|comfortable|interested|obsessed|picky|budget-conscious|environmentally|eco|committed|loyal to|"
+    r"(?:light|heavy) sleeper|morning person|night person|early riser|late riser|germaphobe|introvert|extrovert|"
+    r"homebody|digital nomad|non-?drinker|non-?smoker|teetotal(?:l?er)?|[\w-]+-phobic|sober|done with|"
+    r"(?:die-?hard|lifelong|huge|massive|devoted) (?:[\w-]+ ){0,2}(?:fan|supporter)|"
     r"(?:a )?(?:beginner|novice|expert|visual|hands-on|auditory|kinesthetic))\b", re.IGNORECASE)
+# the same state given as a leading reason: "Being pescatarian, I eat fish ...", "As a non-drinker, ..."
+_BEING = re.compile(r"^(?:being|as) (?:an? )?(?:(?:strict|lifelong|committed|longtime|long-time|devout|very)\s+)?"
+                    r"(?:vegetarian|vegan|pescatarian|diabetic|celiac|coeliac|light sleeper|germaphobe|introvert|"
+                    r"non-?drinker|non-?smoker|teetotal(?:l?er)?|[\w-]+-phobic|early riser|morning person|night owl)\b",
+                    re.IGNORECASE)
 _HAVE = re.compile(r"\bI(?:'ve| have)? (?:always |long )?(?:have|had|suffer from|struggle with|get)\s+"
                    r"(?:an? |some )?(?:[\w-]+ ){0,2}"
                    r"(?:fear|phobia|allergy|allergies|aversion|intolerance|sensitivity|condition|"
-                   r"motion sickness|vertigo|anxiety|migraines?|bad knees?|back pain|asthma|"
+                   r"motion sickness|vertigo|anxiety|migraines?|bad knees?|back pain|asthma|diabetes|"
+                   r"celiac(?: disease)?|coeliac(?: disease)?|arthritis|tinnitus|insomnia|sciatica|epilepsy|IBS|"
+                   r"high blood pressure|hypertension|chronic pain|herniated disc|bad back|bad hips?|"
                    r"(?:love|passion|spot|weakness) (?:for|of))\b|"
-                   r"\bI (?:use|rely on) (?:a |an )?(?:wheelchair|cane|walker|mobility scooter|hearing aids?|crutches)\b",
+                   r"\bI (?:use|rely on) (?:a |an )?(?:wheelchair|cane|walker|mobility scooter|hearing aids?|crutches)\b|"
+                   # the body as it is: "My knees are bad", "my back can't take the hunched-over position"
+                   r"\bmy (?:\w+ )?(?:knees?|back|hips?|joints|stomach|eyes|eyesight|ears|hearing|night vision|skin)\s+"
+                   r"(?:is|are|(?:can't|cannot|won't) (?:take|handle|tolerate|cope with))\s+"
+                   r"(?:(?:really|very|pretty|just|so|too)\s+)?(?:bad|weak|poor|shot|sensitive|terrible|awful|the)\b|"
+                   # what a doctor has ruled: "my doctor wants me to avoid heavy lifting"
+                   r"\b(?:doctor|physician|physio|physiotherapist|cardiologist|dentist|dermatologist|allergist|vet)\s+"
+                   r"(?:(?:has\s+)?put me on\b|(?:wants|has told|told|says|has advised|advised|recommends|insists)\s+"
+                   r"(?:that\s+)?(?:me|I)\s+"
+                   r"(?:to\s+)?(?:avoid|not\b|never|stay away|steer clear|limit|cut|stop|should(?:n't| not)? avoid))",
                    re.IGNORECASE)
 _OPINION = re.compile(r"\b(?:prefer|preference|avoid|dislike|hate|can't stand|allergic|vegan|vegetarian|"
                       r"ineffective|distracting|disorienting|overwhelming|unengaging|engaging|boring|uncomfortable|"
@@ -106,7 +131,7 @@ _OPINION = re.compile(r"\b(?:prefer|preference|avoid|dislike|hate|can't stand|al
                       r"cannot tolerate|can't tolerate|"
                       r"don't (?:watch|read|use|eat|drink|consume|wear|play|listen|like)|"
                       r"do not (?:watch|read|use|eat|drink|consume|wear|play|listen|like)|need to avoid|"
-                      r"only (?:eat|wear|use|buy|read|watch|listen|play|drink))\b",
+                      r"only (?:eat|wear|use|buy|read|watch|listen|play|drink)|keep (?:halal|kosher))\b",
                       re.IGNORECASE)
 # the fallback: an opinion word in a clause whose subject is the speaker ("They love it when I ..." is not)
 _OPINION_SUBJECT = re.compile(r"\bI\b(?:'m|'ve)?[^,;:.!?]*?" + _OPINION.pattern, re.IGNORECASE)
@@ -117,6 +142,7 @@ _FAV = re.compile(_MY_FAV + r"(?:\s+[\w-]+){0,3}\s+(?:is|are)\b|"
                   r"(?:is|are)\s+(?:(?:pretty much|really|definitely|always|still|also|probably)\s+)?(?:one of\s+)?"
                   + _MY_FAV, re.IGNORECASE)
 # a cue aimed at one thing, not at a kind (see _aimed)
+_HEDGE = re.compile(r"\s+to\s+(?:say|admit|break|tell|be the one|ask|bother|interrupt)\b", re.IGNORECASE)
 _WISH = re.compile(r"(?:'d|\bwould)\b.*\b(?:love|like|enjoy|adore)$", re.IGNORECASE)  # conditional: a wish
 _SECOND = re.compile(r"\s+(?:(?:in|about|how|that|when|what|the way)\s+)?(?:you|your|yours|us)\b", re.IGNORECASE)
 _DEICTIC = re.compile(r"\s+(?:(?:with|about|of|on|in|for|by)\s+)?(?:(?:any|some|all|none|one|most)\s+of\s+)?(?:"
@@ -126,11 +152,15 @@ _DEICTIC = re.compile(r"\s+(?:(?:with|about|of|on|in|for|by)\s+)?(?:(?:any|some|
                       r"\w+ing\s+(?:(?:lost|out|around|in|into|with|at|to|on|up)\s+){0,2}(?:it|them|him|her|those)\b|"
                       r"(?:how|when|the way)\s+(?:it|this|that|these|those|they|he|she|the)\b|"
                       r"that\s+(?:it|this|they|he|she|you)\b|the way\b|"
-                      r"how\s+\w+\s+(?:it|this|that|they|he|she)\s+(?:is|are|was|were|looks?)\b)", re.IGNORECASE)
+                      r"how\s+\w+\s+(?:it|this|that|they|he|she)\s+(?:is|are|was|were|looks?)\b|"
+                      r"how\s+\w+\s+(?:this|that|these|those|the|my|your|our)\s+\w+\s+(?:is|are|was|were|takes?|"
+                      r"took)\b)", re.IGNORECASE)
 _EXTRAPOSED = re.compile(r"\s+it\s+(?:\w+\s+){1,2}(?:to|when|if)\b", re.IGNORECASE)  # "I find it hard to focus"
 _WONT_DO = re.compile(r"\s+(?:ever\s+)?(?:eat|drink|wear|use|buy|watch|read|play|listen|fly|stay|book|travel|touch|"
                       r"consider|own|pay|do|go|take|work|shop|support|attend|keep|visit|ride|drive|rent|adopt|"
-                      r"hire|sit|order|pick|choose)\b", re.IGNORECASE)
+                      r"hire|sit|order|pick|choose|spend|crate|feed|allow|tolerate|accept|set foot)\b|"
+                      r"\s+(?!(?:let|tell|say|give|stop|hurt|forget|miss|need|do|make|mind)\b)\w+\s+(?:any|anything|"
+                      r"more than|over|under|less than)\b", re.IGNORECASE)
 # the cue sits in a relative or conditional clause: "something I love", "which I find cute", "even if I'm not"
 _EMBEDDED = re.compile(r"\b(?:what|which|who|whom|something|anything|everything|thing|things|ones?|stuff|if|unless|"
                        r"whether|how|(?<!think )(?<!know )(?<!said )(?<!feel )(?<!sure )that)\s*$|"
@@ -141,7 +171,8 @@ _EMBEDDED = re.compile(r"\b(?:what|which|who|whom|something|anything|everything|
 # ... but a predicate is asserted: "lengthy drives are something I avoid" (not "That's what I like to hear")
 _CLEFT = re.compile(r"(?<![Tt]hat)(?<![Tt]his)(?<![Ii]t)(?:'s|'re|\s+is|\s+are)\s+(?:\w+\s+)?"
                     r"(?:something|anything|things?|what|ones?)\s*$")
-_FRONTED = re.compile(r"^(?:when|whenever|for|on|in|at|during|while|with|as for|after|before)\b", re.IGNORECASE)
+_FRONTED = re.compile(r"^(?:when|whenever|for|on|in|at|during|while|with|as for|after|before|since|ever since|"
+                      r"because of|due to|given|thanks to)\b", re.IGNORECASE)
 # the sentence tells of an occasion: a past time, a recalled liking, an offer, sympathy or certainty about others
 _PAST = re.compile(r"\b(?:used to|yesterday|last (?:night|week|weekend|month|year|summer|winter|spring|fall|autumn|"
                    r"time|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|the other (?:day|night|week)|"
@@ -158,31 +189,50 @@ _RECALLED = re.compile(r"\bremind(?:s|ed|ing)? me (?:why|how|of|that|what)\b|\br
                        r"^(?:hope|wish)\b|\bmade me (?:appreciate|realize|remember|think|feel)\b|"
                        r"\bI(?:'m| am) (?:so |really |just )?(?:glad|sure|grateful|thankful)\b|\bI (?:bet|wish|hope)\b",
                        re.IGNORECASE)
-_PLAN = re.compile(r"^(?:\w+,\s*)?I(?:'m| am) (?:\w+ly |just |currently |now )?(?!trying to\b)\w+ing\b|"
+_PLAN = re.compile(r"^(?:\w+,\s*)?I(?:'m| am) (?:\w+ly |just |currently |now )?(?!trying to\b|cutting (?:out|back)\b|"
+                   r"avoiding\b|staying away\b|steering clear\b)\w+ing\b|"
                    r"^(?:\w+,\s*)?I(?:'ve| have) (?:also |actually |just |recently )?been "
                    r"(?!(?:avoiding|eating|following|sticking|staying|trying|cutting|limiting|keeping|living|"
                    r"working)\b)\w+ing\b|"
                    r"\bI(?:'ll| will) (?:also |definitely |just |probably )?"
-                   r"(?:start|try|think|make|get|check|look|see|keep|be|have|give|let|add|do)\b", re.IGNORECASE)
+                   r"(?:start|try|think|make|get|check|look|see|keep|be|have|give|let|add|"
+                   r"do(?! (?:almost |just about )?anything to avoid))\b", re.IGNORECASE)
 _OFFER = re.compile(r"\blet me know\b|\bif you (?:ever )?(?:need|want)\b|\b(?:here|happy|glad|love|willing|ready) to "
                     r"(?:help|support|lend|assist|cheer|share|chat|listen|hear)\b|\bshoot me\b|\banytime you\b|"
                     r"\bkeep you (?:updated|posted|informed)\b|\blet you know\b",
                     re.IGNORECASE)
-_BUDGET = re.compile(r"\b(?:my|the|our)\s+(?:\w+\s+){0,2}budget\b|\b(?:under|below|at most|no more than|up to|"
+_BUDGET = re.compile(r"\b(?:my|the|our)\s+(?:\w+\s+){0,2}budget\b|"
+                     r"\bI\b[^.;!?]{0,30}\bon an? (?:[\w-]+\s+){0,2}budget\b|"
+                     r"\b(?:under|below|at most|no more than|up to|"
                      r"less than|max(?:imum)?|within)\s+[$€£]\s?\d", re.IGNORECASE)
-_RULE = re.compile(r"^(?:(?:and |also |please |as a |a )?(?:rule|policy)[^:]{0,30}:\s*)?"
-                   r"(?:please\s+)?(?:always|never|don't ever|do not ever|only|no\s+\w+\s+(?:on|before|after))\b",
+_RULE = re.compile(r"^(?:(?:and |also |please |as a |a |my |our )?(?:rule|policy)[^:]{0,30}:\s*)?"
+                   r"(?:please\s+)?(?:(?<=: )(?:I|we|she|he|they|it)\s+)?(?:always|never|don't ever|do not ever|only|"
+                   r"no\s+\w+\s+(?:on|before|after))\b",
                    re.IGNORECASE)
 _RULE_ANY = re.compile(r"\b(?:only on (?:weekdays|weekends|mondays?|tuesdays?|wednesdays?|thursdays?|fridays?)|"
                        r"never on (?:weekends|saturdays?|sundays?|fridays?)|(?:rule|policy) going forward|"
-                       r"from now on|going forward)\b", re.IGNORECASE)
+                       r"from now on|going forward|no exceptions|non-?negotiable|(?:is|are) sacred|"
+                       r"(?:isn't|is not|aren't|are not) (?:going to|gonna) change|^(?:[\w'-]+\s+){1,4}or nothing|"
+                       r"whatever it costs)\b", re.IGNORECASE)
+# a landlord's or a lease's rule: "my lease forbids drilling", "Our landlord caps pets at 20 pounds"
+_HOUSE_RULE = re.compile(r"(?:^|,\s*(?:and\s+|so\s+)?)(?:my|our) (?:landlord|lease|building|hoa|condo board|employer|"
+                         r"company)\s+(?:\w+\s+)?(?:forbids|bans|prohibits|caps|limits|doesn't allow|does not allow|"
+                         r"won't allow|only allows)\b", re.IGNORECASE)
+# "Count me out of anything labeled a detox"
+_COUNT_OUT = re.compile(r"^(?:\w+,\s*)?count me out of\b", re.IGNORECASE)
+# an instruction about what to do with the speaker: "Don't even think about putting me in Yankee Stadium"
+_DONT_ME = re.compile(r"^(?:please\s+)?(?:don't|do not|never)\s+(?:ever\s+)?(?:even\s+)?(?:think about\s+|try\s+)?"
+                      r"(?:book|put|seat|send|schedule|sign|suggest|recommend|offer|serve|give|take|drag|bring)\w*\s+"
+                      r"(?:me|us)\b", re.IGNORECASE)
 # "Always here to help", "Never had a chance": an adverb with no instruction after it
 _RULE_NOT = re.compile(r"\s*(?:here|good|great|happy|glad|nice|fun|so|such|a|an|the|up|had|been|was|were|did|knew|"
                        r"thought|mind|ever|done|heard|seen|gone|known|met|got|felt|made|said|told|"
                        r"(?!need\b|feed\b|proceed\b)\w+ed|\w+ing)\b", re.IGNORECASE)
-_IDENTITY = re.compile(r"\b(?:my name is|I live in|I'm (?:based|located) in|I am (?:based|located) in|I work (?:as|at|for|in)|"
+_IDENTITY = re.compile(r"\b(?:my name is|I live in|I work (?:[\w-]+ ){0,2}(?:shifts|nights)|I'm (?:based|located) in|"
+                       r"I am (?:based|located) in|I work (?:as|at|for|in)|"
                        r"I(?:'m| am) \d{1,2}(?: years old)?(?=\s*(?:[,.;]|and\b|$))|"
-                       r"I'm a (?:nurse|teacher|doctor|developer|engineer|student|designer|parent|mom|dad|"
+                       r"I'm a (?:[\w-]+ ){0,2}?(?:nurse|teacher|doctor|developer|engineer|student|designer|parent|mom|"
+                       r"dad|"
                        r"manager|lawyer|chef|writer|researcher|retiree)|I am a (?:nurse|teacher|doctor|developer|"
                        r"engineer|student|designer|parent|manager|lawyer|chef|writer|researcher))\b", re.IGNORECASE)
 # a membership the user holds, by its number ("My United MileagePlus number is UA-MP 88213457"): an identity fact a
@@ -227,7 +277,53 @@ _RULED_OUT = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she
                         r"a deal-?breaker|a non-starter)|"
                         r"(?:isn't|aren't|is not|are not)\s+(?:\w+\s+)?(?:an option|for me)|"
                         r"(?:don't|doesn't|do not|does not)\s+(?:really\s+)?(?:interest|appeal to|agree with|"
-                        r"sit well with)\s+me)\b", re.IGNORECASE)
+                        r"sit well with)\s+me|"
+                        # "Raw fish is a hard no for me", "Shared bathrooms are absolutely out", "Minimalism is my
+                        # thing", "Long walks are really hard for me", "Golf is the dullest thing on earth to me",
+                        # "Buying new is a waste of money", "Caffeine and I don't mix"
+                        r"(?:is|are|'s|'re)\s+(?:\w+\s+)?(?:a (?:hard|firm|big) no|(?:absolutely|completely|totally|"
+                        r"definitely|strictly) out)|"
+                        r"(?:is|are|'s|'re|isn't|aren't|is not|are not)\s+(?:(?:totally|really|very much|definitely|"
+                        r"just|so|not|really not)\s+)?my thing|"
+                        r"(?:is|are)\s+(?:(?:really|very|just|too|way too|so|pretty|incredibly)\s+)?(?:hard|difficult|"
+                        r"impossible|painful|unbearable|exhausting|torture|miserable)\s+(?:for|on)\s+me|"
+                        r"(?:is|are)\s+(?:(?:just|always|honestly)\s+)?the\s+(?:worst|dullest|most boring|least \w+)\s+"
+                        r"[^.;!?]{0,40}?\b(?:for|to)\s+me|"
+                        r"(?:is|are)\s+(?:(?:just|always|honestly)\s+)?a (?:total |complete )?waste of (?:money|time)|"
+                        r"and I (?:just |really |simply )?(?:don't|do not) (?:mix|get along)|"
+                        # "Mushrooms are a hard pass for me", "a daily commute is off the table", "leasing isn't worth
+                        # it to me", "bars aren't my scene", "coffee shops never work for me", "cramped seating is a
+                        # real problem for me", "meat is off my plate for good"
+                        r"(?:is|are|'s|'re)\s+(?:\w+\s+)?a (?:hard|firm|huge|big|definite) (?:pass|no)|"
+                        r"(?:is|are|'s|'re)\s+(?:\w+\s+)?off (?:the table|the menu|my plate|my list)|"
+                        r"(?:isn't|aren't|is not|are not)\s+(?:\w+\s+)?worth it (?:to|for) me|"
+                        r"(?:isn't|aren't|is not|are not|'s not|'re not)\s+(?:\w+\s+)?my "
+                        r"(?:scene|style|cup of tea|jam)|"
+                        r"(?:never|doesn't|don't|does not|do not)\s+(?:\w+\s+)?works? (?:out )?for me|"
+                        r"(?:is|are)\s+(?:\w+\s+)?(?:an? )?(?:real |big |huge |total |absolute )?(?:problem|nightmare|"
+                        r"no-go|dealbreaker|deal-breaker) for me|"
+                        r"(?:has|have) an? (?:(?:strict|hard|firm)\s+)?(?:[\w-]+\s+){0,3}(?:limit|ban) on)\b",
+                        re.IGNORECASE)
+# a kind of thing that does this to the speaker: "Mushrooms disgust me", "Loud, crowded restaurants give me a
+# headache", "Layovers drive me up the wall", "Open-plan offices destroy my focus", "Cilantro tastes like soap to
+# me" (present tense, a kind as subject: not "That movie gave me a headache", "it drives me crazy")
+_AVERSE = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|you|we|the|his|her|their|your|our|my|"
+                     r"there|here)\b)(?:(?!\b(?:that|it|this|these|those|they|he|she|you|we)\b)[^;:?]){3,80}?\b(?:"
+                     r"(?:disgusts?|repulses?|nauseates?|sickens?|bores?|terrif(?:y|ies)|scares?|frightens?|"
+                     r"stress(?:es)?|gross(?:es)?|freaks?) me(?: out| to tears)?|"
+                     r"(?:give|gives) me (?:an? )?(?:headaches?|migraines?|hives|heartburn|indigestion|a rash|"
+                     r"the creeps|anxiety|palpitations)|"
+                     r"(?:drive|drives) me (?:crazy|nuts|mad|insane|up the wall|bonkers)|"
+                     r"(?:make|makes) me (?:sick|nauseous|queasy|anxious|itch|sneeze|break out)|"
+                     r"(?:destroy|destroys|kill|kills|ruin|ruins|wreck|wrecks) my (?:focus|concentration|productivity|"
+                     r"sleep|back|knees|stomach|appetite)|"
+                     r"(?:taste|tastes|smell|smells|feel|feels) (?:like [\w' -]{2,20}|awful|terrible|horrible|"
+                     r"disgusting|gross|vile|wrong) to me)\b", re.IGNORECASE)
+# what the speaker's body rules out for good: "I can't play anything with sudden cutting", "I can't sit for hours"
+_CANNOT = re.compile(r"\bI (?:really |just |simply |physically )?(?:can't|cannot) (?:play|sit|stand|walk|eat|drink|"
+                     r"lift|handle|tolerate|digest|sleep|run|climb|carry|hike|ride|wear|do) (?:anything\b|any\b|"
+                     r"for (?:long|hours|more than)\b|more than\b|long (?:walks|distances|hours|flights|drives)\b)",
+                     re.IGNORECASE)
 # "The only games I care about are esports": the one kind the speaker takes
 _ONLY_KIND = re.compile(r"^(?:the|my) only\s+(?:[\w-]+\s+){1,4}I\s+(?:\w+\s+)?(?:care about|like|love|enjoy|watch|"
                         r"eat|read|play|wear|buy|trust|follow|drink)\b", re.IGNORECASE)
@@ -237,7 +333,8 @@ _LEAD_REASON = r"^(?:because|since|as|given)\b[^,;]{3,80},"  # "Because of my ba
 _REASONED_NEED = re.compile(rf"(?:\bso,?|{_LEAD_REASON})\s*I\s+(?:always\s+|really\s+|"
                             r"generally\s+|usually\s+)?(?:need|want)\s+(?:an?|some)\b", re.IGNORECASE)
 _MOMENT = re.compile(r"\b(?:today|tonight|tomorrow|this (?:week|weekend|morning|evening|afternoon|month|year|time|"
-                     r"trip)|next|right now|asap|soon|by \w+day|on \w+day|for (?:the|my|our|this) (?:trip|stay|visit|"
+                     r"trip|summer|winter|spring|fall|autumn|season)|next|right now|asap|soon|by \w+day|on \w+day|"
+                     r"for (?:the|my|our|this) (?:trip|stay|visit|"
                      r"meeting|event|party|wedding))\b", re.IGNORECASE)
 _REASON = re.compile(r"\b(?:because|since|as|so)\b", re.IGNORECASE)
 # where a reason given for a standing item ends or starts (main_clause): a leading one ("Because …, "), one before
@@ -248,7 +345,12 @@ _SO_AFTER_REASON = re.compile(r"(?:,\s*so|\s+so(?=\s+(?:I|I'\w+|my|any|every|all
 _REASON_AFTER = re.compile(r",?\s+(?:because|since)\s+|,\s*as\s+(?=I\b)", re.IGNORECASE)
 # every such thing must be so: "any transport I use has to be fully step-free"
 _REQUIRED = re.compile(r"(?:^|,\s*(?:so\s+)?)(?:any|every|all|each)\s+[^,;:?]{2,50}?\b(?:has to|have to|must|needs? to)"
-                       r"\s+be\b", re.IGNORECASE)
+                       r"\s+be\b|"
+                       # "any vehicle I buy needs serious towing capacity", "anything I buy for the house needs to
+                       # survive fur and claws", "any pet I have must cope without me"
+                       r"(?:^|,\s*(?:so\s+)?)(?:any|every|all|each|anything|everything)\s+(?:[\w-]+\s+){0,3}?"
+                       r"(?:I|we)\s+(?:\w+\s+)?(?:buy|have|get|own|use|book|rent|choose|pick|consider|eat|wear|adopt|"
+                       r"take|drive|bring)\b[^,;:?]{0,40}?\b(?:must|needs?|has to|have to)\b", re.IGNORECASE)
 _INTENT = re.compile(r"\b(?:going to|gonna|try to|trying to|plan to|planning to|hope to|want to|will|'ll)\b", re.IGNORECASE)
 # what a sentence under a stated scope asks of every such errand
 _SCOPED_ITEM = re.compile(r"\bI (?:always |only |usually )?(?:want|need|prefer|like)\b|\b(?:no|nothing|never|always|"
@@ -257,11 +359,20 @@ _HABITUAL = re.compile(r"\b(?:when(?:ever)? I|always|usually|generally|in genera
 _PROPOSAL = re.compile(r"\s+the\s+(?:idea|sound|thought|look|suggestion|concept)s?\b", re.IGNORECASE)
 _WANT_NOW = re.compile(r"\s+in\s+(?:the|this|these|those|that|a|an|some|any|it|them|trying|learning|exploring|finding|"
                        r"getting|buying|checking|using|applying|visiting|reading about|seeing)\b", re.IGNORECASE)
-_SENT = re.compile(r"(?<=[.!?;])\s+|\n+")
+# a sentence ends at . ! ? ; (not after "a.m.", "p.m.", "e.g.", "i.e.", "vs.", "Dr.", "Mr.", "Ms.", "Mrs.", "St.")
+# a refusal that answers the question just before it, and the questions it cannot answer (one thing at hand)
+_REFUSAL = re.compile(r"^(?:hard no|absolutely not|no thanks|no thank you|no way|nope|not for me|forget it|never again|"
+                      r"not a chance|not happening|never|pass)\b[.!]*", re.IGNORECASE)
+_DEICTIC_Q = re.compile(r"^(?:\w+,\s*)?(?:can|could|would|will|should|do|does|did|is|are|was|were|have|has|what|"
+                        r"why|how|who|where|when|which|you|it|that|this)\b", re.IGNORECASE)
+_SENT = re.compile(r"(?<=[.!?;])(?<![ap]\.m\.)(?<!e\.g\.)(?<!i\.e\.)(?<!\bvs\.)(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)"
+                   r"(?<!Mrs\.)(?<!\bSt\.)\s+|\n+")
 _LIST_SPLIT = re.compile(r",\s*(?:and\s+|or\s+)?|\s+and\s+(?=(?:an?|the|no|only|\w+\s+\w+))", re.IGNORECASE)
 _LIST_CLOSE = re.compile(r"\b(?:and|or|nor)\b", re.IGNORECASE)
-_EXAMPLES = re.compile(r"\b(?:like|such as|including|e\.g\.|especially|particularly|because|as|since|so)\b",
-                       re.IGNORECASE)
+# what makes the parts after a verb examples or a reason, not a list of items ("chains—McDonald's, Olive Garden, ...")
+# ("added sugar entirely: no sweets, no syrups" elaborates one item)
+_EXAMPLES = re.compile(r"\b(?:like|such as|including|e\.g\.|especially|particularly|because|as|since|so)\b|"
+                       r"[\u2014\u2013]|\s-\s|\w:\s", re.IGNORECASE)
 _MONEY = re.compile(r"[$€£]\s?\d[\d,.]*|\b\d[\d,.]*\s?(?:dollars|euros|usd|eur|gbp)\b", re.IGNORECASE)
 _BUDGET_OBJECTS = ("hotel", "flight", "meal", "dinner", "lunch", "rent", "gift", "laptop", "phone", "car",
                    "trip", "ticket", "room", "night", "wine", "course", "book")
@@ -304,14 +415,29 @@ class Candidate:
 
 
 def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENT.split(text) if s and s.strip()]
+    """The sentences of ``text``; a question answered at once by a refusal ("Dogs on the furniture? Absolutely
+    not.", "Tourist-trap restaurants? No thanks.") is one sentence: the user's own answer to their own question."""
+    out: list[str] = []
+    for s in (s.strip() for s in _SENT.split(text) if s and s.strip()):
+        if out and out[-1].endswith("?") and _REFUSAL.match(s):
+            out[-1] = f"{out[-1]} {s}"
+        else:
+            out.append(s)
+    return out
+
+
+def _refused(sent: str) -> bool:
+    """A kind of thing the user asks about and turns down in one breath ("Cruises? Not my scene." is caught by
+    its words; "Shock collars, prong collars, any of that stuff? Hard no." by this)."""
+    q, _, answer = sent.rpartition("? ")
+    return bool(q) and bool(_REFUSAL.match(answer)) and not _DEICTIC_Q.match(q)
 
 
 def _clean(sent: str) -> str:
     sent = sent.replace("\u2019", "'")  # "don’t" is "don't"
     sent = re.sub(r"^(?:hi|hello|hey|yes|ok|okay|also|and|but|so|oh|well|great|thanks)[!,.: ]+", "", sent.strip(),
                   flags=re.IGNORECASE)
-    return sent[:MAX_TEXT]
+    return sent.rstrip(" ;")[:MAX_TEXT]  # a clause cut at a semicolon ends without it
 
 
 def _cue(sent: str, pattern: re.Pattern) -> re.Match | None:
@@ -326,7 +452,8 @@ def _aimed(sent: str, m: re.Match) -> bool:
     cue, before, rest = m.group(0), sent[: m.start()], sent[m.end():]
     cleft = bool(_CLEFT.search(before))
     if not cleft and not re.search(r"\w", rest.replace(" to", "", 1)) and re.search(
-            r"\b(?:love|like|enjoy|adore|prefer|hate|dislike|allergic|into|of|about|to|for|with|on)$", cue, re.I):
+            r"\b(?:love|like|enjoy|adore|prefer|hate|dislike|allergic|into|of|about|to|for|with|on|"
+            r"(?:an?|huge|big|massive|die-?hard|lifelong|devoted) (?:fan|supporter))$", cue, re.I):
         return True  # "Yeah, I love to.", "since I'm allergic.": nothing it is about
     if _EMBEDDED.search(before) and not cleft and not (_FRONTED.match(before) and "," not in before):
         return True  # "something I love", "what I like to hear", "even if I'm not into games": not asserted
@@ -346,6 +473,10 @@ def _aimed(sent: str, m: re.Match) -> bool:
         return True  # "I find other ways", "Hope I find one": finding, not judging
     if _WISH.search(cue):
         return True  # "I'd love to see it", "I would like that": a wish for one thing, or an offer
+    if re.search(r"\b(?:love|like|hate|dislike|enjoy|adore|can't stand|cannot stand)$", cue, re.IGNORECASE) and (
+            re.match(r"\s+that\s+(?:i|you|we|they|he|she|it|my|your|our|his|her|their)\b", rest, re.IGNORECASE)
+            or (re.search(r"hate$", cue, re.IGNORECASE) and _HEDGE.match(rest))):
+        return True  # "I hate that I didn't think of it", "I hate to say it, but ...": a reaction, a hedge
     said_that = re.search(r"\b(?:believe|feel|think|know)$", cue, re.IGNORECASE) and re.match(r"\s+that\b", rest)
     if _SECOND.match(rest) or (_DEICTIC.match(rest) and not _EXTRAPOSED.match(rest) and not said_that):
         return True  # "I love your turtles", "I love how it shows", "I find it soothing": no referent of its own
@@ -387,8 +518,16 @@ def _habit(sent: str) -> bool:
 
 
 def _kind(sent: str) -> str | None:
-    if sent.endswith("?") or _episodic(sent):
+    if _refused(sent):
+        return "preference"
+    if sent.endswith("?"):
         return None
+    if _episodic(sent):
+        # a past cause with a lasting consequence: "I was diagnosed with celiac disease last year, so even a little
+        # wheat makes me sick" (the consequence decides; the item keeps the whole sentence)
+        m = _SO_AFTER_REASON.search(sent)
+        rest = sent[m.end():] if m else ""
+        return _kind(rest) if len(rest.split()) >= 3 else None
     request = _REQUEST.search(sent)
     if request:
         if _MOMENT.search(sent):
@@ -404,11 +543,12 @@ def _kind(sent: str) -> str | None:
         return "constraint"
     if _rule(sent):
         return "rule"
-    if _cue(sent, _PREF) or _cue(sent, _STATE) or _cue(sent, _HAVE) or _FAV.search(sent):
+    if _cue(sent, _PREF) or _cue(sent, _STATE) or _cue(sent, _HAVE) or _FAV.search(sent) or _BEING.search(sent):
         return "preference"
-    if _cue(sent, _OPINION_SUBJECT) or _habit(sent) or _RULED_OUT.search(sent) or _ONLY_KIND.search(sent):
+    if _cue(sent, _OPINION_SUBJECT) or _habit(sent) or _RULED_OUT.search(sent) or _ONLY_KIND.search(sent) \
+            or _AVERSE.search(sent) or _CANNOT.search(sent) or _HOUSE_RULE.search(sent):
         return "preference"
-    if _REQUIRED.search(sent):
+    if _REQUIRED.search(sent) and not _MOMENT.search(sent):  # "any book I read this summer must be short": a plan
         return "rule"
     return None
 
@@ -447,7 +587,7 @@ def _a_reason(sent: str, request: re.Match) -> bool:
 def _rule(sent: str) -> bool:
     """An instruction that holds from now on: "never book flights before 8am" (a verb and its object, not
     "Never give up!" or "Always here to help")."""
-    if _RULE_ANY.search(sent):
+    if _RULE_ANY.search(sent) or _DONT_ME.search(sent) or _COUNT_OUT.search(sent):
         return True
     m = _RULE.search(sent)
     return bool(m and len(sent.split()) >= 4 and not _RULE_NOT.match(sent[m.end():]))
