@@ -178,6 +178,11 @@ class StandingConfig:
     min_score: float = field(default=0.2, metadata=_rng(0, 1))  # applicability below this is not delivered
     embedder: str = field(default="auto", metadata={"choices": ("auto", "none", "bge-small", "minilm", "hashing")})
     extractor: str = field(default="heuristic", metadata={"choices": ("heuristic", "model")})  # model: also ask model.*
+    # the learned gate (layers/gate.py): a user sentence the rules pass over is a preference when a model over its
+    # embedding says so; auto: when the standing embedder is the one the gate was fitted with; none: rules only
+    gate: str = field(default="auto", metadata={"choices": ("auto", "none")})
+    gate_file: str = ""  # a gate from `memtier train gate` (relative: to the workspace); "" the shipped one
+    gate_threshold: float = field(default=-1.0, metadata=_rng(-1, 1))  # ≥ 0 replaces the gate's own threshold
     sem: float = field(default=1.0, metadata=_rng(0, 10))  # weight of the embedding cosine
     topic: float = field(default=0.3, metadata=_rng(0, 10))  # weight of the topic-route cosine
     lexical: float = field(default=0.2, metadata=_rng(0, 10))  # weight of the word overlap

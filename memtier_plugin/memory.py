@@ -162,7 +162,7 @@ class Memory(Rooms):
 
         return maintain(self.global_store, messages, config=self.config, client=self._extractor(),
                         agent_id=ctx.agent_id, session_id=ctx.session_id, project=ctx.project, ts=ts,
-                        derive=self.derive_hooks)
+                        derive=self.derive_hooks, gate=self.gate)
 
     # ---- the hooks ---------------------------------------------------------
     def on_prompt(self, event: PromptEvent, ctx: HookContext) -> PromptAddition | None:
@@ -407,7 +407,7 @@ class Memory(Rooms):
                               self.workspace_store("state", ctx.project), state.messages, state.tool_calls,
                               config=self.config, client=self._extractor(), success=success, run_id=state.run_id,
                               agent_id=ctx.agent_id, session_id=ctx.session_id, project=ctx.project, ts=ts,
-                              earlier=lambda: self.session_messages(ctx), derive=self.derive_hooks)
+                              earlier=lambda: self.session_messages(ctx), derive=self.derive_hooks, gate=self.gate)
             self._after_writes(ctx, ts)
         finally:
             traces.append(self.config.memory_root, ctx.agent_id, run_end(ctx, state, success=success, ts=ts), ts)

@@ -35,6 +35,11 @@ class Rooms:
         self._lock = threading.RLock()  # a room made on first use may need another (Foresight: the retriever)
         self._retriever = self._model_client = self._global = self._scorer = self._lexical = None
         self._hooks = self._foresight = self._pre_commit = self._items = self._derived = None
+        self._gate = None  # (the learned standing gate, the embedder it reads): layers/gate.py
+        if config.standing.enabled and config.standing.gate != "none" and config.standing.gate_file:
+            from .layers.gate import for_config
+
+            for_config(config)  # a bad gate file stops startup, naming standing.gate_file
         self._step = self._step_worker = None  # memory for the step (scheduling/step.py)
         self._workspace: dict[tuple[str, str], Any] = {}
         self._warm_thread: threading.Thread | None = None
@@ -99,6 +104,22 @@ class Rooms:
                 log.warning("%s", note)
             return StandingScorer(self.config, topic_tree(self.config.memory_root), emb)
         return self._once("_scorer", make)
+
+    @property
+    def gate(self) -> tuple:
+        """(the learned standing gate, the embedder it reads) for task-boundary extraction (layers/gate.py), or
+        (None, None): ``standing.gate: none``, no standing embedder, or not the one the gate was fitted with."""
+        def make():
+            from .layers.gate import embedder_name, for_config
+
+            try:
+                g = for_config(self.config)
+                emb = self.scorer.embedder if g is not None else None
+            except Exception as exc:  # extraction keeps its rules (a bad gate_file already stopped startup)
+                log.warning("the standing gate is not used: %s", exc)
+                return (None, None)
+            return (g, emb) if emb is not None and embedder_name(emb) == g.embedder else (None, None)
+        return self._once("_gate", make)
 
     @property
     def lexical_scorer(self):

@@ -123,7 +123,9 @@ def test_cli_consolidation_json_shape_and_no_misses(tmp_path):
         assert isinstance(row[key], (int, float)) and math.isfinite(row[key]) and row[key] > 0, key
     assert row["promote_visible_p50_ms"] <= row["promote_visible_p95_ms"] <= row["promote_visible_max_ms"]
     assert isinstance(row["debounce_s"], (int, float)) and isinstance(row["target_met"], bool)
-    assert list(tmp_path.iterdir()) == [out]  # the temporary workspace is removed
+    # the temporary workspace is removed ("home" is this test's own $HOME: conftest._isolated; onnxruntime keeps a
+    # cache there when the daemon's standing gate loads bge-small)
+    assert [p for p in tmp_path.iterdir() if p.name != "home"] == [out]
 
 
 def test_consolidation_statements_give_a_fact_naming_the_word():

@@ -132,6 +132,7 @@ class Consolidator:
         self.config = config
         self.root = Path(config.memory_root)
         self.clock = clock
+        self._gate: tuple | None = None  # (the learned standing gate, its embedder): _standing_gate
         self.ledger = Ledger(self.root, clock=clock)
         self.store = SemanticStore(self.root)
         self.forgotten = Forgotten(self.root)  # what the user told memory to forget is never promoted
@@ -448,10 +449,28 @@ class Consolidator:
         try:
             for (agent, session, project), msgs in sessions.items():
                 recs = maintain(store, msgs, config=self.config, client=self.client, agent_id=agent,
-                                session_id=session, project=project, ts=self.clock())
+                                session_id=session, project=project, ts=self.clock(), gate=self._standing_gate())
                 report.knowledge.extend(r for r in recs if r["kind"] == "knowledge")
         except Exception as exc:  # the facts are committed; standing knowledge is redone at the next boundary
             log.warning("standing knowledge not maintained in this batch: %s", exc)
+
+    def _standing_gate(self) -> tuple:
+        """(the learned standing gate, the embedder it reads), made once per consolidator (layers/gate.py), or
+        (None, None) when it is off or cannot be read (extraction keeps its rules)."""
+        if self._gate is None:
+            self._gate = (None, None)
+            if self.config.standing.gate != "none":
+                try:
+                    from ..layers.gate import embedder_name, for_config
+                    from ..recall.backends import standing_embedder
+
+                    g = for_config(self.config)
+                    emb, _note = standing_embedder(self.config)
+                    if g is not None and emb is not None and embedder_name(emb) == g.embedder:
+                        self._gate = (g, emb)
+                except Exception as exc:
+                    log.warning("the standing gate is not used in consolidation: %s", exc)
+        return self._gate
 
     def _commit(self, facts: dict[str, list[dict]], promoted: list[tuple[str, dict]],
                 report: ConsolidationReport) -> None:

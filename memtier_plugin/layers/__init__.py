@@ -6,7 +6,8 @@ Modules by purpose:
 
 * extracting: :mod:`.extract` (preferences, constraints, rules and identity from the user's own
   words, one attribute each), :mod:`.picks` (a preference revealed by a pick among offered options),
-  :mod:`.session` (a session's or run's candidates, a list's scope carried to its continuation);
+  :mod:`.session` (a session's or run's candidates, a list's scope carried to its continuation),
+  :mod:`.gate` (the learned gate: a sentence the rules pass over, read by a model over its embedding);
 * holding: :mod:`.topics` (the topic tree routing knowledge), :mod:`.global_layer`
   (``global/knowledge.jsonl``: nodes, retirement by attribute), :mod:`.workspace_layer`
   (``procedural/<project>.jsonl`` skills, ``state/<project>.jsonl`` working state);

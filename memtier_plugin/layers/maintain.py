@@ -21,13 +21,14 @@ log = logging.getLogger(__name__)
 
 
 def maintain(global_store, messages: list[tuple[str, str, str]], *, config, client=None, agent_id: str,
-             session_id: str, project: str, ts: float, derive=None, earlier=None) -> list[dict]:
+             session_id: str, project: str, ts: float, derive=None, earlier=None, gate=(None, None)) -> list[dict]:
     """The Global layer from one session's ``messages`` ((entry id, role, text), in order): extract, dedupe,
     upsert. ``client``: the chat model, asked when ``standing.extractor`` is ``model``. ``derive(records,
     ts)``: called with the records written, to store what memory derives from them beside them (the facade
     passes the Hooks a rule proposes: scheduling/derived.py); its failure is logged, the knowledge stays.
     ``earlier``: the session's messages (or a function reading them), read only when a candidate has no stated
-    scope and the run may continue a list said before it. The records written."""
+    scope and the run may continue a list said before it. ``gate``: (the learned standing gate, the embedder it
+    reads), asked about the user sentences the rules pass over (layers/gate.py). The records written."""
     if not config.standing.enabled or not messages:
         return []
     from .extract import model_candidates
@@ -39,6 +40,13 @@ def maintain(global_store, messages: list[tuple[str, str, str]], *, config, clie
         ids = {m[0] for m in messages}
         candidates = from_session(messages, before=[m for m in (earlier() if callable(earlier) else earlier)
                                                     if m[0] not in ids])
+    if gate[0] is not None:
+        try:  # what the rules pass over, read by the learned gate; rules stay the floor
+            from .gate import candidates as gated
+
+            candidates += gated(messages, gate[0], gate[1])
+        except Exception as exc:
+            log.warning("the standing gate failed (%s); rules only", exc)
     if client is not None and config.standing.extractor == "model":
         try:  # the model proposes too; rules stay the floor
             deadline = time.monotonic() + config.model.hook_deadline_s
@@ -56,11 +64,11 @@ def maintain(global_store, messages: list[tuple[str, str, str]], *, config, clie
 
 def task_boundary(global_store, skills, state_ledger, messages: list[tuple[str, str, str]], calls: list[dict], *,
                   config, client=None, success: bool, run_id: str, agent_id: str, session_id: str, project: str,
-                  ts: float, earlier=(), derive=None) -> None:
+                  ts: float, earlier=(), derive=None, gate=(None, None)) -> None:
     """agent_end maintenance: standing knowledge from the run's words; a skill from a successful run (its
     goal the task it achieved, looked for in ``earlier``, the session's messages or a function reading them,
     when the run only acknowledges: workspace_layer.skill_goal); the working state (the last reply and the
-    calls). ``derive``: as for :func:`maintain`."""
+    calls). ``derive``, ``gate``: as for :func:`maintain`."""
     if not config.standing.enabled:
         return
     from .workspace_layer import learn_skill, record_state, skill_goal
@@ -68,7 +76,7 @@ def task_boundary(global_store, skills, state_ledger, messages: list[tuple[str, 
     if callable(earlier):
         earlier = functools.cache(earlier)  # read once, by whichever needs it first
     maintain(global_store, messages, config=config, client=client, agent_id=agent_id, session_id=session_id,
-             project=project, ts=ts, derive=derive, earlier=earlier)
+             project=project, ts=ts, derive=derive, earlier=earlier, gate=gate)
     goal = skill_goal(messages, earlier, calls) if success and calls else ""
     if goal:  # no task found (a run of acknowledgements only): no skill
         skill = learn_skill(skills, goal=goal, calls=calls, run_id=run_id, session_id=session_id, agent_id=agent_id,

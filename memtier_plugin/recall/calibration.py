@@ -30,7 +30,6 @@ are another preference's, docs/standing.md).
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -38,6 +37,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import ConfigError
+from ..store.artifacts import FileCache, bounded_number, read_artifact
 
 MARKER = "memtier_calibration"
 VERSION = 1
@@ -217,10 +217,7 @@ def merge_by_probability(hits: list) -> list:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)) \
-            or abs(float(value)) > MAX_WEIGHT:
-        raise ConfigError(f"{where}: expected a finite number within ±{MAX_WEIGHT:g}, got {value!r}"[:300])
-    return float(value)
+    return bounded_number(value, where, MAX_WEIGHT)
 
 
 def from_doc(doc: Any, source: str) -> Calibration:
@@ -296,32 +293,18 @@ def shipped_path(preset: str) -> Path:
     return SHIPPED / "paper.yaml"
 
 
-_CACHE: dict[tuple, Calibration] = {}
-_LOCK = threading.Lock()
+_CACHE = FileCache()
+
+
+def _read(path: Path) -> Calibration:
+    doc = read_artifact(path, MARKER, reading="the calibration", kind="a calibration file",
+                        hint="; write one with `memtier train calibration`", max_bytes=MAX_BYTES)
+    return from_doc(doc, str(path))
 
 
 def load(path: str | Path) -> Calibration:
     """The calibration file at ``path``, read and validated once per (path, size, mtime)."""
-    from ..store.artifacts import read_artifact
-
-    path = Path(path)
-    try:
-        st = path.stat()
-        key = (str(path), st.st_size, st.st_mtime_ns)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the calibration: {exc}") from None
-    with _LOCK:
-        hit = _CACHE.get(key)
-    if hit is not None:
-        return hit
-    doc = read_artifact(path, MARKER, reading="the calibration", kind="a calibration file",
-                        hint="; write one with `memtier train calibration`", max_bytes=MAX_BYTES)
-    cal = from_doc(doc, str(path))
-    with _LOCK:
-        if len(_CACHE) > 16:
-            _CACHE.clear()
-        _CACHE[key] = cal
-    return cal
+    return _CACHE.get(Path(path), _read, reading="the calibration")
 
 
 def for_config(config) -> Calibration:

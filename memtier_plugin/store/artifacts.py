@@ -13,6 +13,7 @@ the weights, ``intervention.policy`` for the policy.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -100,3 +101,42 @@ def write_artifact(path: str | Path, marker: str, doc: dict[str, Any], *, header
         check(data)
     atomic_write(path, data)
     return path
+
+
+class FileCache:
+    """What ``read`` made of a learned file, once per (path, size, mtime): validated once per process, and read
+    again when the file changes (the calibration, the standing gate)."""
+
+    def __init__(self, limit: int = 16):
+        self.limit = limit
+        self._items: dict[tuple, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, path: Path, read: Callable[[Path], Any], *, reading: str) -> Any:
+        """``read(path)``, or what it returned for the file as it is now; ConfigError naming ``path`` when the file
+        cannot be read (``reading``: what it holds, "the calibration")."""
+        try:
+            st = path.stat()
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read {reading}: {exc}") from None
+        key = (str(path), st.st_size, st.st_mtime_ns)
+        with self._lock:
+            hit = self._items.get(key)
+        if hit is not None:
+            return hit
+        value = read(path)
+        with self._lock:
+            if len(self._items) >= self.limit:
+                self._items.clear()
+            self._items[key] = value
+        return value
+
+
+def bounded_number(value: Any, where: str, bound: float = 1e3) -> float:
+    """A learned file's number: finite, within ±``bound``; ConfigError naming ``where`` otherwise."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)) \
+            or abs(float(value)) > bound:
+        raise ConfigError(f"{where}: expected a finite number within ±{bound:g}, got {value!r}"[:300])
+    return float(value)

@@ -1,0 +1,216 @@
+"""The learned standing gate: what the rules pass over, read by a model of what users say for good.
+
+The rules of :mod:`.extract` are precise but know only the wordings they were
+written for: on hand-written held-out sentences ("Cruises? Not my scene.",
+"Anything departing before 7 a.m. is my kryptonite", "Middle seats are my
+personal nightmare") they took about half of what users mean for good. A
+user sentence they do not take, and that could state something lasting (the
+speaker's own words: first person, no question, no past occasion, no request
+of the moment), is embedded with the standing embedder (bge-small) and
+scored by a logistic model over its vector; at or above the gate's threshold
+it becomes a preference candidate, with the same provenance and the same
+later path as a rule's (dedupe, revision, calibrated delivery).
+
+The model is data, never code: a file holding ``memtier_standing_gate: 1``,
+the embedder it was fitted with, the threshold, a bias and one weight per
+dimension (``memtier train gate`` fits one from labelled sentences; the one
+shipped in ``data/standing_gate.yaml`` was fitted on tests/data/
+standing_labels.jsonl without its ``colloquial_heldout`` split). It is used
+only with the embedder it was fitted with (``standing.gate``; docs/standing.md
+"The learned gate"). Each sentence is embedded alone (an int8 model quantises
+a batch on one scale: docs/standing.md), once per message, at a task boundary
+or a consolidation batch, never on a prompt's path.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..store.artifacts import FileCache, bounded_number, read_artifact
+from .extract import Candidate, _clean, _episodic, _REQUEST, extract, sentences
+
+log = logging.getLogger(__name__)
+
+MARKER = "memtier_standing_gate"
+VERSION = 1
+SHIPPED = Path(__file__).resolve().parent.parent / "data" / "standing_gate.yaml"
+MAX_BYTES = 256 * 1024
+MAX_DIM = 4096
+MAX_WEIGHT = 1e3
+# the speaker's own words: first person singular or plural (a family's rule is the user's too)
+_FIRST = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|we|we're|we've|our|us)\b", re.IGNORECASE)
+# someone else's liking or doing ("My husband refuses to fly", "My kids hate broccoli"): the subject is another
+_OTHER = re.compile(r"^(?:\w+,\s*)?(?:my|our)\s+(?:[\w-]+\s+){0,2}?(?:husband|wife|partner|boyfriend|girlfriend|son|"
+                    r"daughter|kids?|children|sister|brother|mom|mother|dad|father|parents|friends?|boss|colleagues?|"
+                    r"coworkers?|roommates?|neighbou?rs?|family|team)\s+(?!and I\b)", re.IGNORECASE)
+MIN_CHARS, MAX_WORDS = 12, 60
+
+
+@dataclass
+class Gate:
+    """A logistic model over a sentence's embedding."""
+
+    weights: np.ndarray
+    bias: float
+    threshold: float
+    embedder: str  # the embedder's name it was fitted with (its vectors are what the weights read)
+    source: str = "<built-in>"
+    meta: dict = field(default_factory=dict)
+
+    def probabilities(self, vectors: np.ndarray) -> np.ndarray:
+        z = np.asarray(vectors, dtype=np.float64) @ self.weights + self.bias
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -60, 60)))
+
+    def to_doc(self) -> dict[str, Any]:
+        return {MARKER: VERSION, "embedder": self.embedder, "threshold": round(float(self.threshold), 6),
+                "bias": round(float(self.bias), 6), "weights": [round(float(w), 6) for w in self.weights],
+                **({"meta": self.meta} if self.meta else {})}
+
+
+def _number(value: Any, where: str) -> float:
+    return bounded_number(value, where, MAX_WEIGHT)
+
+
+def from_doc(doc: Any, source: str) -> Gate:
+    """A validated gate from a parsed document; ConfigError (one line naming the key) otherwise."""
+    if not isinstance(doc, dict) or doc.get(MARKER) != VERSION:
+        raise ConfigError(f"{source}: not a standing gate file (no '{MARKER}: {VERSION}' key)")
+    extra = sorted(set(doc) - {MARKER, "embedder", "threshold", "bias", "weights", "meta"})
+    if extra:
+        raise ConfigError(f"{source}: {extra[0]}: unknown key (expected embedder, threshold, bias, weights, meta)"[:300])
+    name = doc.get("embedder")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{source}: embedder: expected the name of the embedder the gate was fitted with")
+    threshold = _number(doc.get("threshold"), f"{source}: threshold")
+    if not 0.0 <= threshold <= 1.0:
+        raise ConfigError(f"{source}: threshold: expected a probability in [0, 1], got {threshold}")
+    raw = doc.get("weights")
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_DIM:
+        raise ConfigError(f"{source}: weights: expected a list of 1-{MAX_DIM} numbers")
+    weights = np.array([_number(w, f"{source}: weights[{i}]") for i, w in enumerate(raw)], dtype=np.float64)
+    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
+    return Gate(weights, _number(doc.get("bias"), f"{source}: bias"), threshold, name.strip(), source, meta)
+
+
+_CACHE = FileCache(limit=8)
+
+
+def _read(path: Path) -> Gate:
+    doc = read_artifact(path, MARKER, reading="the standing gate", kind="a standing gate file",
+                        hint="; write one with `memtier train gate`", max_bytes=MAX_BYTES)
+    return from_doc(doc, str(path))
+
+
+def load(path: str | Path | None = None) -> Gate:
+    """The gate file at ``path`` (None: the shipped one), read and validated once per (path, size, mtime)."""
+    return _CACHE.get(Path(path) if path else SHIPPED, _read, reading="the standing gate")
+
+
+def for_config(config, workspace: Path | None = None) -> Gate | None:
+    """The gate ``standing.gate`` names, or None (``none``). ``standing.gate_file`` (relative: to the workspace)
+    replaces the shipped one; ``standing.gate_threshold`` (≥ 0) its threshold."""
+    cfg = config.standing
+    if cfg.gate == "none":
+        return None
+    path = Path(cfg.gate_file).expanduser() if cfg.gate_file else None
+    if path is not None and not path.is_absolute():
+        path = Path(workspace if workspace is not None else config.workspace) / path
+    try:
+        gate = load(path)
+    except ConfigError as exc:
+        raise ConfigError(f"standing.gate_file: {exc}" if path is not None else str(exc)) from None
+    if cfg.gate_threshold >= 0:
+        gate = Gate(gate.weights, gate.bias, cfg.gate_threshold, gate.embedder, gate.source, gate.meta)
+    return gate
+
+
+def embedder_name(embedder) -> str:
+    return str(getattr(embedder, "name", "") or type(embedder).__name__)
+
+
+def eligible(sent: str) -> bool:
+    """Whether a sentence could state something lasting about the speaker: their own words (first person, not
+    someone else's liking), no question, no past occasion, plan or offer, no request, of a sentence's length."""
+    return (len(sent) >= MIN_CHARS and len(sent.split()) <= MAX_WORDS and not sent.rstrip().endswith("?")
+            and bool(_FIRST.search(sent)) and not _OTHER.match(sent) and not _episodic(sent)
+            and not _REQUEST.search(sent))
+
+
+def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    """(entry id, sentence) of every user sentence the rules take nothing from and that is :func:`eligible`. A
+    reply that picks one of the options the assistant just offered is left to the choice rule (:mod:`.picks`:
+    a bare pick, "I'll do option 1, the direct flight. Quick and simple.", shows no standing preference)."""
+    from .picks import picks_an_option
+
+    out = []
+    before = ("", "")
+    for eid, role, text in messages:
+        prev, before = before, (role, text if isinstance(text, str) else "")
+        if role != "user" or not isinstance(text, str) or len(text) > 20_000:
+            continue
+        if prev[0] == "assistant" and picks_an_option(text, prev[1]):
+            continue
+        for sent in sentences(text):
+            sent = _clean(sent)
+            if eligible(sent) and not extract(sent, role="user"):
+                out.append((eid, sent))
+    return out
+
+
+def embed_each(embedder, texts: Iterable[str]) -> np.ndarray:
+    """One vector per text, each embedded alone (the same vector whatever it is embedded beside)."""
+    vecs = [np.asarray(embedder.embed([t])[0], dtype=np.float64) for t in texts]
+    return np.vstack(vecs) if vecs else np.zeros((0, 0))
+
+
+def candidates(messages: Sequence[tuple[str, str, str]], gate: Gate, embedder, *,
+               skip: Iterable[str] = ()) -> list[Candidate]:
+    """The preference candidates the gate takes from ``messages`` ((entry id, role, text)); ``skip``: sentences
+    already taken (by the rules, or an earlier call)."""
+    if gate is None or embedder is None or embedder_name(embedder) != gate.embedder:
+        return []
+    done = set(skip)
+    todo = [(eid, s) for eid, s in unread(messages) if s not in done]
+    if not todo:
+        return []
+    vecs = embed_each(embedder, [s for _, s in todo])
+    if vecs.shape[1] != len(gate.weights):
+        log.warning("standing gate %s: fitted on %d dimensions, the embedder gives %d; not used", gate.source,
+                    len(gate.weights), vecs.shape[1])
+        return []
+    probs = gate.probabilities(vecs)
+    return [Candidate("preference", sent, "", [eid]) for (eid, sent), p in zip(todo, probs) if p >= gate.threshold]
+
+
+def fit(vectors: np.ndarray, labels: Sequence[bool], *, l2: float = 30.0, iterations: int = 4000,
+        rate: float = 1.0) -> tuple[np.ndarray, float]:
+    """Logistic regression by full-batch gradient descent on standardised features (L2 ``l2``), returned on
+    the raw vectors' scale: (weights, bias). The step is at most ``rate`` and small enough to converge (one over
+    the loss's largest curvature: a few sentences in many dimensions would diverge at 1)."""
+    X = np.asarray(vectors, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if X.ndim != 2 or len(X) != len(y) or not len(y) or not np.isfinite(X).all():
+        raise ValueError("fit: expected one finite vector per label")
+    mu, sd = X.mean(axis=0), X.std(axis=0) + 1e-6
+    Z = (X - mu) / sd
+    n = len(y)
+    v = np.ones(X.shape[1]) / np.sqrt(X.shape[1])
+    for _ in range(30):  # power iteration: the largest eigenvalue of Z'Z / n
+        u = Z.T @ (Z @ v) / n
+        v = u / (np.linalg.norm(u) or 1.0)
+    top = float(v @ (Z.T @ (Z @ v)) / n)
+    rate = min(rate, 1.0 / (top / 4.0 + l2 / n))  # the loss's curvature is at most top / 4 + l2 / n
+    w, b = np.zeros(X.shape[1]), 0.0
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-np.clip(Z @ w + b, -60, 60)))
+        g = p - y
+        w -= rate * (Z.T @ g / n + l2 * w / n)
+        b -= rate * float(g.mean())
+    return w / sd, b - float((mu / sd) @ w)

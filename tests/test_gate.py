@@ -1,0 +1,223 @@
+"""The learned standing gate (layers/gate.py): what the rules pass over, read by a model over the embedding.
+
+The labelled set's ``colloquial_heldout`` split (300 hand-written sentences, half of them said for good in
+people's own words, half chit-chat, anecdotes, requests and other people's likings) is never fitted on: the
+shipped gate was fitted without it (``memtier train gate --exclude-split colloquial_heldout``), so it measures
+what the gate adds to the rules. Files, fitting, eligibility and the maintenance path are tested with the
+hashing embedder (no model); the measured figures with the real bge-small, skipped with the reason when it is
+not fetched.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memtier_plugin.errors import ConfigError
+from memtier_plugin.layers import gate as G
+from memtier_plugin.layers.session import from_session
+
+LABELS = Path(__file__).parent / "data" / "standing_labels.jsonl"
+
+
+def _bge():
+    from memtier_plugin.models.embedders import OnnxBGE
+
+    e = OnnxBGE()
+    return e if e.available() else None
+
+
+class Bag:
+    """A bag-of-words embedder for tests of the path (not of quality): one dimension per known word."""
+
+    name = "bag-test"
+
+    def __init__(self, words):
+        self.words = {w: i for i, w in enumerate(words)}
+
+    def embed(self, texts):
+        out = []
+        for t in texts:
+            v = np.zeros(len(self.words))
+            for w in t.lower().replace(".", " ").replace(",", " ").split():
+                if w in self.words:
+                    v[self.words[w]] = 1.0
+            out.append(v / (np.linalg.norm(v) or 1.0))
+        return out
+
+
+BAG = Bag(["kryptonite", "nightmare", "scene", "vibe", "jam", "ruined", "yesterday", "lovely", "trip", "party"])
+
+
+def _bag_gate(threshold=0.5):
+    pos = ["Middle seats are my nightmare.", "Early flights are my kryptonite.", "Loud bars are not my scene.",
+           "Techno is my jam.", "Crowds are not my vibe."]
+    neg = ["The party was lovely.", "Yesterday ruined the trip.", "What a lovely party.", "The trip was lovely.",
+           "Rain ruined the party yesterday."]
+    X = np.vstack([BAG.embed([t])[0] for t in pos + neg])
+    w, b = G.fit(X, [True] * len(pos) + [False] * len(neg), l2=0.1, iterations=2000)
+    return G.Gate(w, b, threshold, BAG.name)
+
+
+def test_fit_learns_a_separable_set_and_the_file_round_trips(tmp_path):
+    g = _bag_gate()
+    p = g.probabilities(np.vstack([BAG.embed(["Red-eyes are my kryptonite."])[0],
+                                   BAG.embed(["The trip was lovely."])[0]]))
+    assert p[0] > 0.8 > 0.2 > p[1]
+    from memtier_plugin.store.artifacts import write_artifact
+
+    path = write_artifact(tmp_path / "gate.yaml", G.MARKER, g.to_doc(), header="test gate", kind="a standing gate file")
+    back = G.load(path)
+    assert back.embedder == "bag-test" and back.threshold == 0.5
+    assert np.allclose(back.weights, g.weights, atol=1e-5) and abs(back.bias - g.bias) < 1e-5
+
+
+@pytest.mark.parametrize("doc, key", [
+    ({"memtier_standing_gate": 2}, "not a standing gate file"),
+    ({"memtier_standing_gate": 1, "embedder": "", "threshold": 0.5, "bias": 0, "weights": [1]}, "embedder"),
+    ({"memtier_standing_gate": 1, "embedder": "x", "threshold": 1.5, "bias": 0, "weights": [1]}, "threshold"),
+    ({"memtier_standing_gate": 1, "embedder": "x", "threshold": 0.5, "bias": 0, "weights": []}, "weights"),
+    ({"memtier_standing_gate": 1, "embedder": "x", "threshold": 0.5, "bias": 0, "weights": [1, "a"]}, "weights[1]"),
+    ({"memtier_standing_gate": 1, "embedder": "x", "threshold": 0.5, "bias": float("nan"), "weights": [1]}, "bias"),
+    ({"memtier_standing_gate": 1, "embedder": "x", "threshold": 0.5, "bias": 0, "weights": [1], "extra": 1}, "extra"),
+])
+def test_a_bad_gate_file_is_refused_naming_the_key(doc, key):
+    with pytest.raises(ConfigError) as err:
+        G.from_doc(doc, "g.yaml")
+    assert key in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_bad_gate_file_in_the_config_stops_startup_naming_the_key(tmp_path):
+    from memtier_plugin.config import load_config
+    from memtier_plugin.memory import Memory
+
+    (tmp_path / "gate.yaml").write_text("memtier_standing_gate: 1\nembedder: x\nthreshold: 2\nbias: 0\nweights: [1]\n")
+    cfg = load_config(None, flags={"paths.workspace": str(tmp_path), "standing.gate_file": "gate.yaml"})
+    with pytest.raises(ConfigError) as err:
+        Memory(cfg)
+    assert str(err.value).startswith("standing.gate_file:") and "threshold" in str(err.value)
+
+
+def test_the_shipped_gate_is_valid_and_names_its_embedder():
+    g = G.load()
+    assert g.embedder.startswith("bge-small") and len(g.weights) == 384 and 0 < g.threshold < 1
+    assert "colloquial_heldout" in g.meta["excluded_splits"]
+
+
+def test_only_the_speakers_own_lasting_words_are_asked():
+    """A question, a past occasion, a request, someone else's liking and a sentence the rules already take are
+    never read by the gate; the rest of a message is."""
+    msgs = [("e1", "user", "Middle seats are my nightmare. Is the flight full? Yesterday I missed the bus. "
+                           "Can you book me a table? My husband hates flying. I avoid dairy."),
+            ("e2", "assistant", "Loud bars are not my scene.")]
+    assert [s for _, s in G.unread(msgs)] == ["Middle seats are my nightmare."]
+
+
+def test_candidates_take_what_the_gate_says_and_nothing_for_another_embedder():
+    g = _bag_gate()
+    msgs = [("e1", "user", "Early flights are my kryptonite. The trip was lovely for me.")]
+    got = G.candidates(msgs, g, BAG)
+    assert [(c.node_kind, c.content, c.entry_ids) for c in got] == [
+        ("preference", "Early flights are my kryptonite.", ["e1"])]
+
+    class Other(Bag):
+        name = "another-model"
+    assert G.candidates(msgs, g, Other(BAG.words)) == []  # fitted on other vectors: not used
+    assert G.candidates(msgs, None, BAG) == []
+
+
+def test_maintain_writes_what_the_gate_takes_beside_the_rules(tmp_path):
+    """The one maintenance path (hooks and daemon): the gate's candidate becomes a Global node with its source,
+    the rules' candidate too; a failing embedder costs the gate's candidates only."""
+    from memtier_plugin.config import load_config
+    from memtier_plugin.layers.global_layer import GlobalStore
+    from memtier_plugin.layers.maintain import maintain
+
+    cfg = load_config(None, flags={"paths.workspace": str(tmp_path)})
+    store = GlobalStore(tmp_path / "memory")
+    msgs = [("e1", "user", "Early flights are my kryptonite. I avoid dairy.")]
+    recs = maintain(store, msgs, config=cfg, agent_id="a", session_id="s", project="", ts=1.7e9,
+                    gate=(_bag_gate(), BAG))
+    got = {r["content"]: r["provenance"]["entry_ids"] for r in recs if r["kind"] == "knowledge"}
+    assert got == {"Early flights are my kryptonite.": ["e1"], "I avoid dairy.": ["e1"]}
+
+    class Broken(Bag):
+        def embed(self, texts):
+            raise RuntimeError("model crashed")
+    store2 = GlobalStore(tmp_path / "memory2")
+    recs = maintain(store2, msgs, config=cfg, agent_id="a", session_id="s", project="", ts=1.7e9,
+                    gate=(_bag_gate(), Broken(BAG.words)))
+    assert [r["content"] for r in recs if r["kind"] == "knowledge"] == ["I avoid dairy."]
+
+
+def _labelled(split):
+    return [r for r in map(json.loads, LABELS.read_text(encoding="utf-8").splitlines()) if r["split"] == split]
+
+
+def _score(recs, gate, emb):
+    tp = fp = fn = 0
+    for r in recs:
+        msgs = [(f"b{i}", m["role"], m["text"]) for i, m in enumerate(r.get("before", []))] + [("t", "user", r["text"])]
+        got = any("t" in c.entry_ids for c in from_session(msgs))
+        if not got and gate is not None:
+            got = bool(G.candidates([("t", "user", r["text"])], gate, emb))
+        tp += got and r["label"]
+        fp += got and not r["label"]
+        fn += (not got) and r["label"]
+    return tp / max(1, tp + fp), tp / max(1, tp + fn)
+
+
+@pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
+def test_the_gate_reads_what_people_say_for_good_that_the_rules_pass_over(capsys):
+    """On the held-out colloquial sentences the rules alone take about 6 in 10 of what is said for good; with the
+    shipped gate over 3 in 4, at no loss of precision; on the dev and heldout splits the bar still holds."""
+    emb, gate = _bge(), G.load()
+    recs = _labelled("colloquial_heldout")
+    rp, rr = _score(recs, None, None)
+    gp, gr = _score(recs, gate, emb)
+    with capsys.disabled():
+        print(f"\ncolloquial_heldout: rules precision {rp:.3f} recall {rr:.3f}; with the gate {gp:.3f} / {gr:.3f}")
+    assert gr >= rr + 0.12 and gr >= 0.75 and gp >= 0.95
+    for split in ("dev", "heldout"):
+        p, r = _score(_labelled(split), gate, emb)
+        assert p >= 0.90 and r >= 0.90, (split, p, r)
+
+
+def test_train_gate_writes_a_gate_the_config_can_name_and_refuses_a_bad_row(tmp_path):
+    """`memtier train gate` end to end (the hashing embedder stands in for bge-small: no model): the file it
+    writes is a valid gate naming its embedder, a held-out split is left out, and a bad row is named by line."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import run_cli
+
+    rows = [{"text": t, "label": True, "split": "dev"} for t in
+            ("Middle seats are my nightmare.", "Early flights are my kryptonite.", "Loud bars are not my scene.")]
+    rows += [{"text": t, "label": False, "split": "dev"} for t in
+             ("The party was lovely.", "Yesterday ruined the trip.", "What a lovely party.")]
+    rows += [{"text": "Techno is my jam.", "label": True, "split": "colloquial_heldout"}]
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    env = {"MEMTIER_STANDING__EMBEDDER": "hashing", "MEMTIER_WORKSPACE": str(tmp_path)}
+    res = run_cli("train", "gate", str(labels), "--out", str(tmp_path / "g.yaml"), "--json", env=env)
+    report = json.loads(res.stdout)
+    assert report["sentences"] == 6 and report["positives"] == 3 and report["embedder"].startswith("hashing")
+    g = G.load(tmp_path / "g.yaml")
+    assert g.embedder == report["embedder"] and g.threshold == 0.7 and g.meta["excluded_splits"] == ["colloquial_heldout"]
+    labels.write_text(labels.read_text() + '{"text": "I avoid dairy.", "label": "yes"}\n')
+    bad = run_cli("train", "gate", str(labels), "--out", str(tmp_path / "g2.yaml"), env=env, check=False)
+    assert bad.returncode != 0 and "labels.jsonl:8: label: expected true or false" in bad.stderr
+    assert not (tmp_path / "g2.yaml").exists()
+
+
+def test_a_pick_among_offered_options_is_left_to_the_choice_rule():
+    """"I'll take the morning coach, option 2. Getting in by evening works well for me." picks an option the
+    assistant offered: the choice rule decides whether it reveals a preference (a bare pick does not), so the gate
+    never reads it; the same words with no offer before them are read."""
+    offer = "Here are a few ways: 1. The night bus. 2. The morning coach. 3. A short flight."
+    pick = "I'll take the morning coach, option 2. Getting in by evening works well for me."
+    assert G.unread([("q", "user", "How should I get to Portland?"), ("o", "assistant", offer), ("s", "user", pick)]) == []
+    assert [e for e, _ in G.unread([("s", "user", "Getting in by evening works well for me.")])] == ["s"]
