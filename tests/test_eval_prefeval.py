@@ -190,3 +190,20 @@ def test_bm25_reproduces_the_data_readme_and_memtier_runs_on_the_dev_split():
             for form in ("explicit", "choice"):
                 assert set(doc[system][variant][form]) == SHAPE and doc[system][variant][form]["n"] == 10
     assert doc["meta"]["failed_recalls"] == 0 and doc["meta"]["path"] == str(path)
+
+
+def test_topic_files_of_your_own_borrow_the_inter_chats_with_inter(tmp_path):
+    """A folder of PrefEval-format topic files without the inter chats (benchmarks/heldout-probes/) is evaluated
+    with --inter naming them; without it the folder is refused naming the file it lacks."""
+    import shutil
+
+    own = tmp_path / "own"
+    shutil.copytree(TINY / "explicit_preference", own / "explicit_preference")
+    shutil.copytree(TINY / "implicit_preference", own / "implicit_preference")
+    bad = run_cli("eval", "prefeval", str(own), "--turns", "6", "--json", check=False)
+    assert bad.returncode != 0 and "no filtered_inter_turns.json" in bad.stderr
+    doc, _ = _json(str(own), "--inter", str(TINY / "filtered_inter_turns.json"), "--turns", "6", "--variant", "multi",
+                   "--form", "explicit")
+    assert doc["memtier"]["multi"]["explicit"]["n"] == 8 and doc["meta"]["path"] == str(own)
+    with pytest.raises(pe.EvalDataError, match="no explicit_preference/"):
+        pe.find_root(tmp_path, inter=TINY / "filtered_inter_turns.json")

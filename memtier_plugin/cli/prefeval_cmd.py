@@ -34,13 +34,16 @@ UNRELATED_PROMPTS = 8  # eval prefeval: inter-chat prompts a workspace (multi, 2
 @click.option("--unrelated", type=click.IntRange(0), default=UNRELATED_PROMPTS, show_default=True,
               help="Inter-chat user turns sent as prompts to each workspace (a deterministic sample; 0: none): "
                    "the false-delivery rate is the share handed any standing item or skill.")
+@click.option("--inter", "inter_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The inter chats (default: PATH/filtered_inter_turns.json); a set of your own topics can borrow "
+                   "PrefEval's (benchmarks/heldout-probes/).")
 @json_flags("{memtier, bm25, host, meta}")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Build the workspaces here and keep each one, as <variant>-<form>/<item> (default: a "
                    "temporary folder, each workspace deleted when scored).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @click.pass_obj
-def prefeval_cmd(state, path, variant, form, turns, limit, unrelated, as_json, json_out, workdir, quiet):
+def prefeval_cmd(state, path, variant, form, turns, limit, unrelated, inter_path, as_json, json_out, workdir, quiet):
     """PrefEval recall (single, multi): is the user's standing preference delivered? memtier vs plain BM25.
 
     memtier runs through the reference host with the user's config (--config,
@@ -56,7 +59,7 @@ def prefeval_cmd(state, path, variant, form, turns, limit, unrelated, as_json, j
     from ..config import load_config
     from ..evaluation import prefeval as pe
 
-    root = pe.find_root(path)
+    root = pe.find_root(path, inter=inter_path)
     variants = [variant] if variant else list(pe.VARIANTS)
     forms = [form] if form else ["explicit", "choice"]
     cfg = load_config(getattr(state, "config_path", None),
@@ -73,7 +76,8 @@ def prefeval_cmd(state, path, variant, form, turns, limit, unrelated, as_json, j
     try:
         t0 = time.perf_counter()
         result = pe.run(root, variants=variants, forms=forms, turns=turns, limit=limit, memtier=memtier,
-                        k=cfg.retrieval.top_k, progress=Progress(quiet).bound)
+                        k=cfg.retrieval.top_k, progress=Progress(quiet).bound,
+                        inter=Path(inter_path) if inter_path else None)
         wall = time.perf_counter() - t0
     finally:
         memtier.close()

@@ -85,9 +85,14 @@ class Item:
     exchange: tuple[tuple[str, str], ...]  # (role, text): the messages that state or reveal the preference
 
 
-def find_root(path: str | Path) -> Path:
-    """The PrefEval folder: ``path`` itself or its ``prefeval_dev/`` (EvalDataError naming what is missing)."""
+def find_root(path: str | Path, *, inter: str | Path | None = None) -> Path:
+    """The PrefEval folder: ``path`` itself or its ``prefeval_dev/`` (EvalDataError naming what is missing);
+    ``inter``: the inter chats are given apart, so the folder needs only its topic files."""
     p = Path(path)
+    if inter is not None:
+        if not (p / FORM_DIRS["explicit"]).is_dir():
+            raise EvalDataError(f"{p}: no {FORM_DIRS['explicit']}/; pass a folder of PrefEval-format topic files")
+        return p
     if not p.exists():
         raise EvalDataError(f"{p}: no such folder; pass the PrefEval folder, e.g. ../shared/data/{DATA_DIR}")
     if p.is_dir() and not (p / INTER_FILE).exists() and (p / DATA_DIR).is_dir():
@@ -167,9 +172,10 @@ def load_items(root: Path, form: str) -> list[list[Item]]:
     return out
 
 
-def load_inter(root: Path, turns: int) -> list[list[tuple[str, str]]]:
-    """The inter conversations flattened in order and cut to ``2 * turns`` messages, split back by conversation."""
-    path = root / INTER_FILE
+def load_inter(root: Path, turns: int, path: Path | None = None) -> list[list[tuple[str, str]]]:
+    """The inter conversations (``path``, else ``root``'s) flattened in order and cut to ``2 * turns`` messages,
+    split back by conversation."""
+    path = path or root / INTER_FILE
     data = _read_json(path)
     if not isinstance(data, list):
         raise EvalDataError(f"{path}: expected a JSON list of conversations")
@@ -656,9 +662,11 @@ def _own(path: Path) -> None:
 
 
 def run(root: Path, *, variants: Sequence[str], forms: Sequence[str], turns: int, limit: int | None,
-        memtier: MemtierPrefEval, k: int, progress: Callable[[str], ProgressFn] | None = None) -> dict[str, Any]:
-    """Both systems on every (variant, form): ``{"memtier": {v: {f: scores}}, "bm25": ..., "seconds": ...}``."""
-    inter = inter_sessions(load_inter(root, turns))
+        memtier: MemtierPrefEval, k: int, progress: Callable[[str], ProgressFn] | None = None,
+        inter: Path | None = None) -> dict[str, Any]:
+    """Both systems on every (variant, form): ``{"memtier": {v: {f: scores}}, "bm25": ..., "seconds": ...}``;
+    ``inter``: the inter chats' file when not ``root``'s."""
+    inter = inter_sessions(load_inter(root, turns, inter))
     out: dict[str, Any] = {"memtier": {}, "bm25": {}, "host": {}, "seconds": {"memtier": {}, "bm25": {}}}
     bm25 = BM25PrefEval(k)
     for form in forms:
