@@ -221,3 +221,52 @@ def test_a_pick_among_offered_options_is_left_to_the_choice_rule():
     pick = "I'll take the morning coach, option 2. Getting in by evening works well for me."
     assert G.unread([("q", "user", "How should I get to Portland?"), ("o", "assistant", offer), ("s", "user", pick)]) == []
     assert [e for e, _ in G.unread([("s", "user", "Getting in by evening works well for me.")])] == ["s"]
+
+
+KRYPTONITE = "Anything departing before 7 a.m. is my kryptonite."
+
+
+@pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
+@pytest.mark.parametrize("gate", ["auto", "none"])
+def test_through_the_host_a_sentence_only_the_gate_reads_becomes_standing(gate, tmp_path, monkeypatch):
+    """The hook path (agent_end → Memory.maintain with the rooms' gate): a preference the rules pass over is a
+    Global node with the default config; with ``standing.gate: none`` it is not. Said beside a chit-chat sentence
+    that the gate does not take."""
+    from memtier_plugin import plugin
+    from memtier_plugin.events import AgentEndEvent, HookContext, PromptEvent, SessionEndEvent
+    from memtier_plugin.host import Host
+    from memtier_plugin.layers.global_layer import GlobalStore
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    monkeypatch.setenv("MEMTIER_WORKSPACE", str(ws))
+    if gate == "none":
+        monkeypatch.setenv("MEMTIER_STANDING__GATE", "none")
+    host = Host()
+    host.register(plugin, "memtier")
+    t0 = 1_790_000_000.0
+    ctx = HookContext(agent_id="a", session_id="s1", run_id="r1", project="travel", workspace_dir=str(ws))
+    host.before_prompt_build(PromptEvent(f"The weather was lovely today. {KRYPTONITE}", timestamp=t0), ctx)
+    host.agent_end(AgentEndEvent(messages=[], success=True, timestamp=t0 + 5), ctx)
+    host.session_end(SessionEndEvent("done", timestamp=t0 + 9), ctx)
+    nodes = [n.rec["content"] for n in GlobalStore(ws / "memory").current()]
+    assert nodes == ([KRYPTONITE] if gate == "auto" else [])
+
+
+@pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
+def test_the_consolidation_daemon_reads_with_the_gate_too(tmp_path):
+    """The daemon's batch (consolidation/batch.py) takes the same path: an entry written to the ledger (`memtier
+    add`, no hook ran) becomes a Global node by the gate."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import run_cli
+    from memtier_plugin.config import load_config
+    from memtier_plugin.consolidation.batch import Consolidator
+    from memtier_plugin.layers.global_layer import GlobalStore
+
+    ws = tmp_path / "ws"
+    run_cli("-w", str(ws), "add", KRYPTONITE, "--agent", "a", "--session", "s1", "--project", "travel")
+    report = Consolidator(load_config(flags={"paths.workspace": str(ws)})).run_batch()
+    assert [k["content"] for k in report.knowledge] == [KRYPTONITE]
+    assert [n.rec["content"] for n in GlobalStore(ws / "memory").current()] == [KRYPTONITE]
