@@ -270,3 +270,18 @@ def test_the_consolidation_daemon_reads_with_the_gate_too(tmp_path):
     report = Consolidator(load_config(flags={"paths.workspace": str(ws)})).run_batch()
     assert [k["content"] for k in report.knowledge] == [KRYPTONITE]
     assert [n.rec["content"] for n in GlobalStore(ws / "memory").current()] == [KRYPTONITE]
+
+
+def test_a_huge_message_costs_a_bounded_number_of_embeddings():
+    """Every sentence read is one model call (~6 ms with bge-small): a host's long message is read up to MAX_READ
+    sentences, so agent_end stays bounded whatever the host sends."""
+    calls = []
+
+    class Counting(Bag):
+        def embed(self, texts):
+            calls.append(len(texts))
+            return super().embed(texts)
+
+    text = " ".join(f"Early flights number {i} are my kryptonite." for i in range(200))
+    got = G.candidates([("e1", "user", text)], _bag_gate(), Counting(BAG.words))
+    assert sum(calls) == G.MAX_READ and len(got) == G.MAX_READ

@@ -51,6 +51,9 @@ _OTHER = re.compile(r"^(?:\w+,\s*)?(?:my|our)\s+(?:[\w-]+\s+){0,2}?(?:husband|wi
                     r"daughter|kids?|children|sister|brother|mom|mother|dad|father|parents|friends?|boss|colleagues?|"
                     r"coworkers?|roommates?|neighbou?rs?|family|team)\s+(?!and I\b)", re.IGNORECASE)
 MIN_CHARS, MAX_WORDS = 12, 60
+# sentences read per call (a run, a session of a batch): about 6 ms each, so a host's 20,000-character message
+# costs agent_end at most ~0.3 s; the first ones are read (deterministic, unlike a time budget)
+MAX_READ = 48
 
 
 @dataclass
@@ -178,6 +181,9 @@ def candidates(messages: Sequence[tuple[str, str, str]], gate: Gate, embedder, *
         return []
     done = set(skip)
     todo = [(eid, s) for eid, s in unread(messages) if s not in done]
+    if len(todo) > MAX_READ:
+        log.debug("standing gate: %d sentences to read, the first %d read", len(todo), MAX_READ)
+        todo = todo[:MAX_READ]
     if not todo:
         return []
     vecs = embed_each(embedder, [s for _, s in todo])
