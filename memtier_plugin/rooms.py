@@ -109,17 +109,9 @@ class Rooms:
     def gate(self) -> tuple:
         """(the learned standing gate, the embedder it reads) for task-boundary extraction (layers/gate.py), or
         (None, None): ``standing.gate: none``, no standing embedder, or not the one the gate was fitted with."""
-        def make():
-            from .layers.gate import embedder_name, for_config
+        from .layers.gate import resolve
 
-            try:
-                g = for_config(self.config)
-                emb = self.scorer.embedder if g is not None else None
-            except Exception as exc:  # extraction keeps its rules (a bad gate_file already stopped startup)
-                log.warning("the standing gate is not used: %s", exc)
-                return (None, None)
-            return (g, emb) if emb is not None and embedder_name(emb) == g.embedder else (None, None)
-        return self._once("_gate", make)
+        return self._once("_gate", lambda: resolve(self.config, lambda: self.scorer.embedder))
 
     @property
     def lexical_scorer(self):

@@ -285,3 +285,26 @@ def test_a_huge_message_costs_a_bounded_number_of_embeddings():
     text = " ".join(f"Early flights number {i} are my kryptonite." for i in range(200))
     got = G.candidates([("e1", "user", text)], _bag_gate(), Counting(BAG.words))
     assert sum(calls) == G.MAX_READ and len(got) == G.MAX_READ
+
+
+def test_resolve_asks_for_the_embedder_only_when_the_gate_is_on_and_falls_back_to_the_rules(tmp_path):
+    """The one place the hooks (rooms.gate) and the daemon (batch._standing_gate) get their gate from."""
+    from memtier_plugin.config import load_config
+
+    asked = []
+
+    def embedder():
+        asked.append(1)
+        return BAG
+
+    off = load_config(None, flags={"paths.workspace": str(tmp_path), "standing.gate": "none"})
+    assert G.resolve(off, embedder) == (None, None) and asked == []
+    on = load_config(None, flags={"paths.workspace": str(tmp_path)})
+    assert G.resolve(on, embedder) == (None, None) and asked == [1]  # bag-test is not the shipped gate's embedder
+
+    def broken():
+        raise RuntimeError("model crashed")
+    assert G.resolve(on, broken) == (None, None)
+    if _bge() is not None:
+        g, emb = G.resolve(on, _bge)
+        assert g is G.load() and emb.name == g.embedder

@@ -458,18 +458,10 @@ class Consolidator:
         """(the learned standing gate, the embedder it reads), made once per consolidator (layers/gate.py), or
         (None, None) when it is off or cannot be read (extraction keeps its rules)."""
         if self._gate is None:
-            self._gate = (None, None)
-            if self.config.standing.gate != "none":
-                try:
-                    from ..layers.gate import embedder_name, for_config
-                    from ..recall.backends import standing_embedder
+            from ..layers.gate import resolve
+            from ..recall.backends import standing_embedder
 
-                    g = for_config(self.config)
-                    emb, _note = standing_embedder(self.config)
-                    if g is not None and emb is not None and embedder_name(emb) == g.embedder:
-                        self._gate = (g, emb)
-                except Exception as exc:
-                    log.warning("the standing gate is not used in consolidation: %s", exc)
+            self._gate = resolve(self.config, lambda: standing_embedder(self.config)[0])
         return self._gate
 
     def _commit(self, facts: dict[str, list[dict]], promoted: list[tuple[str, dict]],

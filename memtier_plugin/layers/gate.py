@@ -28,7 +28,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -134,6 +134,19 @@ def for_config(config, workspace: Path | None = None) -> Gate | None:
     return gate
 
 
+def resolve(config, embedder: Callable[[], Any]) -> tuple:
+    """(the gate the config names, the embedder it reads) for the maintenance path, or (None, None): ``standing.gate:
+    none``, no embedder (``embedder()`` is asked only when the gate is on), one it was not fitted with, or a gate
+    that cannot be read (logged; extraction keeps its rules: a bad ``gate_file`` already stopped startup)."""
+    try:
+        gate = for_config(config)
+        emb = embedder() if gate is not None else None
+    except Exception as exc:
+        log.warning("the standing gate is not used: %s", exc)
+        return (None, None)
+    return (gate, emb) if emb is not None and embedder_name(emb) == gate.embedder else (None, None)
+
+
 def embedder_name(embedder) -> str:
     return str(getattr(embedder, "name", "") or type(embedder).__name__)
 
@@ -167,20 +180,17 @@ def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
     return out
 
 
-def embed_each(embedder, texts: Iterable[str]) -> np.ndarray:
+def embed_each(embedder, texts: Sequence[str]) -> np.ndarray:
     """One vector per text, each embedded alone (the same vector whatever it is embedded beside)."""
     vecs = [np.asarray(embedder.embed([t])[0], dtype=np.float64) for t in texts]
     return np.vstack(vecs) if vecs else np.zeros((0, 0))
 
 
-def candidates(messages: Sequence[tuple[str, str, str]], gate: Gate, embedder, *,
-               skip: Iterable[str] = ()) -> list[Candidate]:
-    """The preference candidates the gate takes from ``messages`` ((entry id, role, text)); ``skip``: sentences
-    already taken (by the rules, or an earlier call)."""
+def candidates(messages: Sequence[tuple[str, str, str]], gate: Gate, embedder) -> list[Candidate]:
+    """The preference candidates the gate takes from ``messages`` ((entry id, role, text))."""
     if gate is None or embedder is None or embedder_name(embedder) != gate.embedder:
         return []
-    done = set(skip)
-    todo = [(eid, s) for eid, s in unread(messages) if s not in done]
+    todo = unread(messages)
     if len(todo) > MAX_READ:
         log.debug("standing gate: %d sentences to read, the first %d read", len(todo), MAX_READ)
         todo = todo[:MAX_READ]
