@@ -257,3 +257,42 @@ def test_a_thing_never_done_and_a_standing_want_of_a_kind_are_preferences():
                  "I need somewhere to stay in Paris.", "I need advice on my resume.", "I need time to think about it.",
                  "I need help with my code."):
         assert contents(none) == [], none
+
+
+def test_a_preference_said_for_one_occasion_is_not_standing():
+    """A moment ("Today I'd rather stay home", "For this trip, don't worry about the budget", "Just this once, …") or a
+    condition on one event or a counterfactual ("If this flight gets cancelled, I'd rather take the train") makes a
+    preference the occasion's; a condition of every time keeps it standing. The learned gate does not read them
+    either (tests/test_gate.py reads the gate's side)."""
+    from memtier_plugin.layers.extract import extract
+    from memtier_plugin.layers.gate import eligible
+
+    occasion = ["Today I'd rather stay home than go out.", "If this flight gets cancelled, I'd rather take the train.",
+                "If the budget allowed, I'd go for the bigger TV.", "For this trip, don't worry about the budget.",
+                "Just this once, I'd rather skip the museum.", "For now I prefer the smaller apartment.",
+                "This time I'd rather take the bus.", "Tonight I'd love something spicy."]
+    standing = ["If I have the choice, I'd rather take the train.", "If it's over 30 degrees, I always stay indoors.",
+                "For work trips, I always fly business.", "I'd rather take the train than fly."]
+    assert [t for t in occasion if extract(t, role="user")] == []
+    assert [t for t in occasion if eligible(t)] == []
+    assert [t for t in standing if not extract(t, role="user")] == []
+
+
+def test_a_rule_said_as_a_rule_a_fragment_for_every_time_and_how_to_answer_are_rules():
+    """"House rule: no screens at dinner", "Window seat, always.", "Keep answers short.", "Skip the disclaimers",
+    "Hard pass on anything with a timeshare pitch" (issue 25): each beside the sentence that shares its shape and
+    holds for one draft, one reply or someone else."""
+    from memtier_plugin.layers.extract import extract
+
+    rules = ["House rule: no screens at dinner.", "My rule: no ride-hailing apps.", "My rule is simple: carry-on only.",
+             "Our golden rule: no phones at the table.", "Window seat, always.", "Subtitles over dubs, always.",
+             "Don't spoil endings for me, ever.", "Keep answers short.", "Skip the disclaimers, I know you're an AI.",
+             "Please don't sugarcoat things, just tell me straight.", "Never use emoji with me.",
+             "Talk to me like a friend, not a customer service bot.", "Hard pass on anything with a timeshare pitch."]
+    moment = ["Keep it short.", "Skip the intro on this draft.", "Make this answer shorter.", "Give me three options.",
+              "Thanks, always.", "Yes, always.", "See you soon, as always.", "It happens, every time.",
+              "He does that, every time.", "I won't quit, no matter what.", "The rule: x must be positive.",
+              "Rules: no running in the hall.", "Use the first one.", "Give me a table for two at 7."]
+    got = {t: [c.node_kind for c in extract(t, role="user")] for t in rules}
+    assert {t: k for t, k in got.items() if k != ["rule"]} == {}
+    assert [t for t in moment if extract(t, role="user")] == []

@@ -211,9 +211,28 @@ _RULE = re.compile(r"^(?:(?:and |also |please |as a |a |my |our )?(?:rule|policy
                    re.IGNORECASE)
 _RULE_ANY = re.compile(r"\b(?:only on (?:weekdays|weekends|mondays?|tuesdays?|wednesdays?|thursdays?|fridays?)|"
                        r"never on (?:weekends|saturdays?|sundays?|fridays?)|(?:rule|policy) going forward|"
-                       r"from now on|going forward|no exceptions|non-?negotiable|(?:is|are) sacred|"
+                       r"from now on|going forward|no exceptions|non-?negotiable|(?:is|are) sacred|^(?:a\s+)?(?:hard|firm) (?:pass|no) on|"
                        r"(?:isn't|is not|aren't|are not) (?:going to|gonna) change|^(?:[\w'-]+\s+){1,4}or nothing|"
                        r"whatever it costs)\b", re.IGNORECASE)
+# a rule said as one ("House rule: no screens at dinner", "My rule: no ride-hailing apps", "Golden rule is simple: …")
+_RULE_HEADER = re.compile(r"^(?:(?:my|our)\s+(?:own\s+|one\s+|golden\s+|personal\s+|travel\s+|money\s+)?|"
+                          r"(?:(?:a|one|the)\s+)?(?:house|family|golden|personal)\s+)rules?(?: of thumb)?"
+                          r"(?:\s+is(?: simple)?)?\s*:\s*\S", re.IGNORECASE)
+# a kind taken every time, said as a fragment ("Window seat, always.", "Subtitles over dubs, always.", "Don't spoil
+# endings for me, ever."); not a greeting ("Thanks, always.") or a one-word answer ("Yes, always.")
+_ALWAYS_TAIL = re.compile(r"^(?!(?:thanks|thank|love|miss|see|yes|yeah|no|nope|ok|okay|sure|same|as|it|he|she|they|"
+                          r"that|this|you|there|which|what|who|we|his|her|their|I|I'\w+)\b)"
+                          r"\w[^,;:?]{3,80},\s*(?:always|ever|every (?:single )?time|any day(?: of the week)?|"
+                          r"no matter what|without fail|without exception)\s*[.!]*$", re.IGNORECASE)
+# how the assistant should answer, for good: an instruction about answers in general, not about one draft ("Keep
+# answers short.", "Skip the disclaimers", "Never use emoji with me", "Don't sugarcoat things"); "Keep it short",
+# "Skip the intro on this draft" are the moment's
+_STYLE = re.compile(r"^(?:please\s+)?(?:(?:always|never|just|don't|do not)\s+)?(?:keep|make|give|write|use|put|format|"
+                    r"skip|drop|cut|avoid|stop|spare|leave out|sugarcoat|sugar-coat|dumb down|talk to me|speak to me|"
+                    r"answer|reply|respond|explain)\b(?![^.;!?]*\b(?:this|that|it|these|those|here|today|now)\b)"
+                    r"[^.;!?]{0,40}?\b(?:answers|responses|replies|explanations|summaries|disclaimers|caveats|jargon|"
+                    r"emoji|emojis|bullet points|things|the fluff|small talk|pleasantries|metric|imperial|like a)\b",
+                    re.IGNORECASE)
 # a landlord's or a lease's rule: "my lease forbids drilling", "Our landlord caps pets at 20 pounds"
 _HOUSE_RULE = re.compile(r"(?:^|,\s*(?:and\s+|so\s+)?)(?:my|our) (?:landlord|lease|building|hoa|condo board|employer|"
                          r"company)\s+(?:\w+\s+)?(?:forbids|bans|prohibits|caps|limits|doesn't allow|does not allow|"
@@ -336,6 +355,15 @@ _MOMENT = re.compile(r"\b(?:today|tonight|tomorrow|this (?:week|weekend|morning|
                      r"trip|summer|winter|spring|fall|autumn|season)|next|right now|asap|soon|by \w+day|on \w+day|"
                      r"for (?:the|my|our|this) (?:trip|stay|visit|"
                      r"meeting|event|party|wedding))\b", re.IGNORECASE)
+# a preference of one occasion, not for good: said for a moment ("Today I'd rather stay home", "For this trip, don't
+# worry about the budget", "Just this once, ...") or under a condition on one event or a counterfactual ("If this
+# flight gets cancelled, I'd rather take the train", "If the budget allowed, I'd go for the bigger TV"); a condition
+# of every time stays ("If I have the choice, I'd rather take the train", "If it's over 30 degrees, I stay in")
+_OCCASION = re.compile(r"^(?:(?:just|only|but|and)\s+)?(?:today|tonight|tomorrow|right now|for now|just this once|"
+                       r"this (?:time|once|week|weekend|morning|evening|afternoon|trip)\b|"
+                       r"for (?:this|tonight's|today's|tomorrow's|the next) \w+)\b|"
+                       r"^if\b[^,]{0,80}?(?:\b(?:this|that|these|those)\b|\b(?:allowed|were|had|could|did|was)\b)"
+                       r"[^,]{0,80},\s*(?:I'd|I would|we'd|we would)\b", re.IGNORECASE)
 _REASON = re.compile(r"\b(?:because|since|as|so)\b", re.IGNORECASE)
 # where a reason given for a standing item ends or starts (main_clause): a leading one ("Because …, "), one before
 # ", so" / "so I …" ("so that", "so much" end no reason), one after "because"/"since" or ", as I"
@@ -522,6 +550,8 @@ def _kind(sent: str) -> str | None:
         return "preference"
     if sent.endswith("?"):
         return None
+    if _OCCASION.search(sent.replace("\u2019", "'")):
+        return None
     if _episodic(sent):
         # a past cause with a lasting consequence: "I was diagnosed with celiac disease last year, so even a little
         # wheat makes me sick" (the consequence decides; the item keeps the whole sentence)
@@ -587,7 +617,8 @@ def _a_reason(sent: str, request: re.Match) -> bool:
 def _rule(sent: str) -> bool:
     """An instruction that holds from now on: "never book flights before 8am" (a verb and its object, not
     "Never give up!" or "Always here to help")."""
-    if _RULE_ANY.search(sent) or _DONT_ME.search(sent) or _COUNT_OUT.search(sent):
+    if _RULE_ANY.search(sent) or _DONT_ME.search(sent) or _COUNT_OUT.search(sent) or _RULE_HEADER.match(sent) \
+            or _ALWAYS_TAIL.match(sent) or _STYLE.match(sent):
         return True
     m = _RULE.search(sent)
     return bool(m and len(sent.split()) >= 4 and not _RULE_NOT.match(sent[m.end():]))

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..store.artifacts import FileCache, bounded_number, read_artifact
-from .extract import Candidate, _clean, _episodic, _REQUEST, extract, sentences
+from .extract import Candidate, _clean, _episodic, _OCCASION, _REQUEST, extract, sentences
 
 log = logging.getLogger(__name__)
 
@@ -153,9 +153,10 @@ def embedder_name(embedder) -> str:
 
 def eligible(sent: str) -> bool:
     """Whether a sentence could state something lasting about the speaker: their own words (first person, not
-    someone else's liking), no question, no past occasion, plan or offer, no request, of a sentence's length."""
+    someone else's liking), no question, no past occasion, moment, plan or offer, no request, of a sentence's length."""
     return (len(sent) >= MIN_CHARS and len(sent.split()) <= MAX_WORDS and not sent.rstrip().endswith("?")
             and bool(_FIRST.search(sent)) and not _OTHER.match(sent) and not _episodic(sent)
+            and not _OCCASION.search(sent.replace("\u2019", "'"))
             and not _REQUEST.search(sent))
 
 
