@@ -173,14 +173,15 @@ def _score(recs, gate, emb):
 @pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
 def test_the_gate_reads_what_people_say_for_good_that_the_rules_pass_over(capsys):
     """On the held-out colloquial sentences the rules alone take about 6 in 10 of what is said for good; with the
-    shipped gate over 3 in 4, at no loss of precision; on the dev and heldout splits the bar still holds."""
+    shipped gate over 4 in 5 (refitted with the colloquial_extra split: 0.767 before), at no loss of precision; on
+    the dev and heldout splits the bar still holds."""
     emb, gate = _bge(), G.load()
     recs = _labelled("colloquial_heldout")
     rp, rr = _score(recs, None, None)
     gp, gr = _score(recs, gate, emb)
     with capsys.disabled():
         print(f"\ncolloquial_heldout: rules precision {rp:.3f} recall {rr:.3f}; with the gate {gp:.3f} / {gr:.3f}")
-    assert gr >= rr + 0.12 and gr >= 0.75 and gp >= 0.95
+    assert gr >= rr + 0.18 and gr >= 0.80 and gp >= 0.97
     for split in ("dev", "heldout"):
         p, r = _score(_labelled(split), gate, emb)
         assert p >= 0.90 and r >= 0.90, (split, p, r)
@@ -206,7 +207,7 @@ def test_train_gate_writes_a_gate_the_config_can_name_and_refuses_a_bad_row(tmp_
     report = json.loads(res.stdout)
     assert report["sentences"] == 6 and report["positives"] == 3 and report["embedder"].startswith("hashing")
     g = G.load(tmp_path / "g.yaml")
-    assert g.embedder == report["embedder"] and g.threshold == 0.7 and g.meta["excluded_splits"] == ["colloquial_heldout"]
+    assert g.embedder == report["embedder"] and g.threshold == 0.8 and g.meta["excluded_splits"] == ["colloquial_heldout"]
     labels.write_text(labels.read_text() + '{"text": "I avoid dairy.", "label": "yes"}\n')
     bad = run_cli("train", "gate", str(labels), "--out", str(tmp_path / "g2.yaml"), env=env, check=False)
     assert bad.returncode != 0 and "labels.jsonl:8: label: expected true or false" in bad.stderr

@@ -59,7 +59,7 @@ def _scores(probs, labels, threshold: float) -> dict[str, float]:
               help="Leave out the rows of this split (repeatable): a held-out split measures the gate, never fits it.")
 @click.option("--l2", type=click.FloatRange(0), default=30.0, show_default=True,
               help="L2 penalty on the (standardised) weights.")
-@click.option("--threshold", type=click.FloatRange(0, 1), default=0.7, show_default=True,
+@click.option("--threshold", type=click.FloatRange(0, 1), default=0.8, show_default=True,
               help="The probability at or above which a sentence is taken.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False),
               help=f"Gate YAML (default <workspace>/{DEFAULT_GATE_OUT}); name it as standing.gate_file.")
