@@ -247,6 +247,16 @@ COATS = ("Here are a few options: 1. A wool peacoat. 2. A leather jacket. 3. A s
     ("The parka sounds best. The other options might irritate my skin.", True),
     ("I'll go with the parka. I'd rather avoid anything made from animals.", True),
     ("I'll go with the parka. The leather ones aren't really my style.", True),
+    # the pick said as the option's name, its reason after it (a held-out probe's users: issue 25)
+    ("The insulated parka, obviously. Anything made from animals is out for me.", True),
+    ("The parka. No wool or leather for me.", True),
+    ("Number 4. I don't buy leather, ever.", True),
+    ("I'll pick the fourth. The others would be far too cold for my commute.", True),
+    ("The synthetic parka, please. I have to walk to work in the snow every day.", True),
+    # ... but a name alone, a plan that takes it up, or a reason of the moment is not
+    ("The parka.", False),
+    ("I'll definitely try the parka and maybe the peacoat later.", False),
+    ("The parka, please. It's on sale this week.", False),
     # a pick of the moment: a reason of the moment, a plan, other options not yet judged, a retry
     ("I think I'll go with the parka for now, since I'm just starting out with winter hiking.", False),
     ("I think I'll start with the parka and see how it goes, then look at the rest later.", False),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from ..tokenize import stem, tokenize
-from .extract import _HAVE, _OFFER, _PAST, _STATE, MAX_TEXT, Candidate, _cue
+from .extract import _HAVE, _INTENT, _OFFER, _PAST, _STATE, MAX_TEXT, Candidate, _cue
 
 _CHOICE = re.compile(r"\b(?:I(?:'ll| will) (?:go|check|try|pick|take|choose|opt|stick|get|book|do|start)|"
                      r"I(?:'d| would) (?:go|prefer|choose|pick|rather|like to go)|I (?:choose|pick|select)|"
@@ -52,6 +52,19 @@ _DISPOSED = re.compile(r"\b(?:prefer|preference|rather|avoid|dislike|hate|can't 
                        r"for my (?:[\w-]+ )?(?:taste|liking|needs|values|style)|my (?:values|taste|style)|suits? me|"
                        r"pass on|out of the question|instead of|I find|I struggle)\b", re.IGNORECASE)
 
+# the reason a pick gives, read as a disposition in the reply to an offer (where a reason is about the options, not
+# a story): the others judged ("The others would spike my blood sugar"), a kind ruled out ("Anything with needles is
+# out for me", "No honey or dairy for me"), what the user never does ("I don't buy new if I can help it", "I don't
+# trust video consults"), what they must ("I have to be home for my dad in the evenings")
+_PICK_REASON = re.compile(r"\b(?:the others|the rest|everything else|any of the others)\b[^.;!?]{0,40}?\b(?:would|will|"
+                          r"are|is|were|seem|sound|look|feel|aren't|isn't|don't|won't|just)\b|"
+                          r"\b(?:is|are|'s|'re)\s+(?:\w+\s+)?out(?:\s+for\s+(?:me|us))?\s*[.!]|"
+                          r"\bno\s+(?:[\w-]+\s+){1,4}for (?:me|us)\b|"
+                          r"\bI\s+(?:don't|do not|never|won't|can't|cannot)\s+(?:really\s+|ever\s+)?(?:trust|buy|eat|drink|"
+                          r"do|use|take|fly|drive|ride|sleep|sit|stand|walk|climb)\b|"
+                          r"\b(?:isn't|aren't|is not|are not)\s+(?:happening|how I)\b|"
+                          r"\bI\s+(?:need|have to|must)\b(?!\s+(?:to\s+)?(?:think|check|ask|see|know|decide))",
+                          re.IGNORECASE)
 
 # words of the choosing itself, not of what is chosen ("that sounds great, I'll go with ...")
 _CHOICE_WORDS = frozenset("sound sounds great good perfect best better ideal option options choice choose pick think "
@@ -64,7 +77,8 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
     """A preference revealed by a choice: (text, entry id) of the question, the offered options, the pick."""
     opt_text, opt_id = options
     sel_text, sel_id = selection
-    if not _OPTIONS.search(opt_text) or not _CHOICE.search(sel_text) or sel_text.strip().endswith("?"):
+    if not _OPTIONS.search(opt_text) or sel_text.strip().endswith("?") \
+            or not (_CHOICE.search(sel_text) or _leads_with_an_option(sel_text, opt_text)):
         return None
     if not _reveals(sel_text) or _PAST.search(sel_text) or _OFFER.search(sel_text) \
             or re.match(r"\s*(?:maybe|perhaps)\b", sel_text, re.I) or not _names_an_option(sel_text, opt_text):
@@ -80,7 +94,16 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
 def _reveals(sel: str) -> bool:
     """The pick says what the user holds to: a judgement of the options turned down, or a disposition."""
     sel = sel.replace("\u2019", "'")
-    return bool(_JUDGED.search(sel) or _DISPOSED.search(sel) or _cue(sel, _STATE) or _cue(sel, _HAVE))
+    return bool(_JUDGED.search(sel) or _DISPOSED.search(sel) or _PICK_REASON.search(sel) or _cue(sel, _STATE)
+                or _cue(sel, _HAVE))
+
+
+def _leads_with_an_option(sel: str, options: str) -> bool:
+    """The reply opens with the pick itself, a short phrase naming one of the options ("Fenway, obviously.", "The
+    roast chicken with rice and greens.", "Number four, in person."), before anything else it says; not a plan
+    that takes up the advice ("I'll definitely try to establish a morning routine")."""
+    first = re.split(r"(?<=[.!;])\s+", sel.strip(), maxsplit=1)[0]
+    return len(first.split()) <= 12 and not _INTENT.search(first) and _names_an_option(first, options)
 
 
 def picks_an_option(reply: str, offer: str) -> bool:
@@ -97,8 +120,9 @@ def _offers(text: str) -> bool:
 
 def _names_an_option(selection: str, options: str) -> bool:
     """The pick names one of the offered options: by number or place, or by a content word of the offer."""
-    if re.search(r"\b(?:option|number|choice) (?:\d|one|two|three|four|five)\b|\b(?:first|second|third|fourth|"
-                 r"last) (?:one|option|choice|idea|suggestion)\b", selection, re.IGNORECASE):
+    if re.search(r"\b(?:option|number|choice) (?:\d|one|two|three|four|five)\b|#\d\b|\b(?:first|second|third|fourth|"
+                 r"last) (?:one|option|choice|idea|suggestion)\b|\b(?:pick|take|choose|go with|do|try) (?:the )?(?:first|"
+                 r"second|third|fourth|last)\b", selection, re.IGNORECASE):
         return True
     offered = {stem(w) for w in tokenize(options) if len(w) > 3}
     return any(stem(w) in offered for w in tokenize(selection) if len(w) > 3 and w not in _CHOICE_WORDS)
