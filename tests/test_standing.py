@@ -255,6 +255,7 @@ COATS = ("Here are a few options: 1. A wool peacoat. 2. A leather jacket. 3. A s
     ("The synthetic parka, please. I have to walk to work in the snow every day.", True),
     # ... but a name alone, a plan that takes it up, or a reason of the moment is not
     ("The parka.", False),
+    ("wool peacoats in disruptive colours", False),  # a topic typed as the reply (an inter chat's), not a pick
     ("I'll definitely try the parka and maybe the peacoat later.", False),
     ("The parka, please. It's on sale this week.", False),
     # a pick of the moment: a reason of the moment, a plan, other options not yet judged, a retry

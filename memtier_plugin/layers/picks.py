@@ -77,10 +77,14 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
     """A preference revealed by a choice: (text, entry id) of the question, the offered options, the pick."""
     opt_text, opt_id = options
     sel_text, sel_id = selection
-    if not _OPTIONS.search(opt_text) or sel_text.strip().endswith("?") \
-            or not (_CHOICE.search(sel_text) or _leads_with_an_option(sel_text, opt_text)):
+    if not _OPTIONS.search(opt_text) or sel_text.strip().endswith("?"):
         return None
-    if not _reveals(sel_text) or _PAST.search(sel_text) or _OFFER.search(sel_text) \
+    # the reason the pick gives: the whole reply when it says it picks ("I'll go with ..."), else what follows an
+    # option's name at its start ("Fenway, obviously. Anything Bronx-related is out."); a name alone shows nothing
+    reason = sel_text if _CHOICE.search(sel_text) else _after_the_pick(sel_text, opt_text)
+    if not reason:
+        return None
+    if not _reveals(reason) or _PAST.search(sel_text) or _OFFER.search(sel_text) \
             or re.match(r"\s*(?:maybe|perhaps)\b", sel_text, re.I) or not _names_an_option(sel_text, opt_text):
         return None  # a bare pick of the moment, "Sounds great!", a past story: no standing preference shown
     if len(sel_text) > 600 or _CODE.search(sel_text) or (query and (len(query[0]) > 400 or _CODE.search(query[0]))):
@@ -98,12 +102,18 @@ def _reveals(sel: str) -> bool:
                 or _cue(sel, _HAVE))
 
 
-def _leads_with_an_option(sel: str, options: str) -> bool:
-    """The reply opens with the pick itself, a short phrase naming one of the options ("Fenway, obviously.", "The
-    roast chicken with rice and greens.", "Number four, in person."), before anything else it says; not a plan
-    that takes up the advice ("I'll definitely try to establish a morning routine")."""
-    first = re.split(r"(?<=[.!;])\s+", sel.strip(), maxsplit=1)[0]
-    return len(first.split()) <= 12 and not _INTENT.search(first) and _names_an_option(first, options)
+def _after_the_pick(sel: str, options: str) -> str:
+    """What the reply says after the pick when it opens with the pick itself, a short phrase naming one of the
+    options ("Fenway, obviously.", "The roast chicken with rice and greens.", "Number four, in person."); "" when it
+    does not, or says nothing after it (a topic typed as a reply, "disruptive innovations in flexible packaging",
+    is no pick), or opens with a plan that takes up the advice ("I'll definitely try to establish a routine")."""
+    parts = re.split(r"(?<=[.!;])\s+", sel.strip(), maxsplit=1)
+    if len(parts) < 2 or "\n" in sel.strip():  # one phrase alone, or a pasted text: no pick and reason
+        return ""
+    first, rest = parts
+    if len(first.split()) > 12 or _INTENT.search(first) or not _names_an_option(first, options):
+        return ""
+    return rest
 
 
 def picks_an_option(reply: str, offer: str) -> bool:
