@@ -207,3 +207,16 @@ def test_topic_files_of_your_own_borrow_the_inter_chats_with_inter(tmp_path):
     assert doc["memtier"]["multi"]["explicit"]["n"] == 8 and doc["meta"]["path"] == str(own)
     with pytest.raises(pe.EvalDataError, match="no explicit_preference/"):
         pe.find_root(tmp_path, inter=TINY / "filtered_inter_turns.json")
+
+
+def test_items_takes_a_slice_of_every_topic_and_a_bad_one_is_named():
+    """`--items 1:2` asks only each topic's item 1 (the held-out half of a probe: benchmarks/heldout-probes)."""
+    root = pe.find_root(TINY)
+    every = pe.load_items(root, "explicit")
+    sliced = pe.load_items(root, "explicit", (1, 2))
+    assert [[(q.topic, q.index) for q in t] for t in sliced] == [[(q.topic, q.index) for q in t[1:2]] for t in every]
+    doc, _ = _json(str(TINY), "--turns", "6", "--variant", "single", "--form", "explicit", "--items", "1:2", "-q")
+    assert doc["memtier"]["single"]["explicit"]["n"] == sum(len(t) for t in sliced) < 8
+    assert doc["meta"]["items"] == [1, 2]
+    bad = run_cli("eval", "prefeval", str(TINY), "--items", "2:1", check=False)
+    assert bad.returncode == 2 and "'--items'" in bad.stderr and "'2:1'" in bad.stderr

@@ -21,6 +21,18 @@ UNRELATED_PROMPTS = 8  # eval prefeval: inter-chat prompts a workspace (multi, 2
 # ---------------------------------------------------------------- prefeval
 
 
+def items_range(value: str | None) -> tuple[int, int] | None:
+    """``--items START:END`` → (START, END); a clear error naming the option when it is not two counts in order."""
+    if value is None:
+        return None
+    start, sep, end = value.partition(":")
+    if not sep or not start.strip().isdigit() or not end.strip().isdigit() or int(start) >= int(end):
+        raise click.BadParameter(f"{value!r}: expected START:END, two counts with START < END (e.g. 4:8)",
+                                 param_hint="'--items'")
+    return int(start), int(end)
+
+
+
 @click.command("prefeval")
 @click.argument("path", type=click.Path())
 @click.option("--variant", type=click.Choice(["single", "multi"]), default=None,
@@ -37,13 +49,17 @@ UNRELATED_PROMPTS = 8  # eval prefeval: inter-chat prompts a workspace (multi, 2
 @click.option("--inter", "inter_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="The inter chats (default: PATH/filtered_inter_turns.json); a set of your own topics can borrow "
                    "PrefEval's (benchmarks/heldout-probes/).")
+@click.option("--items", "items_slice", callback=lambda _c, _p, v: items_range(v), default=None, metavar="START:END",
+              help="Only the items with an index in [START, END) of each topic's file, e.g. 4:8 (the held-out half "
+                   "of benchmarks/heldout-probes/probe_c).")
 @json_flags("{memtier, bm25, host, meta}")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Build the workspaces here and keep each one, as <variant>-<form>/<item> (default: a "
                    "temporary folder, each workspace deleted when scored).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @click.pass_obj
-def prefeval_cmd(state, path, variant, form, turns, limit, unrelated, inter_path, as_json, json_out, workdir, quiet):
+def prefeval_cmd(state, path, variant, form, turns, limit, unrelated, inter_path, items_slice, as_json, json_out,
+                 workdir, quiet):
     """PrefEval recall (single, multi): is the user's standing preference delivered? memtier vs plain BM25.
 
     memtier runs through the reference host with the user's config (--config,
@@ -77,7 +93,7 @@ def prefeval_cmd(state, path, variant, form, turns, limit, unrelated, inter_path
         t0 = time.perf_counter()
         result = pe.run(root, variants=variants, forms=forms, turns=turns, limit=limit, memtier=memtier,
                         k=cfg.retrieval.top_k, progress=Progress(quiet).bound,
-                        inter=Path(inter_path) if inter_path else None)
+                        inter=Path(inter_path) if inter_path else None, items_slice=items_slice)
         wall = time.perf_counter() - t0
     finally:
         memtier.close()
@@ -93,6 +109,7 @@ def prefeval_cmd(state, path, variant, form, turns, limit, unrelated, inter_path
         "host": result["host"],
         "meta": {
             "benchmark": "prefeval", "unrelated_per_workspace": unrelated, "path": str(root), "turns": turns, "limit": limit,
+            "items": list(items_slice) if items_slice else None,
             "variants": variants, "forms": forms, "mode": mode, "preset": cfg.preset,
             "config": None if cfg.source == "<defaults>" else cfg.source,
             "embedder": emb, "reranker": rr, "top_k": cfg.retrieval.top_k, "token_budget": cfg.packing.token_budget,

@@ -154,8 +154,9 @@ def _exchange(form: str, item: dict, where: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def load_items(root: Path, form: str) -> list[list[Item]]:
-    """Every topic's items in ``form`` (topics sorted, items in file order)."""
+def load_items(root: Path, form: str, items_slice: tuple[int, int] | None = None) -> list[list[Item]]:
+    """Every topic's items in ``form`` (topics sorted, items in file order); ``items_slice``: only those with an index
+    in [start, end) of each topic's file (a held-out half of a set)."""
     out = []
     for topic in topics(root):
         path = root / FORM_DIRS[form] / f"{topic}.json"
@@ -168,7 +169,7 @@ def load_items(root: Path, form: str) -> list[list[Item]]:
             if not isinstance(raw, dict):
                 raise EvalDataError(f"{where}: expected an object")
             items.append(Item(topic, i, _text(raw.get("question"), f"{where}: question"), _exchange(form, raw, where)))
-        out.append(items)
+        out.append(items if items_slice is None else items[items_slice[0]:items_slice[1]])
     return out
 
 
@@ -663,14 +664,14 @@ def _own(path: Path) -> None:
 
 def run(root: Path, *, variants: Sequence[str], forms: Sequence[str], turns: int, limit: int | None,
         memtier: MemtierPrefEval, k: int, progress: Callable[[str], ProgressFn] | None = None,
-        inter: Path | None = None) -> dict[str, Any]:
+        inter: Path | None = None, items_slice: tuple[int, int] | None = None) -> dict[str, Any]:
     """Both systems on every (variant, form): ``{"memtier": {v: {f: scores}}, "bm25": ..., "seconds": ...}``;
-    ``inter``: the inter chats' file when not ``root``'s."""
+    ``inter``: the inter chats' file when not ``root``'s; ``items_slice``: :func:`load_items`'s."""
     inter = inter_sessions(load_inter(root, turns, inter))
     out: dict[str, Any] = {"memtier": {}, "bm25": {}, "host": {}, "seconds": {"memtier": {}, "bm25": {}}}
     bm25 = BM25PrefEval(k)
     for form in forms:
-        items = load_items(root, form)
+        items = load_items(root, form, items_slice)
         for variant in variants:
             lays = layouts(variant, items, inter, limit)
             memtier.prefix = f"{variant}-{form}"
