@@ -222,6 +222,8 @@ def test_a_list_is_split_only_where_each_item_reads_with_the_verb_before_it():
                 "as I prefer open-source and interoperable solutions.",
                 "I get terribly seasick, so I avoid any trip that involves ferries, boats or cruises.",
                 "I'm allergic to wool and down, so I keep them out of my bedding, rugs and blankets.",
+                # the comma ends a leading reason: "I keep added sugar" would say the opposite
+                "Since I was diagnosed with type 2 diabetes, I keep my meals low in refined carbs and added sugar.",
                 "I learn best in a structured, guided environment with clear objectives and milestones rather than "
                 "open-ended, self-directed learning."):
         assert contents(one) == [one.rstrip(".")] or contents(one) == [one], contents(one)

@@ -668,7 +668,9 @@ def _items(sent: str) -> list[tuple[str, str]]:
     if members:
         return members
     m = _PREF.search(sent)
-    if m and sent.count(",") >= 1 and not _EXAMPLES.search(sent[m.end():]):
+    # a list has a comma of its own: one before the verb ends a leading reason ("Since I was diagnosed with
+    # diabetes, I keep my meals low in refined carbs and added sugar" is one item, not "I keep added sugar")
+    if m and sent[m.end():].count(",") >= 1 and not _EXAMPLES.search(sent[m.end():]):
         prefix, rest = sent[: m.end()], sent[m.end():]
         prefix = prefix[prefix.rfind(":") + 1:].strip() if ":" in prefix else prefix
         parts = [p.strip(" .;:") for p in _LIST_SPLIT.split(rest) if p and p.strip(" .;:")]
