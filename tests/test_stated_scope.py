@@ -158,6 +158,29 @@ def test_through_the_host_the_rules_said_for_bookings_reach_a_booking_in_another
     assert "standing" not in code, code
 
 
+@pytest.mark.parametrize("embedder", ["none", "auto"])
+def test_how_to_answer_is_said_for_every_answer_and_reaches_any_prompt(workspace, monkeypatch, embedder):
+    """"Keep answers short." and "Never use emoji with me" bear on whatever is asked next, in any project, however
+    far its words are from a coding question; a preference about a kind of thing (an aisle seat) does not, and a
+    one-off "Keep it short" is no rule at all."""
+    from memtier_plugin.layers.requests import ANSWERS, ruled_scope
+
+    assert ruled_scope("Keep answers short.") == ANSWERS and scope_kind(ANSWERS) == "answer"
+    assert scope_object(ANSWERS) == "" and in_scope("Why does this loop overflow?", ANSWERS, asks=0.0)
+    assert not in_scope("   ", ANSWERS) and ruled_scope("Keep it short.") == ""
+    monkeypatch.setenv("MEMTIER_STANDING__EMBEDDER", embedder)
+    host = Host()
+    host.register(plugin, "memtier")
+    say(host, workspace, "Quick note before we start. Keep answers short. Never use emoji with me. I always want an "
+        "aisle seat.", session="s1", at=T0)
+    for i, prompt in enumerate(("Why does this C++ loop overflow when the counter passes 2^31?",
+                                "Can you explain what a closure is?")):
+        block = _ask(host, workspace, prompt, f"q{i}", project=f"p{i}")
+        said = [line for line in block.splitlines() if f"said for: {ANSWERS}]" in line]
+        assert any("Keep answers short" in line for line in said) and any("emoji" in line for line in said), block
+        assert "aisle seat" not in block, block
+
+
 def test_an_amount_in_the_agents_offer_does_not_override_the_users_budget(workspace, monkeypatch):
     """A pick is searched with the offer ("hotels within $300: Infante Sagres ($284) or ..."); the offer's amounts
     are the agent's words and set no requirement of the user's, so the stored budget is still handed over. The

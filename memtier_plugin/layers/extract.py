@@ -48,7 +48,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..tokenize import tokenize
-from .requests import SCOPE, ruled_scope
+from .requests import MANNER, SCOPE, ruled_scope
 
 MAX_TEXT = 600  # a candidate's content (the user's words) is cut here
 
@@ -224,15 +224,8 @@ _ALWAYS_TAIL = re.compile(r"^(?!(?:thanks|thank|love|miss|see|yes|yeah|no|nope|o
                           r"that|this|you|there|which|what|who|we|his|her|their|I|I'\w+)\b)"
                           r"\w[^,;:?]{3,80},\s*(?:always|ever|every (?:single )?time|any day(?: of the week)?|"
                           r"no matter what|without fail|without exception)\s*[.!]*$", re.IGNORECASE)
-# how the assistant should answer, for good: an instruction about answers in general, not about one draft ("Keep
-# answers short.", "Skip the disclaimers", "Never use emoji with me", "Don't sugarcoat things"); "Keep it short",
-# "Skip the intro on this draft" are the moment's
-_STYLE = re.compile(r"^(?:please\s+)?(?:(?:always|never|just|don't|do not)\s+)?(?:keep|make|give|write|use|put|format|"
-                    r"skip|drop|cut|avoid|stop|spare|leave out|sugarcoat|sugar-coat|dumb down|talk to me|speak to me|"
-                    r"answer|reply|respond|explain)\b(?![^.;!?]*\b(?:this|that|it|these|those|here|today|now)\b)"
-                    r"[^.;!?]{0,40}?\b(?:answers|responses|replies|explanations|summaries|disclaimers|caveats|jargon|"
-                    r"emoji|emojis|bullet points|things|the fluff|small talk|pleasantries|metric|imperial|like a)\b",
-                    re.IGNORECASE)
+# how the assistant should answer, for good (requests.MANNER): "Keep answers short.", "Never use emoji with me"
+_STYLE = MANNER
 # a landlord's or a lease's rule: "my lease forbids drilling", "Our landlord caps pets at 20 pounds"
 _HOUSE_RULE = re.compile(r"(?:^|,\s*(?:and\s+|so\s+)?)(?:my|our) (?:landlord|lease|building|hoa|condo board|employer|"
                          r"company)\s+(?:\w+\s+)?(?:forbids|bans|prohibits|caps|limits|doesn't allow|does not allow|"

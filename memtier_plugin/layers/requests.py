@@ -125,14 +125,40 @@ _RULED_ERRAND = re.compile(
     r"(?:flights?|hotels?|trains?|tickets?|rooms?|seats?|tables?|cars?|rentals?|trips?|meals?|food)\b", re.IGNORECASE)
 
 
+# how the assistant should answer, for good: an instruction about answers in general, not about one draft ("Keep
+# answers short.", "Skip the disclaimers", "Never use emoji with me", "Don't sugarcoat things"); "Keep it short",
+# "Skip the intro on this draft" are the moment's. Such a rule holds for every answer (ruled_scope: ANSWERS).
+# None of LongMemEval-S dev's 22,644 user turns, LoCoMo dev's or the PrefEval inter chats' matches it.
+MANNER = re.compile(r"^(?:please\s+)?(?![^.;!?]*\b(?:this|that|it|these|those|here|today|now)\b)(?:"
+                    # marked for good: "Never use emoji with me", "Always use metric units", "Don't add disclaimers"
+                    r"(?:always|never|don't|do not|stop)\s+(?:keep|make|give|write|use|put|format|add|include|"
+                    r"answer|reply|respond|explain|using|adding|giving|writing)\b[^.;!?]{0,40}?\b(?:answers|"
+                    r"responses|replies|explanations|summaries|disclaimers|caveats|jargon|emoji|emojis|bullet points|"
+                    r"metric|imperial)\b|"
+                    # answers in general: "Keep answers short", "Keep your replies brief" (not "Make the email
+                    # concise", "write 10 questions ... answers only": an artifact of the task at hand)
+                    r"(?:keep|make|give me)\s+(?:[\w-]+\s+){0,2}?(?:answers|responses|replies|explanations)\b|"
+                    r"(?:skip|drop|spare me|leave out|cut)\s+(?:the\s+|all\s+(?:the\s+)?)?(?:disclaimers|caveats|"
+                    r"fluff|small talk|pleasantries|jargon)\b|"
+                    r"(?:don't|do not|never)\s+(?:sugarcoat|sugar-coat|dumb (?:it|things) down|beat around the bush)\b|"
+                    r"(?:talk|speak|write) to me like\b)", re.IGNORECASE)
+ANSWERS = "every answer you give me"  # the scope of a rule about how to answer: every prompt
+
+
 def ruled_scope(rule: str) -> str:
-    """The errand a rule's own words govern ("never book flights before 8am" → "book flights"), or ""."""
+    """The errand a rule's own words govern ("never book flights before 8am" → "book flights"; "Keep answers
+    short." → :data:`ANSWERS`), or ""."""
+    if MANNER.match(rule or ""):
+        return ANSWERS
     m = _RULED_ERRAND.search(rule or "")
     return m.group(0).lower() if m else ""
 
 
 def scope_kind(phrase: str) -> str:
-    """The kind of request a stated scope names ("anything you book for me", "book flights" → "book"), or ""."""
+    """The kind of request a stated scope names ("anything you book for me", "book flights" → "book"; every
+    answer → "answer"), or ""."""
+    if phrase == ANSWERS:
+        return "answer"
     m = re.search(rf"^(?:\w+ )*?(?:you )?({_SCOPE_VERBS})\w*\b", phrase or "", re.IGNORECASE)
     if not m:
         return ""
@@ -142,7 +168,9 @@ def scope_kind(phrase: str) -> str:
 
 def scope_object(phrase: str) -> str:
     """What a stated scope says its errands are about ("whenever you book a restaurant for me" → "restaurant",
-    "book flights" → "flights"), or "" ("anything you book for me": every booking)."""
+    "book flights" → "flights"), or "" ("anything you book for me": every booking; every answer)."""
+    if phrase == ANSWERS:
+        return ""
     return " ".join(_NOT_OBJECT.sub(" ", phrase or "").split())
 
 
@@ -162,6 +190,8 @@ def in_scope(prompt: str, phrase: str, *, asks: float | None = None) -> bool:
     its usual objects ("Fly out from SFO on the 9th" is a booking: "anything you book for me"), or the object the
     scope names ("Find me a restaurant for Friday": "whenever you book a restaurant for me")."""
     kind = scope_kind(phrase)
+    if kind == "answer":  # how to answer holds for whatever is asked
+        return bool(prompt and prompt.strip())
     if not kind or not prompt or not (asks_for_choice(prompt) if asks is None else asks):
         return False
     text = _bounded(prompt)
