@@ -168,6 +168,8 @@ def test_how_to_answer_is_said_for_every_answer_and_reaches_any_prompt(workspace
     assert ruled_scope("Keep answers short.") == ANSWERS and scope_kind(ANSWERS) == "answer"
     assert scope_object(ANSWERS) == "" and in_scope("Why does this loop overflow?", ANSWERS, asks=0.0)
     assert not in_scope("   ", ANSWERS) and ruled_scope("Keep it short.") == ""
+    assert ruled_scope("Keep answers short, it is easier for me to read.") == ANSWERS  # a reason after it
+    assert ruled_scope("Keep your answers short in this thread.") == ""  # this thread's
     monkeypatch.setenv("MEMTIER_STANDING__EMBEDDER", embedder)
     host = Host()
     host.register(plugin, "memtier")

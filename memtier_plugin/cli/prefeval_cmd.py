@@ -32,7 +32,6 @@ def items_range(value: str | None) -> tuple[int, int] | None:
     return int(start), int(end)
 
 
-
 @click.command("prefeval")
 @click.argument("path", type=click.Path())
 @click.option("--variant", type=click.Choice(["single", "multi"]), default=None,

@@ -211,7 +211,8 @@ _RULE = re.compile(r"^(?:(?:and |also |please |as a |a |my |our )?(?:rule|policy
                    re.IGNORECASE)
 _RULE_ANY = re.compile(r"\b(?:only on (?:weekdays|weekends|mondays?|tuesdays?|wednesdays?|thursdays?|fridays?)|"
                        r"never on (?:weekends|saturdays?|sundays?|fridays?)|(?:rule|policy) going forward|"
-                       r"from now on|going forward|no exceptions|non-?negotiable|(?:is|are) sacred|^(?:a\s+)?(?:hard|firm) (?:pass|no) on|"
+                       r"from now on|going forward|no exceptions|non-?negotiable|(?:is|are) sacred|"
+                       r"^(?:a\s+)?(?:hard|firm) (?:pass|no) on|"
                        r"(?:isn't|is not|aren't|are not) (?:going to|gonna) change|^(?:[\w'-]+\s+){1,4}or nothing|"
                        r"whatever it costs)\b", re.IGNORECASE)
 # a rule said as one ("House rule: no screens at dinner", "My rule: no ride-hailing apps", "Golden rule is simple: …")

@@ -129,7 +129,7 @@ _RULED_ERRAND = re.compile(
 # answers short.", "Skip the disclaimers", "Never use emoji with me", "Don't sugarcoat things"); "Keep it short",
 # "Skip the intro on this draft" are the moment's. Such a rule holds for every answer (ruled_scope: ANSWERS).
 # None of LongMemEval-S dev's 22,644 user turns, LoCoMo dev's or the PrefEval inter chats' matches it.
-MANNER = re.compile(r"^(?:please\s+)?(?![^.;!?]*\b(?:this|that|it|these|those|here|today|now)\b)(?:"
+MANNER = re.compile(r"^(?:please\s+)?(?![^.;!?,]*\b(?:this|that|it|these|those|here|today|now)\b)(?:"
                     # marked for good: "Never use emoji with me", "Always use metric units", "Don't add disclaimers"
                     r"(?:always|never|don't|do not|stop)\s+(?:keep|make|give|write|use|put|format|add|include|"
                     r"answer|reply|respond|explain|using|adding|giving|writing)\b[^.;!?]{0,40}?\b(?:answers|"
