@@ -398,6 +398,12 @@ REQUESTS = [
     "Now schedule the Q3 review with Dana for Oct 2.",
     "Book me a flight under $500.",
 ]
+PREAMBLES = [  # announce what follows and state nothing themselves
+    "Quick note before we start.",
+    "One more thing:",
+    "A quick question first.",
+    "Final request.",
+]
 QUESTIONS = [
     "What time does the train leave tomorrow",
     "Is there a vegetarian option on the 9am flight",
@@ -406,7 +412,7 @@ QUESTIONS = [
 ]
 
 
-@pytest.mark.parametrize("text", LEAVE_TAKING + ACKNOWLEDGEMENTS + REQUESTS + QUESTIONS)
+@pytest.mark.parametrize("text", LEAVE_TAKING + ACKNOWLEDGEMENTS + REQUESTS + QUESTIONS + PREAMBLES)
 def test_chit_chat_requests_acknowledgements_and_questions_state_no_fact(text):
     for role in ("user", "assistant"):
         assert extract_facts(text, role=role, timestamp=TS) == [], (role, extract_facts(text, role=role, timestamp=TS))
@@ -559,3 +565,10 @@ def test_a_labelled_sentence_is_read_as_the_sentence():
     assert all(not f.attribute.startswith("caroline") for f in facts)
     facts = extract_facts("Hotel: Lisbon Marriott Parque, Nov 10 to 14", timestamp=TS)
     assert any(f.attribute == "hotel" and f.value.startswith("Lisbon Marriott") for f in facts)
+
+
+def test_a_preamble_states_nothing_and_what_follows_it_is_read():
+    facts = extract_facts("Quick note before we start. My flight lands at 6pm on Friday.", role="user", timestamp=TS)
+    assert facts and all("flight lands" in f.content for f in facts), facts
+    said = extract_facts("A quick reminder about my peanut allergy: it is severe.", role="user", timestamp=TS)
+    assert said and "peanut allergy" in said[0].content

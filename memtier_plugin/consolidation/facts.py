@@ -294,12 +294,13 @@ def _clause_facts(clause: str, sent: str, role: str, when: tuple[str | None, str
 
 def _states_nothing(text: str) -> bool:
     """Whether a sentence or clause is said to the agent about this conversation, not stated as knowledge:
-    a question, a greeting or acknowledgement, a leave-taking, or a request (imperative, "let's ...",
+    a question, a greeting or acknowledgement, a preamble ("Quick note before we start"), a leave-taking, or a
+    request (imperative, "let's ...",
     "I'd like you to ...", a verbless "a hotel near the venue for Dec 1"). A standing rule in the
     imperative ("never book flights before 8am", "always ...") opens with its adverb, not a verb, and
     is kept; so is "let's use X" (a decision)."""
     if text.endswith("?") or P.GREETING.match(text) or P.ACK.match(text) or P.LEAVE_TAKING.match(text) \
-            or P.WELL_WISHING.match(text):
+            or P.WELL_WISHING.match(text) or P.PREAMBLE.match(text):
         return True
     if P.REQUEST.match(text) or P.WANT_ACTION.match(text) or P.QUESTION_START.match(text):
         return True

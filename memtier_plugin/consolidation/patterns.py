@@ -181,6 +181,11 @@ BOILERPLATE = re.compile(
 # "a hotel near the venue"), a question without its "?", an acknowledgement or a leave-taking is
 # said to the agent about this conversation; none of it is knowledge about the user or the project.
 # An acknowledgement word with its punctuation before the rest ("Fine, book it", "Ugh. ...").
+# a preamble that announces what follows and states nothing itself ("Quick note before we start", "One more thing:",
+# "Heads up!"); "A quick reminder about my allergy" goes on to say something and is read
+PREAMBLE = re.compile(r"^(?:(?:a|one)\s+)?(?:(?:quick|short|small|last|final|one more)\s+)?(?:note|question|thing|"
+                      r"heads[- ]up|reminder|request)(?:\s+(?:before (?:we|you|I) (?:start|begin|go)|first|for you|"
+                      r"here|then))?[\s.!:,]*$", F)
 ACK_PREFIX = re.compile(
     r"^(?:(?:yes|yeah|yep|fine|right|sure|perfect|cool|ugh|ok|okay|alright|all right|good|nice|great|excellent|awesome|"
     r"got it|understood|noted|sorry|oops|hmm|right then|fair enough|sounds good|will do)\s*[,!.:;]\s*)+",
