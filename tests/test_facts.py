@@ -572,3 +572,12 @@ def test_a_preamble_states_nothing_and_what_follows_it_is_read():
     assert facts and all("flight lands" in f.content for f in facts), facts
     said = extract_facts("A quick reminder about my peanut allergy: it is severe.", role="user", timestamp=TS)
     assert said and "peanut allergy" in said[0].content
+
+
+def test_a_preamble_before_a_colon_is_no_speakers_name():
+    """"One more thing: my flight lands at 6pm" had been read as a transcript line of a speaker named "One more
+    thing" (two facts, one of them "One more thing: their flight ...")."""
+    facts = extract_facts("One more thing: my flight lands at 6pm on Friday.", role="user", timestamp=TS)
+    assert facts and all(f.subject == "user" and "one more thing" not in f.content.lower() for f in facts), facts
+    named = extract_facts("Caroline: I moved to Denver last month.", role="user", timestamp=TS)
+    assert named and all(f.subject == "caroline" for f in named)  # a name before a colon still is one

@@ -415,6 +415,8 @@ def extract_facts(text: str, *, role: str = "user", timestamp: str | None = None
     if role == "tool" and (text := tool_statement(text)) is None:
         return []
     speaker = None
+    if (m := P.LABEL.match(text.strip())) and P.PREAMBLE.match(m["k"]):
+        text = m["rest"]  # "One more thing: my flight lands at 6pm": a preamble, not a speaker's name
     if (m := P.SPEAKER_LABEL.match(text.strip())) and P.UTTERANCE.search(m["said"]) \
             and not P.ACTION_KEY.match(m["who"]) and not P.KV_KEY_BAD.match(m["who"]) \
             and not P.NOT_SPEAKER.match(m["who"]):
