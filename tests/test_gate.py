@@ -58,7 +58,7 @@ def _bag_gate(threshold=0.5):
     neg = ["The party was lovely.", "Yesterday ruined the trip.", "What a lovely party.", "The trip was lovely.",
            "Rain ruined the party yesterday."]
     X = np.vstack([BAG.embed([t])[0] for t in pos + neg])
-    w, b = G.fit(X, [True] * len(pos) + [False] * len(neg), l2=0.1, iterations=2000)
+    w, b = G.fit(X, [True] * len(pos) + [False] * len(neg), l2=0.1)
     return G.Gate(w, b, threshold, BAG.name)
 
 

@@ -225,8 +225,6 @@ _ALWAYS_TAIL = re.compile(r"^(?!(?:thanks|thank|love|miss|see|yes|yeah|no|nope|o
                           r"that|this|you|there|which|what|who|we|his|her|their|I|I'\w+)\b)"
                           r"\w[^,;:?]{3,80},\s*(?:always|ever|every (?:single )?time|any day(?: of the week)?|"
                           r"no matter what|without fail|without exception)\s*[.!]*$", re.IGNORECASE)
-# how the assistant should answer, for good (requests.MANNER): "Keep answers short.", "Never use emoji with me"
-_STYLE = MANNER
 # a landlord's or a lease's rule: "my lease forbids drilling", "Our landlord caps pets at 20 pounds"
 _HOUSE_RULE = re.compile(r"(?:^|,\s*(?:and\s+|so\s+)?)(?:my|our) (?:landlord|lease|building|hoa|condo board|employer|"
                          r"company)\s+(?:\w+\s+)?(?:forbids|bans|prohibits|caps|limits|doesn't allow|does not allow|"
@@ -544,7 +542,7 @@ def _kind(sent: str) -> str | None:
         return "preference"
     if sent.endswith("?"):
         return None
-    if _OCCASION.search(sent.replace("\u2019", "'")):
+    if _OCCASION.search(sent):  # sent is _clean: apostrophes are plain
         return None
     if _episodic(sent):
         # a past cause with a lasting consequence: "I was diagnosed with celiac disease last year, so even a little
@@ -612,7 +610,7 @@ def _rule(sent: str) -> bool:
     """An instruction that holds from now on: "never book flights before 8am" (a verb and its object, not
     "Never give up!" or "Always here to help")."""
     if _RULE_ANY.search(sent) or _DONT_ME.search(sent) or _COUNT_OUT.search(sent) or _RULE_HEADER.match(sent) \
-            or _ALWAYS_TAIL.match(sent) or _STYLE.match(sent):
+            or _ALWAYS_TAIL.match(sent) or MANNER.match(sent):  # MANNER: how to answer, for good
         return True
     m = _RULE.search(sent)
     return bool(m and len(sent.split()) >= 4 and not _RULE_NOT.match(sent[m.end():]))

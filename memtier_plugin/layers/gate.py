@@ -153,10 +153,11 @@ def embedder_name(embedder) -> str:
 
 def eligible(sent: str) -> bool:
     """Whether a sentence could state something lasting about the speaker: their own words (first person, not
-    someone else's liking), no question, no past occasion, moment, plan or offer, no request, of a sentence's length."""
+    someone else's liking), no question, no past occasion, moment, plan or offer, no request, of a sentence's length
+    (``sent`` as extract._clean leaves it: plain apostrophes)."""
     return (len(sent) >= MIN_CHARS and len(sent.split()) <= MAX_WORDS and not sent.rstrip().endswith("?")
             and bool(_FIRST.search(sent)) and not _OTHER.match(sent) and not _episodic(sent)
-            and not _OCCASION.search(sent.replace("\u2019", "'"))
+            and not _OCCASION.search(sent)
             and not _REQUEST.search(sent))
 
 
@@ -206,28 +207,17 @@ def candidates(messages: Sequence[tuple[str, str, str]], gate: Gate, embedder) -
     return [Candidate("preference", sent, "", [eid]) for (eid, sent), p in zip(todo, probs) if p >= gate.threshold]
 
 
-def fit(vectors: np.ndarray, labels: Sequence[bool], *, l2: float = 30.0, iterations: int = 4000,
-        rate: float = 1.0) -> tuple[np.ndarray, float]:
-    """Logistic regression by full-batch gradient descent on standardised features (L2 ``l2``), returned on
-    the raw vectors' scale: (weights, bias). The step is at most ``rate`` and small enough to converge (one over
-    the loss's largest curvature: a few sentences in many dimensions would diverge at 1)."""
+def fit(vectors: np.ndarray, labels: Sequence[bool], *, l2: float = 30.0) -> tuple[np.ndarray, float]:
+    """Logistic regression on standardised features (L2 ``l2`` on the weights; calibration's Newton solver,
+    :func:`..recall.calibration.fit_layer`), returned on the raw vectors' scale: (weights, bias)."""
+    from ..recall.calibration import fit_layer
+
     X = np.asarray(vectors, dtype=np.float64)
     y = np.asarray(labels, dtype=np.float64)
     if X.ndim != 2 or len(X) != len(y) or not len(y) or not np.isfinite(X).all():
         raise ValueError("fit: expected one finite vector per label")
     mu, sd = X.mean(axis=0), X.std(axis=0) + 1e-6
-    Z = (X - mu) / sd
-    n = len(y)
-    v = np.ones(X.shape[1]) / np.sqrt(X.shape[1])
-    for _ in range(30):  # power iteration: the largest eigenvalue of Z'Z / n
-        u = Z.T @ (Z @ v) / n
-        v = u / (np.linalg.norm(u) or 1.0)
-    top = float(v @ (Z.T @ (Z @ v)) / n)
-    rate = min(rate, 1.0 / (top / 4.0 + l2 / n))  # the loss's curvature is at most top / 4 + l2 / n
-    w, b = np.zeros(X.shape[1]), 0.0
-    for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-np.clip(Z @ w + b, -60, 60)))
-        g = p - y
-        w -= rate * (Z.T @ g / n + l2 * w / n)
-        b -= rate * float(g.mean())
-    return w / sd, b - float((mu / sd) @ w)
+    names = [str(i) for i in range(X.shape[1])]
+    model = fit_layer((X - mu) / sd, y, names, l2=l2)
+    w = np.array([model.weights[k] for k in names])
+    return w / sd, model.bias - float((mu / sd) @ w)

@@ -13,6 +13,7 @@ the weights, ``intervention.policy`` for the policy.
 
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -134,8 +135,6 @@ class FileCache:
 
 def bounded_number(value: Any, where: str, bound: float = 1e3) -> float:
     """A learned file's number: finite, within ±``bound``; ConfigError naming ``where`` otherwise."""
-    import math
-
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)) \
             or abs(float(value)) > bound:
         raise ConfigError(f"{where}: expected a finite number within ±{bound:g}, got {value!r}"[:300])
