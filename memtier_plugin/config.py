@@ -183,6 +183,10 @@ class StandingConfig:
     gate: str = field(default="auto", metadata={"choices": ("auto", "none")})
     gate_file: str = ""  # a gate from `memtier train gate` (relative: to the workspace); "" the shipped one
     gate_threshold: float = field(default=-1.0, metadata=_rng(-1, 1))  # ≥ 0 replaces the gate's own threshold
+    # the common direction of prompts (layers/center.py), taken out of a prompt's vector before it is compared with
+    # standing items; auto: when the standing embedder is the one the center was computed with; none: raw cosines
+    center: str = field(default="auto", metadata={"choices": ("auto", "none")})
+    center_file: str = ""  # a center from `memtier train center` (relative: to the workspace); "" the shipped one
     sem: float = field(default=1.0, metadata=_rng(0, 10))  # weight of the embedding cosine
     topic: float = field(default=0.3, metadata=_rng(0, 10))  # weight of the topic-route cosine
     lexical: float = field(default=0.2, metadata=_rng(0, 10))  # weight of the word overlap

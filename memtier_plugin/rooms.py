@@ -40,6 +40,10 @@ class Rooms:
             from .layers.gate import for_config
 
             for_config(config)  # a bad gate file stops startup, naming standing.gate_file
+        if config.standing.enabled and config.standing.center != "none" and config.standing.center_file:
+            from .layers.center import for_config as center_for_config
+
+            center_for_config(config)  # a bad center file stops startup, naming standing.center_file
         self._step = self._step_worker = None  # memory for the step (scheduling/step.py)
         self._workspace: dict[tuple[str, str], Any] = {}
         self._warm_thread: threading.Thread | None = None
@@ -102,7 +106,11 @@ class Rooms:
             emb, note = standing_embedder(self.config, self._retriever.embedder if self._retriever else None)
             if note:
                 log.warning("%s", note)
-            return StandingScorer(self.config, topic_tree(self.config.memory_root), emb)
+            from .layers.center import resolve
+            from .layers.gate import embedder_name
+
+            return StandingScorer(self.config, topic_tree(self.config.memory_root), emb,
+                                  center=resolve(self.config, emb, embedder_name))
         return self._once("_scorer", make)
 
     @property

@@ -257,7 +257,7 @@ def test_a_prompt_that_asks_for_a_choice_is_handed_its_best_preference_and_none_
     and no Global item under ``choice.relative`` of the best one's probability; other prompts keep the layer's
     threshold, and ``calibration.threshold`` sets every standing threshold, the rule aside."""
     c = cal.load(cal.shipped_path("paper"))
-    assert c.choice == {"threshold": 0.05, "relative": 0.5}
+    assert c.choice == {"threshold": 0.1, "relative": 0.7}
     t = c.thresholds["global"]
 
     def at(hid, p, asks):  # a Global hit the shipped model scores at probability ``p`` (bias-only logit)
@@ -268,17 +268,20 @@ def test_a_prompt_that_asks_for_a_choice_is_handed_its_best_preference_and_none_
         assert c.probability(h) == pytest.approx(p, abs=1e-6)
         return h
 
-    # asks: the best (0.10, under the layer threshold) is delivered; 0.06 is within half of it, 0.04 is not
-    best, close, low = at("best", 0.10, 1.0), at("close", 0.06, 1.0), at("low", 0.04, 1.0)
-    assert 0.10 < t
+    # asks: the best (0.15, under the layer threshold) is delivered; 0.11 is within 0.7 of it, 0.10 is not
+    best, close, low = at("best", 0.15, 1.0), at("close", 0.11, 1.0), at("low", 0.10, 1.0)
+    assert 0.15 < t
     kept, left = c.apply([low, close, best])
     assert [h.id for h in kept] == ["best", "close"]
-    assert left == ["low: p=0.040 below the global threshold 0.050 of a prompt that asks for a choice"]
+    assert left == ["low: p=0.100 below the global threshold 0.105 of a prompt that asks for a choice"]
+    # asks: a best item under choice.threshold is not delivered
+    kept, left = c.apply([at("faint", 0.09, 1.0)])
+    assert kept == [] and left == ["faint: p=0.090 below the global threshold 0.100 of a prompt that asks for a choice"]
     # asks: an item above the layer threshold but far under the best one is another preference's
-    top, other = at("top", 0.80, 1.0), at("other", 0.30, 1.0)
-    assert 0.30 > t
+    top, other = at("top", 0.80, 1.0), at("other", 0.50, 1.0)
+    assert 0.50 > t
     kept, left = c.apply([top, other])
-    assert [h.id for h in kept] == ["top"] and left[0].startswith("other: p=0.300 below the global threshold 0.400")
+    assert [h.id for h in kept] == ["top"] and left[0].startswith("other: p=0.500 below the global threshold 0.560")
     # a prompt that asks for no choice: the layer's threshold, no relative cut
     kept, _ = c.apply([at("a", 0.10, 0.0), at("b", 0.80, 0.0), at("c", 0.30, 0.0)])
     assert [h.id for h in kept] == ["b", "c"]
@@ -308,5 +311,5 @@ def test_a_bad_choice_section_is_refused_naming_the_key(choice, key):
 def test_the_choice_rule_survives_a_write_and_a_read(tmp_path):
     c = cal.load(cal.shipped_path("paper"))
     doc = c.to_doc()
-    assert doc["choice"] == {"threshold": 0.05, "relative": 0.5}
+    assert doc["choice"] == {"threshold": 0.1, "relative": 0.7}
     assert cal.from_doc(doc, "again.yaml").choice == c.choice

@@ -53,6 +53,22 @@ def _scores(probs, labels, threshold: float) -> dict[str, float]:
     return {"precision": round(tp / max(1, tp + fp), 4), "recall": round(tp / max(1, tp + fn), 4)}
 
 
+def config_and_embedder(state, needs: str):
+    """(the config the flags load, the standing embedder); ConfigError when there is none (``needs``: why one is
+    needed, "the gate reads an embedding")."""
+    from ..config import load_config
+    from ..recall.backends import standing_embedder
+
+    flags = {k: v for k, v in state.flags().items() if v is not None}
+    cfg = load_config(getattr(state, "config_path", None), flags=flags)
+    if cfg.standing.embedder == "none":
+        raise ConfigError(f"standing.embedder: none; {needs} (set it to auto or bge-small)")
+    embedder, note = standing_embedder(cfg)
+    if embedder is None:
+        raise ConfigError(note or "standing.embedder: no embedder available (memtier model setup --embedder)")
+    return cfg, embedder
+
+
 @click.command("gate")
 @click.argument("labels_path", metavar="LABELS", type=click.Path(exists=True, dir_okay=False))
 @click.option("--exclude-split", "exclude", multiple=True, default=("colloquial_heldout",), show_default=True,
@@ -75,18 +91,10 @@ def gate(state, labels_path, exclude, l2, threshold, out_path, as_json):
     says whether it states something lasting. The file goes to its own YAML:
     name it as standing.gate_file.
     """
-    from ..config import load_config
     from ..layers.gate import MARKER, Gate, embed_each, embedder_name, fit
-    from ..recall.backends import standing_embedder
     from ..store.artifacts import write_artifact
 
-    flags = {k: v for k, v in state.flags().items() if v is not None}
-    cfg = load_config(getattr(state, "config_path", None), flags=flags)
-    if cfg.standing.embedder == "none":
-        raise ConfigError("standing.embedder: none; the gate reads an embedding (set it to auto or bge-small)")
-    embedder, note = standing_embedder(cfg)
-    if embedder is None:
-        raise ConfigError(note or "standing.embedder: no embedder available (memtier model setup --embedder)")
+    cfg, embedder = config_and_embedder(state, "the gate reads an embedding")
     texts, labels, _splits = read_labels(Path(labels_path), exclude=tuple(exclude))
     with click.progressbar(length=len(texts), label="embedding", file=click.get_text_stream("stderr")) as bar:
         vecs = []

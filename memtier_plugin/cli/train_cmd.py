@@ -1,7 +1,7 @@
 """`memtier train`: learn the retrieval weight vector with PPO (MemTier §3.5). `memtier train policy` (the
 intervention policy with GRPO, Pulse §3.4) is :mod:`.policy_cmd`'s, `memtier train calibration`
-:mod:`.calibration_cmd`'s and `memtier train gate` (the learned standing gate) :mod:`.gate_cmd`'s, all added to this
-group."""
+:mod:`.calibration_cmd`'s, `memtier train gate` (the learned standing gate) :mod:`.gate_cmd`'s and `memtier train
+center` (the common direction of prompts) :mod:`.center_cmd`'s, all added to this group."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import click
 
 from ..errors import ConfigError, MemtierError
 from .calibration_cmd import calibration
+from .center_cmd import center
 from .gate_cmd import gate
 from .policy_cmd import policy
 
@@ -240,3 +241,4 @@ def _print_table(r: dict) -> None:
 train.add_command(calibration)  # `memtier train calibration`: its own module, one command of this group
 train.add_command(policy)  # `memtier train policy`: the intervention policy, :mod:`.policy_cmd`'s
 train.add_command(gate)  # `memtier train gate`: the learned standing gate, :mod:`.gate_cmd`'s
+train.add_command(center)  # `memtier train center`: the common direction of prompts, :mod:`.center_cmd`'s

@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ConfigError
-from ..store.artifacts import FileCache, bounded_number, read_artifact
+from ..store.artifacts import FileCache, bounded_number, load_named, read_artifact
 from .extract import Candidate, _clean, _episodic, _OCCASION, _REQUEST, extract, sentences
 
 log = logging.getLogger(__name__)
@@ -122,13 +122,8 @@ def for_config(config, workspace: Path | None = None) -> Gate | None:
     cfg = config.standing
     if cfg.gate == "none":
         return None
-    path = Path(cfg.gate_file).expanduser() if cfg.gate_file else None
-    if path is not None and not path.is_absolute():
-        path = Path(workspace if workspace is not None else config.workspace) / path
-    try:
-        gate = load(path)
-    except ConfigError as exc:
-        raise ConfigError(f"standing.gate_file: {exc}" if path is not None else str(exc)) from None
+    gate = load_named("standing.gate_file", cfg.gate_file, workspace if workspace is not None else config.workspace,
+                      load)
     if cfg.gate_threshold >= 0:
         gate = Gate(gate.weights, gate.bias, cfg.gate_threshold, gate.embedder, gate.source, gate.meta)
     return gate

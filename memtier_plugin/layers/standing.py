@@ -173,10 +173,11 @@ def nearest_topics(sims: np.ndarray) -> np.ndarray:
 class StandingScorer:
     """Scores items for a prompt; holds the embedder and the item vectors it has computed."""
 
-    def __init__(self, config, tree: TopicTree, embedder=None):
+    def __init__(self, config, tree: TopicTree, embedder=None, *, center=None):
         self.cfg = config.standing
         self.tree = tree
         self.embedder = embedder
+        self.center = center  # layers/center.Center: the common direction of prompts, or None (raw cosines)
         self._vectors: dict[str, np.ndarray] = {}
         self._routes: dict[str, np.ndarray] = {}  # item id → its embedding route (nearest_topics)
         self._object_routes: dict[str, dict[str, float]] = {}  # stated scope → the topic route of its object
@@ -200,8 +201,10 @@ class StandingScorer:
             self._topics = vecs
         return self._topics
 
-    def _sem(self, query: str, items: list[Item]) -> tuple[np.ndarray, np.ndarray] | None:
-        """(embedding cosine of prompt and item, cosine of the embedding routes) per item, or None."""
+    def _sem(self, query: str, items: list[Item]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(embedding cosine of prompt and item, cosine of the embedding routes, cosine with the prompt's vector
+        less the common direction of prompts (:mod:`.center`; the raw cosine without a center)) per item, or
+        None."""
         if self.embedder is None or self._failed or not items or self.cfg.sem <= 0:
             return None
         try:
@@ -219,6 +222,8 @@ class StandingScorer:
             qv = np.asarray(embed_query(query) if embed_query is not None else self.embedder.embed([query])[0],
                             dtype=np.float32)
             cos = np.array([float(self._vectors[it.id] @ qv) for it in items])
+            qc = self.center.apply(qv) if self.center is not None else None
+            ccos = cos if qc is None else np.array([float(self._vectors[it.id] @ qc) for it in items])
             qroute = nearest_topics(topics @ qv) if len(topics) else qv[:0]
             routes = np.array([float(self._routes[it.id] @ qroute) if len(topics) else 0.0 for it in items])
         except Exception as exc:  # a model failure keeps the lexical signals
@@ -226,7 +231,7 @@ class StandingScorer:
             self._failed = True
             return None
         # bge-small puts unrelated text at ~0.30-0.40 and an applicable preference at ~0.45-0.55
-        return cos, routes
+        return cos, routes, ccos
 
     def score(self, query: str, items: list[Item]) -> list[tuple[Item, float, dict]]:
         """(item, applicability, signals) for every item the prompt can bear on (not one said for another topic's
@@ -236,7 +241,7 @@ class StandingScorer:
         qroute = self.tree.route(query)
         qtoks = frozenset(token_set(query))
         sem = self._sem(query, items)
-        cos, routes = sem if sem is not None else (None, None)
+        cos, routes, ccos = sem if sem is not None else (None, None, None)
         sem = np.clip((cos - SEM_FLOOR) / SEM_SPAN, 0.0, 1.0) if cos is not None else None
         w_sem = self.cfg.sem if sem is not None else 0.0
         total = w_sem + self.cfg.topic + self.cfg.lexical
@@ -247,7 +252,7 @@ class StandingScorer:
         # that made it, so beside a skill every preference would read "far from the nearest"; an identity fact
         # (a name, a membership number) answers no question in a preference's place
         group = np.array([_GROUP.get(it.label, 0) for it in items])
-        best = {k: float(cos[group == k].max()) if cos is not None and (group == k).any() else 0.0
+        best = {k: float(ccos[group == k].max()) if ccos is not None and (group == k).any() else 0.0
                 for k in set(group.tolist())}
         out = []
         for i, it in enumerate(items):
@@ -259,11 +264,13 @@ class StandingScorer:
             # what calibration reads besides: whether ``sem`` was measured, and the raw cosine
             sig["embedded"] = 1.0 if cos is not None else 0.0
             sig["cos"] = float(cos[i]) if cos is not None else 0.0
+            # the cosine with what this prompt is about: its vector less the common direction of prompts (.center)
+            sig["ccos"] = float(ccos[i]) if ccos is not None else 0.0
             sig["prompt_words"] = min(len(qtoks), 20) / 20  # a prompt of few words embeds unreliably
             sig["asks"] = asks  # the prompt asks for a choice (layers/requests.py)
-            # how far the item's cosine is under this prompt's nearest item's (0 for the nearest): one
+            # how far the item's cosine (``ccos``) is under this prompt's nearest item's (0 for the nearest): one
             # preference usually answers a question, but several close ones may all apply, so it is graded
-            sig["margin"] = float(cos[i]) - best[int(group[i])] if cos is not None else 0.0
+            sig["margin"] = float(ccos[i]) - best[int(group[i])] if ccos is not None else 0.0
             # among the nearest: within ROUTE_DELTA of the nearest cosine (closer than that, bge-small's cosines
             # do not order two items reliably, so a flight booking's seat and meal rules are both nearest)
             sig["nearest"] = 1.0 if cos is not None and sig["margin"] >= -ROUTE_DELTA else 0.0

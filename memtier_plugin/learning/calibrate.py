@@ -28,7 +28,7 @@ MAX_WRONG_STANDING = 0.3  # standing items or skills a prompt that has its own m
 #: the rule for a prompt that asks for a choice (recall/calibration.py, ``choice``), set rather than fitted: chosen
 #: on PrefEval dev multi (explicit and choice forms) against the wrong standing items a question is handed, with
 #: LoCoMo and the demo checked unchanged (docs/evaluation.md, "A prompt that asks for a choice")
-CHOICE = {"threshold": 0.05, "relative": 0.5}
+CHOICE = {"threshold": 0.1, "relative": 0.7}
 # Episodes are not cut by probability: their BM25 level grows with the store (a calibration fitted on 600-turn
 # conversations would silence a new user's 20-entry store), they are labelled as past records, and k and the
 # token budget bound them; calibration orders them among the other layers. The curve is reported all the same.

@@ -51,11 +51,12 @@ FEATURES: dict[str, tuple[str, ...]] = {
     # their say), the raw BM25 level (φbm25 is relative to the query's best), the cross-encoder's scaled value
     # where the head was re-ranked and whether it was, and whether it is a fact
     "episode": ("score", "log_raw_bm25", "fact", "rerank", "reranked"),
-    # standing items: their applicability signals (layers/standing.py), the raw cosine, whether the prompt asks
+    # standing items: their applicability signals (layers/standing.py), the raw cosine and the cosine with the prompt's
+    # vector less the common direction of prompts (``ccos``, layers/center.py), whether the prompt asks
     # for a choice (layers/requests.py), how far the item's cosine is under the prompt's nearest item's
     # (``margin``) and whether it is among the nearest (``nearest``: within 0.04 of it, so a flight booking's
     # seat, meal and departure-time rules can all be; on PrefEval one preference answers a question)
-    "global": ("sem", "cos", "topic", "lexical", "route", "embedded", "cos_topic", "prompt_words",
+    "global": ("sem", "cos", "ccos", "topic", "lexical", "route", "embedded", "cos_topic", "prompt_words",
                "asks", "margin", "nearest"),
     # a skill answers a task of its kind (``skill_applies`` gates it), not a request for advice: no ``asks``
     "skill": ("sem", "cos", "topic", "lexical", "route", "embedded", "cos_topic", "prompt_words"),
@@ -112,7 +113,8 @@ def features(hit) -> dict[str, float]:
                           "topic": sig.get("topic", 0.0), "lexical": sig.get("lexical", 0.0),
                           "route": sig.get("route", 0.0), "embedded": 1.0 if sig.get("embedded", 1.0) else 0.0,
                           "prompt_words": sig.get("prompt_words", 0.0), "asks": sig.get("asks", 0.0),
-                          "margin": sig.get("margin", 0.0), "nearest": sig.get("nearest", 0.0)})
+                          "margin": sig.get("margin", 0.0), "nearest": sig.get("nearest", 0.0),
+                          "ccos": sig.get("ccos", 0.0)})
 
 
 @dataclass

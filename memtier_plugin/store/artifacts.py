@@ -139,3 +139,15 @@ def bounded_number(value: Any, where: str, bound: float = 1e3) -> float:
             or abs(float(value)) > bound:
         raise ConfigError(f"{where}: expected a finite number within ±{bound:g}, got {value!r}"[:300])
     return float(value)
+
+
+def load_named(key: str, name: str, workspace: str | Path, load: Callable[[Path | None], Any]) -> Any:
+    """``load`` of the file the config key ``key`` names (``name``, relative: to ``workspace``; "" the shipped one,
+    ``load(None)``); a bad named file's ConfigError starts with ``key``."""
+    path = Path(name).expanduser() if name else None
+    if path is not None and not path.is_absolute():
+        path = Path(workspace) / path
+    try:
+        return load(path)
+    except ConfigError as exc:
+        raise ConfigError(f"{key}: {exc}" if path is not None else str(exc)) from None
