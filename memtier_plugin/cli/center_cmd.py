@@ -1,5 +1,6 @@
-"""`memtier train center`: the common direction of prompts (layers/center.py, docs/standing.md "The common
-direction") from a file of ordinary user prompts; a subcommand of `memtier train` (:mod:`.train_cmd` adds it)."""
+"""`memtier train center`: the common direction of prompts (layers/center.py; docs/standing.md, "The common
+direction of prompts") from a file of ordinary user prompts; a subcommand of `memtier train` (:mod:`.train_cmd`
+adds it)."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def spread(items: list[str], limit: int) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.pass_obj
 def center(state, prompts_path, limit, out_path, as_json):
-    """Compute the common direction of prompts (docs/standing.md, "The common direction").
+    """Compute the common direction of prompts (docs/standing.md, "The common direction of prompts").
 
     PROMPTS holds ordinary user prompts: a LongMemEval file (its user turns;
     the shipped center is the mean of 3,000 of LongMemEval-S dev's), a LoCoMo

@@ -4,14 +4,16 @@ bge-small puts every prompt close to one direction: what prompts share as
 prompts (a question's form, a request's words), whatever they are about. Its
 cosine to a standing item therefore mixes how near the item is to what the
 prompt is about with how near it is to prompts in general, and the second
-part is the same for every prompt: "I'm a night-shift nurse" sits nearer to
-prompts in general than "Cilantro tastes like soap to me", so it was the
-nearest item for many questions it has nothing to do with. Subtracting the
+part is the same for every prompt: "I'm wary of pharmaceuticals and prefer to
+manage minor ailments without medication" sits nearer to prompts in general
+than "I'm severely allergic to cats" (0.41 vs 0.33 to their mean), so it was
+the nearest item to "What pet would suit me?". Subtracting the
 mean vector of many ordinary user prompts from the prompt's vector (and
 normalising again) leaves what this prompt is about. On PrefEval dev the
 question's own preference is then the user's nearest item for 0.877 of the
 questions instead of 0.838, and on the hand-written held-out probes for
-0.71-0.88 instead of 0.61-0.80 (docs/standing.md "The common direction").
+0.71-0.88 instead of 0.61-0.80 (docs/standing.md, "The common direction of
+prompts").
 
 The center is data, never code: a file holding ``memtier_prompt_center: 1``,
 the embedder whose query vectors it was computed from, and the vector
