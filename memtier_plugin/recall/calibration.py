@@ -53,7 +53,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "episode": ("score", "log_raw_bm25", "fact", "rerank", "reranked"),
     # standing items: their applicability signals (layers/standing.py), the raw cosine and the cosine with the prompt's
     # vector less the common direction of prompts (``ccos``, layers/center.py), whether the prompt asks
-    # for a choice (layers/requests.py), how far the item's cosine is under the prompt's nearest item's
+    # for a choice (layers/requests.py), how far the item's ``ccos`` is under the prompt's nearest item's
     # (``margin``) and whether it is among the nearest (``nearest``: within 0.04 of it, so a flight booking's
     # seat, meal and departure-time rules can all be; on PrefEval one preference answers a question)
     "global": ("sem", "cos", "ccos", "topic", "lexical", "route", "embedded", "cos_topic", "prompt_words",
