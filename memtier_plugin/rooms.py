@@ -107,10 +107,9 @@ class Rooms:
             if note:
                 log.warning("%s", note)
             from .layers.center import resolve
-            from .layers.gate import embedder_name
 
             return StandingScorer(self.config, topic_tree(self.config.memory_root), emb,
-                                  center=resolve(self.config, emb, embedder_name))
+                                  center=resolve(self.config, emb))
         return self._once("_scorer", make)
 
     @property

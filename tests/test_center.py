@@ -110,17 +110,16 @@ def test_a_bad_center_file_in_the_config_stops_startup_naming_the_key(tmp_path):
 
 def test_the_shipped_center_is_valid_and_used_only_with_its_embedder(tmp_path):
     from memtier_plugin.config import load_config
-    from memtier_plugin.layers.gate import embedder_name
 
     c = C.load()
     assert c.embedder.startswith("bge-small") and c.vector.shape == (384,) and 0.3 < np.linalg.norm(c.vector) < 1
     cfg = load_config(None, flags={"paths.workspace": str(tmp_path)})
     bge = type("E", (), {"name": c.embedder})()
-    assert C.resolve(cfg, bge, embedder_name) is c
-    assert C.resolve(cfg, type("E", (), {"name": "minilm"})(), embedder_name) is None
-    assert C.resolve(cfg, None, embedder_name) is None
+    assert C.resolve(cfg, bge) is c
+    assert C.resolve(cfg, type("E", (), {"name": "minilm"})()) is None
+    assert C.resolve(cfg, None) is None
     off = load_config(None, flags={"paths.workspace": str(tmp_path), "standing.center": "none"})
-    assert C.resolve(off, bge, embedder_name) is None
+    assert C.resolve(off, bge) is None
 
 
 def test_train_center_reads_a_longmemeval_file_and_writes_a_center_the_config_can_name(tmp_path):
@@ -141,14 +140,13 @@ def test_train_center_reads_a_longmemeval_file_and_writes_a_center_the_config_ca
     c = C.load(tmp_path / "c.yaml")
     assert c.embedder == report["embedder"] and 0 < np.linalg.norm(c.vector) < 1
     from memtier_plugin.config import load_config
-    from memtier_plugin.layers.gate import embedder_name
     from memtier_plugin.memory import Memory
     from memtier_plugin.models.embedders import get_embedder
 
     cfg = load_config(None, flags={"paths.workspace": str(tmp_path), "standing.embedder": "hashing",
                                    "standing.center_file": "c.yaml"})
     Memory(cfg)  # a valid file starts
-    assert C.resolve(cfg, get_embedder("hashing"), embedder_name).source == str(tmp_path / "c.yaml")
+    assert C.resolve(cfg, get_embedder("hashing")).source == str(tmp_path / "c.yaml")
     (tmp_path / "bad.json").write_text(json.dumps([{"question": "?"}]))
     bad = run_cli("train", "center", str(tmp_path / "bad.json"), env=env, check=False)
     assert bad.returncode != 0 and "bad.json: item 0: expected a LongMemEval question" in bad.stderr

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -120,10 +120,12 @@ def for_config(config, workspace: Path | None = None) -> Center | None:
                       workspace if workspace is not None else config.workspace, load)
 
 
-def resolve(config, embedder: Any, name_of: Callable[[Any], str]) -> Center | None:
+def resolve(config, embedder: Any) -> Center | None:
     """The center to use with ``embedder``: None when ``standing.center`` is none, there is no embedder, the
     center was computed with another one, or it cannot be read (logged; a bad ``center_file`` already stopped
     startup)."""
+    from .gate import embedder_name  # the name an embedder's learned files are fitted under
+
     if embedder is None:
         return None
     try:
@@ -131,4 +133,4 @@ def resolve(config, embedder: Any, name_of: Callable[[Any], str]) -> Center | No
     except Exception as exc:
         log.warning("the prompt center is not used: %s", exc)
         return None
-    return center if center is not None and name_of(embedder) == center.embedder else None
+    return center if center is not None and embedder_name(embedder) == center.embedder else None
