@@ -35,7 +35,18 @@ def test_requests_for_advice_or_an_errand_ask_for_a_choice():
                    "What's a comforting dinner I can make on a rainy night?",
                    "What are the must-try restaurants in Austin?",
                    "My grandson loves hockey. What's a fun way for us to enjoy a game together?",
-                   "Can you give me an easy recipe for a hearty winter soup?"):
+                   "Can you give me an easy recipe for a hearty winter soup?",
+                   # what the thing should be, asked with a word of worth; a kind of thing asked for; something made
+                   # for the user
+                   "I'm visiting New York for a week in July. What's a great baseball outing?",
+                   "What's a quick, healthy lunch I can bring to work?",
+                   "I'm replacing my family car. What's a comfortable, efficient choice?",
+                   "What would be a romantic place to stay on Santorini?",
+                   "What dog breed would make a great trail companion?",
+                   "What are the must-eat foods on a trip to Naples, Italy?",
+                   "I want to make a big batch of salsa for game day. Any recipes?",
+                   "Can you create a playlist of songs for my next road trip?",
+                   "Can you provide some effective dance fitness routines I can follow at home?"):
         assert asks_for_choice(prompt) == 1.0, prompt
 
 
@@ -62,6 +73,13 @@ def test_questions_and_tasks_that_ask_for_no_choice_do_not():
                    "They chase after it. It's a great way for them to get some exercise.",
                    "Barcelona is a must-visit city! You'll love the food.",
                    "What are the main ingredients of the ice cream recipe shared by Nate?",
+                   # a question about the listener's life, a thing told; a fact asked for, with no word of worth
+                   "Hey John! How's it going? Any new games you're into?",
+                   "Wow, Mel! Any more paintings coming up?",
+                   "I'm going to make it for my family this weekend - can't wait!",
+                   "What's a closure in Python?",
+                   "What is the capital of Peru?",
+                   "It was a great game, what a finish!",
                    ""):
         assert asks_for_choice(prompt) == 0.0, prompt
 

@@ -28,6 +28,10 @@ import re
 
 from ..tokenize import tokenize
 
+# words of worth: what the user wants a thing to be ("a great outing", "a quick, healthy lunch", "an ideal routine")
+_WORTH = (r"great|fun|nice|good|healthy|quick|easy|comfortable|efficient|romantic|ideal|perfect|cheap|affordable|"
+          r"decent|solid|reliable|relaxing|cozy|safe|simple|memorable|unique|authentic|scenic|quiet|practical|"
+          r"budget-friendly|family-friendly|kid-friendly|low-key|hearty|comforting|fresh|suitable|worthwhile")
 # advice and options asked for ("what would you recommend", "any tips", "which one should I take")
 _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alternatives?|"
            r"(?:should|could|can|shall) (?:i|we)|(?:i|we) should|help me|looking for|what are some|"
@@ -39,7 +43,20 @@ _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alterna
            r"(?:which|what)(?: \w+){0,2} (?:would|will|might) (?:suit|fit|help|work for|be (?:best|better|easier|"
            r"easiest|good|ideal|right))|suits? me|for someone like me|"
            r"what(?:'s| is| are) (?:a|an|some)(?: [\w-]+){1,3} (?:i|we) (?:can|could|might) (?:make|cook|do|try)|"
-           r"must-(?:try|see|visit|do)(?=[^.!?]*\?)|(?:give|send|show) (?:me|us) (?:a|an|some)(?: [\w-]+){0,3} recipes?")
+           r"must-(?:try|see|visit|do|eat|have|read|watch|hear|buy)(?=[^.!?]*\?)|"
+           r"(?:give|send|show) (?:me|us) (?:a|an|some)(?: [\w-]+){0,3} recipes?|"
+           # a thing of a kind the user would like, asked by what it should be ("What's a great baseball outing?",
+           # "What's a quick, healthy lunch I can bring?", "What would be a romantic place to stay?", "What dog
+           # breed would make a great trail companion?"): an asked question with an adjective of worth in it
+           rf"(?:what|which)(?:'s| is| are| would be| might be|(?: [\w-]+){{0,3}} (?:would|will|might) make)"
+           rf"(?: (?:a|an|some|the))?(?: [\w-]+,?){{0,3}}? (?:{_WORTH})\b(?=[^.!?]*\?)|"
+           # things of a kind asked for ("Any recipes?"; not "Any new games you're into?", a question about the
+           # listener), a choice asked about
+           r"any(?: [\w-]+)? (?:recipes?|dishes|picks|spots|suggestions)(?=[^.!?]*\?)|choices?(?=[^.!?]*\?)|"
+           # something made for the user, asked of the agent ("Can you create a playlist for my road trip?", "Could
+           # you provide some routines I can follow at home?")
+           r"(?:can|could|would|will) you (?:please )?(?:create|make|put together|provide|design|compose|curate|"
+           r"come up with|draw up|build)(?: [\w-]+){0,6} (?:for (?:me|my|us|our)\b|(?:i|we) (?:can|could) )")
 # errands done on the user's behalf, where their standing choices apply ("book me a flight", "plan our trip")
 # ("book" as a verb only: "book me a flight", "book two tickets", not "read the book" or "what book did she like")
 _ERRANDS = (r"plan\w*|book(?=\s+(?:me|us|him|her|them|it|a|an|the|my|our|this|that|one|two|three|four|\d+)\b)|booking|"
