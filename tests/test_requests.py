@@ -46,7 +46,10 @@ def test_requests_for_advice_or_an_errand_ask_for_a_choice():
                    "What are the must-eat foods on a trip to Naples, Italy?",
                    "I want to make a big batch of salsa for game day. Any recipes?",
                    "Can you create a playlist of songs for my next road trip?",
-                   "Can you provide some effective dance fitness routines I can follow at home?"):
+                   "Can you provide some effective dance fitness routines I can follow at home?",
+                   # an errand continued by a noun phrase alone, the next prompt of a request
+                   "And a hotel near the venue for Dec 1 to Dec 4.",
+                   "Also two tickets for the Sunday show."):
         assert asks_for_choice(prompt) == 1.0, prompt
 
 
@@ -80,6 +83,8 @@ def test_questions_and_tasks_that_ask_for_no_choice_do_not():
                    "What's a closure in Python?",
                    "What is the capital of Peru?",
                    "It was a great game, what a finish!",
+                   "And a car was waiting for us at the station.",  # told: a story goes on
+                   "She ordered pasta and a salad.",  # "and a" inside a sentence, not a continued request
                    ""):
         assert asks_for_choice(prompt) == 0.0, prompt
 

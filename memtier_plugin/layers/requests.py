@@ -73,6 +73,12 @@ _ACT = re.compile(rf"{_REQUEST_START}(?:{_ACTS})\b", re.IGNORECASE | re.MULTILIN
 # United one", "Let's go with the second"): the user's choice, which their standing preferences bear on
 _PICK = re.compile(rf"\b(?:this time|the (?:\w+ )?one)\b(?![^.!?]*\?)|{_REQUEST_START}(?:take|go with|let's go with)\s+"
                    rf"(?:the|option|that|this)\b", re.IGNORECASE | re.MULTILINE)
+# an errand continued by a noun phrase alone, as the next prompt of a request ("And a hotel near the venue for Dec 1
+# to Dec 4.", "Also two tickets for Sunday."): "and / also / plus" and a thing at the prompt's start, told with no
+# verb of a story ("And a car was waiting for us." is told, not asked)
+_CONTINUED = re.compile(r"^\s*(?:and|also|plus)(?: also)?,? (?:a|an|some|one|two|three|four)\b"
+                        r"(?![^.!?]*\b(?:is|was|were|are|am|has|had|did|does|do|went|came|got|said|told|made)\b)",
+                        re.IGNORECASE)
 MAX_CHARS = 2000  # a pasted document is read at its start and its end only, where a request is
 # a question about what someone else did, said or likes ("Why did Caroline choose the agency?", "What book did
 # Melanie recommend?", "What are Caroline's plans for the summer?") asks for a fact about them, not for a choice
@@ -90,7 +96,7 @@ def asks_for_choice(prompt: str) -> float:
     text = _bounded(prompt)
     if about_someone(text):
         return 0.0
-    return 1.0 if _CUE.search(text) or _ACT.search(text) or _PICK.search(text) else 0.0
+    return 1.0 if _CUE.search(text) or _ACT.search(text) or _PICK.search(text) or _CONTINUED.search(text) else 0.0
 
 
 def _bounded(prompt: str) -> str:
