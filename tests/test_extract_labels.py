@@ -158,6 +158,26 @@ def test_a_colloquial_cue_is_taken_and_its_occasion_or_reaction_is_not():
     assert [t for t in left if extract(t, role="user")] == []
 
 
+def test_a_thing_given_up_a_dealbreaker_and_a_refusal_in_a_phrase_are_taken():
+    """A thing done no more ("I stopped driving altogether"), also after its past cause; a dealbreaker said with an
+    adjective, "a no for me"; a question turned down by what the user can't do or won't have ("Needles? Can't do
+    them."). Beside each, the sentence that shares its words and states nothing lasting."""
+    from memtier_plugin.layers.extract import extract
+
+    taken = ["I stopped driving altogether.", "I quit smoking for good.", "I've given up eating red meat.",
+             "After a bad car accident a few years ago, I stopped driving altogether.",
+             "Ever since the food poisoning, I avoid raw oysters.",
+             "Shared bathrooms are a total dealbreaker.", "Contact sports are a no for me.",
+             "Needles? Can't do them.", "Open-plan offices? Can't focus in them at all.",
+             "Kibble full of corn and by-products? Not in my dog's bowl."]
+    left = ["I stopped by the bakery on the way home.", "I stopped working at the bank in May.",
+            "After the concert, I went home.", "Since the meeting ran late, I skipped lunch.",
+            "That is a no-brainer.", "Is it a dealbreaker? I don't know yet.",
+            "Can you do it? Can't do them all today, sorry."]
+    assert [t for t in taken if not extract(t, role="user")] == []
+    assert [t for t in left if extract(t, role="user")] == []
+
+
 def test_a_sentence_ends_where_it_ends_and_a_clause_loses_its_semicolon():
     """"9 a.m. to 4 p.m." is not three sentences (the second was stored as "to 4 p.m., and that isn't going to
     change."); a clause cut at a semicolon is stored without it; a dash or colon before a list gives examples of

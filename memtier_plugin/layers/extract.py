@@ -69,6 +69,9 @@ _PREF = re.compile(
     # a dependence or a kind of thing given up: "I rely entirely on public transit", "I've sworn off fast food",
     # "I'm cutting out added sugar", "I'll do almost anything to avoid injections"
     r"rely (?:entirely |only |solely |mostly |completely )?on|sworn off|swore off|(?:cutting|cut) (?:out|back on)|"
+    # a thing done no more: "I stopped driving altogether", "I've given up eating red meat", "I quit drinking"
+    r"(?:stopped|quit|gave up|given up) (?:eating|drinking|taking|using|buying|driving|flying|smoking|vaping|wearing|"
+    r"watching|ordering|cooking with|gambling|shopping at|going to|drinking)\b|"
     r"keep (?:halal|kosher)|(?<=always )(?:pay|stay|go|fly|get|eat|buy)|"
     r"(?:do|try) (?:almost |just about )?anything to avoid|"
     # a kind of thing never done (present tense: "I never finance a car", not "I never thought ..." or "I never
@@ -183,7 +186,8 @@ _PAST = re.compile(r"\b(?:used to|yesterday|last (?:night|week|weekend|month|yea
                    r"I (?:just |recently |finally |also |even |actually )?"
                    r"(?:found(?! out)|went|made|got|took|saw|met|tried|started|bought|thought|did|came|left|decided|"
                    r"was (?:thinking|wondering|hoping|a bit)|"
-                   r"(?!need|feed|proceed|embed)\w+ed))\b",
+                   r"(?!need|feed|proceed|embed|stopped (?:eating|drinking|taking|using|buying|driving|flying|smoking|vaping|"
+                   r"wearing|watching|ordering|cooking|gambling|shopping|going)\b)\w+ed))\b",
                    re.IGNORECASE)
 _RECALLED = re.compile(r"\bremind(?:s|ed|ing)? me (?:why|how|of|that|what)\b|\bremember (?:why|how)\b|"
                        r"^(?:hope|wish)\b|\bmade me (?:appreciate|realize|remember|think|feel)\b|"
@@ -285,7 +289,8 @@ _HABIT = re.compile(r"(?:\bI(?:'ve been|'m| am| have been)\s+(?:\w+ly\s+)?\w+ing
 # "spectator events don't interest me" (not "that's out of the question", "it doesn't suit me": one thing at hand)
 _RULED_OUT = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she)\b)[^;:?]{3,120}?\b(?:"
                         r"(?:is|are|'s|'re)\s+(?:\w+\s+)?(?:off-limits|off limits|out of the question|a no-go|"
-                        r"a deal-?breaker|a non-starter)|"
+                        r"an? (?:(?:total|complete|absolute|real|huge|big|major|instant)\s+)?(?:deal-?breaker|"
+                        r"non-starter)|a no (?:for|from) me)|"
                         r"(?:isn't|aren't|is not|are not)\s+(?:\w+\s+)?(?:an option|for me)|"
                         r"(?:don't|doesn't|do not|does not)\s+(?:really\s+)?(?:interest|appeal to|agree with|"
                         r"sit well with)\s+me|"
@@ -360,6 +365,9 @@ _REASON = re.compile(r"\b(?:because|since|as|so)\b", re.IGNORECASE)
 # where a reason given for a standing item ends or starts (main_clause): a leading one ("Because …, "), one before
 # ", so" / "so I …" ("so that", "so much" end no reason), one after "because"/"since" or ", as I"
 _LEADING_REASON = re.compile(_LEAD_REASON + r"\s*", re.IGNORECASE)
+# a past cause before the clause that says what holds now: "After a bad car accident a few years ago, I stopped
+# driving altogether" (the main clause decides: "After the concert, I went home" is still an occasion)
+_AFTER_CAUSE = re.compile(r"^(?:ever since|since|after)\b[^,;]{3,120},\s*(?=I\b)", re.IGNORECASE)
 _SO_AFTER_REASON = re.compile(r"(?:,\s*so|\s+so(?=\s+(?:I|I'\w+|my|any|every|all|for)\b))\s+(?!(?:that|much|many|long|"
                               r"far|well|good|bad|often)\b)", re.IGNORECASE)
 _REASON_AFTER = re.compile(r",?\s+(?:because|since)\s+|,\s*as\s+(?=I\b)", re.IGNORECASE)
@@ -382,7 +390,12 @@ _WANT_NOW = re.compile(r"\s+in\s+(?:the|this|these|those|that|a|an|some|any|it|t
 # a sentence ends at . ! ? ; (not after "a.m.", "p.m.", "e.g.", "i.e.", "vs.", "Dr.", "Mr.", "Ms.", "Mrs.", "St.")
 # a refusal that answers the question just before it, and the questions it cannot answer (one thing at hand)
 _REFUSAL = re.compile(r"^(?:hard no|absolutely not|no thanks|no thank you|no way|nope|not for me|forget it|never again|"
-                      r"not a chance|not happening|never|pass)\b[.!]*", re.IGNORECASE)
+                      r"not a chance|not happening|never|pass|count me out|I'll pass|"
+                      # "Needles? Can't do them.", "Open-plan offices? Can't focus in them.", "Kibble full of corn?
+                      # Not in my dog's bowl."
+                      r"(?:I )?(?:can't|cannot|won't) (?:do|stand|handle|deal with|bear|stomach|(?:focus|sleep|work|"
+                      r"relax) (?:in|with|around)) (?:it|them|that|those)|not in my (?:[\w']+ ){0,2}"
+                      r"(?:house|home|kitchen|bowl|car|life|diet|plate|cart|closet|yard))\b[.!]*", re.IGNORECASE)
 _DEICTIC_Q = re.compile(r"^(?:\w+,\s*)?(?:can|could|would|will|should|do|does|did|is|are|was|were|have|has|what|"
                         r"why|how|who|where|when|which|you|it|that|this)\b", re.IGNORECASE)
 _SENT = re.compile(r"(?<=[.!?;])(?<![ap]\.m\.)(?<!e\.g\.)(?<!i\.e\.)(?<!\bvs\.)(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)"
@@ -547,7 +560,7 @@ def _kind(sent: str) -> str | None:
     if _episodic(sent):
         # a past cause with a lasting consequence: "I was diagnosed with celiac disease last year, so even a little
         # wheat makes me sick" (the consequence decides; the item keeps the whole sentence)
-        m = _SO_AFTER_REASON.search(sent)
+        m = _SO_AFTER_REASON.search(sent) or _AFTER_CAUSE.match(sent)
         rest = sent[m.end():] if m else ""
         return _kind(rest) if len(rest.split()) >= 3 else None
     request = _REQUEST.search(sent)
