@@ -52,6 +52,9 @@ from .requests import MANNER, SCOPE, ruled_scope
 
 MAX_TEXT = 600  # a candidate's content (the user's words) is cut here
 
+# what a user stops doing for good ("I stopped driving altogether"; not "I stopped by", "I stopped working at ...")
+_GIVEN_UP = (r"eating|drinking|taking|using|buying|driving|flying|smoking|vaping|wearing|watching|ordering|cooking|"
+             r"gambling|shopping|going")
 _PREF = re.compile(
     r"\b(?:I|i)(?:'m| am| have| had|'ve|'d|'ll)?\s+(?:(?:really|strongly|strictly|usually|generally|always|absolutely|"
     r"definitely|totally|mostly|typically|much|also|only|still|just|even|so|\w+ly|do|don't|do not|never|would|'d|"
@@ -70,8 +73,7 @@ _PREF = re.compile(
     # "I'm cutting out added sugar", "I'll do almost anything to avoid injections"
     r"rely (?:entirely |only |solely |mostly |completely )?on|sworn off|swore off|(?:cutting|cut) (?:out|back on)|"
     # a thing done no more: "I stopped driving altogether", "I've given up eating red meat", "I quit drinking"
-    r"(?:stopped|quit|gave up|given up) (?:eating|drinking|taking|using|buying|driving|flying|smoking|vaping|wearing|"
-    r"watching|ordering|cooking with|gambling|shopping at|going to|drinking)\b|"
+    rf"(?:stopped|quit|gave up|given up) (?:{_GIVEN_UP})\b|"
     r"keep (?:halal|kosher)|(?<=always )(?:pay|stay|go|fly|get|eat|buy)|"
     r"(?:do|try) (?:almost |just about )?anything to avoid|"
     # a kind of thing never done (present tense: "I never finance a car", not "I never thought ..." or "I never
@@ -186,8 +188,7 @@ _PAST = re.compile(r"\b(?:used to|yesterday|last (?:night|week|weekend|month|yea
                    r"I (?:just |recently |finally |also |even |actually )?"
                    r"(?:found(?! out)|went|made|got|took|saw|met|tried|started|bought|thought|did|came|left|decided|"
                    r"was (?:thinking|wondering|hoping|a bit)|"
-                   r"(?!need|feed|proceed|embed|stopped (?:eating|drinking|taking|using|buying|driving|flying|smoking|vaping|"
-                   r"wearing|watching|ordering|cooking|gambling|shopping|going)\b)\w+ed))\b",
+                   rf"(?!need|feed|proceed|embed|stopped (?:{_GIVEN_UP})\b)\w+ed))\b",
                    re.IGNORECASE)
 _RECALLED = re.compile(r"\bremind(?:s|ed|ing)? me (?:why|how|of|that|what)\b|\bremember (?:why|how)\b|"
                        r"^(?:hope|wish)\b|\bmade me (?:appreciate|realize|remember|think|feel)\b|"
