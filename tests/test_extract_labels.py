@@ -178,6 +178,47 @@ def test_a_thing_given_up_a_dealbreaker_and_a_refusal_in_a_phrase_are_taken():
     assert [t for t in left if extract(t, role="user")] == []
 
 
+def test_a_need_with_its_lasting_reason_and_a_habit_with_how_often_are_taken():
+    """What the household needs wherever it goes, said after a lasting reason ("My partner uses a wheelchair, so
+    anywhere we go together needs ramps", "With a toddler and a baby in tow these days, we need restaurants that are
+    truly kid-friendly"), and a habit said with how often ("I'm in bed by 9:30 every night"). Beside each, the need
+    of the moment: a reason under way or done, an errand that says when, a need of something at hand."""
+    from memtier_plugin.layers.extract import extract
+
+    taken = ["My partner uses a wheelchair, so anywhere we go together needs ramps.",
+             "We have a 90-pound German shepherd, so pet-friendly places need to allow big dogs.",
+             "My mom lives with us, so plans have to work for her too.",
+             "With two toddlers at home, we need everything childproofed.",
+             "With a toddler and a baby in tow these days, we need restaurants that are truly kid-friendly.",
+             "I'm on warfarin, so I need to keep my vitamin K intake steady.",
+             "Being a very light sleeper, I need a room away from elevators and ice machines.",
+             "I'm in bed by 9:30 every night.", "I fast during Ramadan every year.", "I'm up at 5 every day."]
+    left = ["It's raining, so we need umbrellas.", "My car broke down, so we need a new one.",
+            "Since we moved, we need a bigger car.", "With the party tomorrow, we need more chairs.",
+            "I'm usually out by 8 am, so I need something quick for lunch.",
+            "The printer jammed, so everything has to be reprinted.", "I'm going to run every day next month."]
+    assert [t for t in taken if not extract(t, role="user")] == []
+    assert [t for t in left if extract(t, role="user")] == []
+
+
+def test_what_a_condition_rules_out_and_a_need_after_a_standing_clause_are_taken():
+    """A thing the speaker can't do without ("I can't sleep without blackout curtains"), a condition set off by a
+    kind of thing ("My asthma flares up with cold air"), what a past cause rules out from now on ("Knee surgery last
+    year means no running for me anymore") and a need after a standing clause ("Hostels aren't for me, I need a
+    private bathroom"). Beside each, the same words for one occasion or for someone dear."""
+    from memtier_plugin.layers.extract import extract
+
+    taken = ["I can't sleep without blackout curtains.", "I can't work without a second monitor.",
+             "My asthma flares up with cold air.", "My back acts up on soft mattresses.",
+             "Knee surgery last year means no running for me anymore.",
+             "Hostels aren't for me, I need a private bathroom."]
+    left = ["I can't live without my little ones!", "I can't do it without you.",
+            "My back flared up yesterday with the lifting.", "The storm last week means no picnic for us tomorrow.",
+            "I love this place, I need a room for two.", "Thanks so much, I need a break."]
+    assert [t for t in taken if not extract(t, role="user")] == []
+    assert [t for t in left if extract(t, role="user")] == []
+
+
 def test_a_sentence_ends_where_it_ends_and_a_clause_loses_its_semicolon():
     """"9 a.m. to 4 p.m." is not three sentences (the second was stored as "to 4 p.m., and that isn't going to
     change."); a clause cut at a semicolon is stored without it; a dash or colon before a list gives examples of

@@ -281,8 +281,10 @@ _CONCERN = re.compile(r"\s+to\s+(?:come\s+(?:off|across|on)|seem|sound|look|appe
                       re.IGNORECASE)
 # a habit said with how often: "I practise yoga two to three times a week", "I'm usually in a rush"
 _HABIT = re.compile(r"(?:\bI(?:'ve been|'m| am| have been)\s+(?:\w+ly\s+)?\w+ing|\bI\s+(?:also\s+|still\s+|\w+ly\s+)?"
-                    r"(?:go|do|practi[cs]e|run|swim|cook|read|walk|cycle|ride|train|work out|meditate|play))\b"
-                    r"[^.;!?]{0,60}\b(?:regularly|every (?:day|morning|evening|night|week|weekend)|"
+                    r"(?:go|do|practi[cs]e|run|swim|cook|read|walk|cycle|ride|train|work out|meditate|play|fast|pray|"
+                    r"drink|eat|wake up|get up|keep|tip|stretch|journal|nap)|\bI(?:'m| am) (?:in bed|up|asleep|awake))\b"
+                    r"[^.;!?]{0,60}\b(?:regularly|every (?:day|morning|evening|night|afternoon|week|weekend|year)|"
+                    r"year-round|all year round|"
                     r"(?:once|twice|\w+ times|\d+ times) a (?:day|week|month))\b|"
                     r"\bI(?:'m| am) (?:usually|always|often|generally) (?:in a (?:rush|hurry)|short on time|on a budget)\b",
                     re.IGNORECASE)
@@ -339,16 +341,46 @@ _AVERSE = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|yo
 # what the speaker's body rules out for good: "I can't play anything with sudden cutting", "I can't sit for hours"
 _CANNOT = re.compile(r"\bI (?:really |just |simply |physically )?(?:can't|cannot) (?:play|sit|stand|walk|eat|drink|"
                      r"lift|handle|tolerate|digest|sleep|run|climb|carry|hike|ride|wear|do) (?:anything\b|any\b|"
-                     r"for (?:long|hours|more than)\b|more than\b|long (?:walks|distances|hours|flights|drives)\b)",
+                     r"for (?:long|hours|more than)\b|more than\b|long (?:walks|distances|hours|flights|drives)\b)|"
+                     # "I can't sleep without blackout curtains", "I can't work without a second monitor"
+                     r"\bI (?:really |just |simply )?(?:can't|cannot) (?:sleep|work|focus|function|relax|travel|"
+                     r"concentrate|start my day|write|cook) without\b",
                      re.IGNORECASE)
+# a condition of the speaker's set off by a kind of thing: "My asthma flares up with cold air", "My back acts up on
+# soft mattresses" (present tense; not "my back flared up yesterday")
+_TRIGGERED = re.compile(r"^(?:my|our) (?:[\w-]+ ){0,2}?(?:asthma|allergy|allergies|eczema|migraines?|back|knees?|"
+                        r"hips?|joints?|arthritis|ibs|stomach|skin|sinuses|rosacea|psoriasis|acid reflux|reflux|"
+                        r"heartburn|tinnitus|anxiety|vertigo|motion sickness|hay fever) (?:flares? up|acts? up|gets? "
+                        r"worse|plays? up) (?:with|in|on|around|when|whenever|after|if)\b", re.IGNORECASE)
+# what a lasting condition rules out: "Knee surgery last year means no running for me anymore"
+_MEANS_NO = re.compile(r"\bmeans? (?:no|not|never) [^,;:?]{2,40}?\bfor (?:me|us)\b", re.IGNORECASE)
 # "The only games I care about are esports": the one kind the speaker takes
 _ONLY_KIND = re.compile(r"^(?:the|my) only\s+(?:[\w-]+\s+){1,4}I\s+(?:\w+\s+)?(?:care about|like|love|enjoy|watch|"
                         r"eat|read|play|wear|buy|trust|follow|drink)\b", re.IGNORECASE)
 # a need said with its lasting reason: "Because of my bad knees, I need a car with a high seat" (a request of the
 # moment says when: _MOMENT)
-_LEAD_REASON = r"^(?:because|since|as|given)\b[^,;]{3,80},"  # "Because of my bad knees, ..."
+_LEAD_REASON = r"^(?:because|since|as|given|being)\b[^,;]{3,80},"  # "Because of my bad knees, ...", "Being a light sleeper, ..."
 _REASONED_NEED = re.compile(rf"(?:\bso,?|{_LEAD_REASON})\s*I\s+(?:always\s+|really\s+|"
                             r"generally\s+|usually\s+)?(?:need|want)\s+(?:an?|some)\b", re.IGNORECASE)
+# what the household needs wherever it goes, said with the lasting reason before it: "My partner uses a wheelchair,
+# so anywhere we go together needs ramps", "With a toddler and a baby in tow these days, we need restaurants that are
+# truly kid-friendly", "We have a 90-pound German shepherd, so pet-friendly places need to allow big dogs", "I'm on
+# warfarin, so I need to keep my vitamin K intake steady" (an errand says when, _MOMENT; a past cause is _episodic,
+# whose consequence alone is read again, without the reason this asks for: "My car broke down, so we need a new one")
+_LASTING_NEED = re.compile(
+    rf"(?:,\s*so|{_LEAD_REASON}|^with\b[^,;]{{3,80}},)\s*(?:"
+    r"(?:I|we)\s+(?:always\s+|really\s+|truly\s+|still\s+)?(?:need|have to|must)\s+"
+    r"(?!(?:to|a break|more|some time|help|your|you|it|this|that|them|something|anything|someone|somewhere)\b)|"
+    r"(?:I|we)\s+(?:always\s+|really\s+)?(?:need|have) to\s+(?:keep|avoid|stay|watch|limit|stick|be careful)\b|"
+    r"(?:anywhere|anyplace|wherever|anything|everything|plans|(?:[\w-]+\s+)?(?:places|spots|rooms|restaurants|"
+    r"hotels|rentals|trips|outings))\b[^,;:?]{0,40}?\b(?:needs?|has to|have to|must)\b)", re.IGNORECASE)
+# a reason of the moment, not a lasting one: something under way ("It's raining, so we need umbrellas") or done
+# ("My car broke down, so we need a new one")
+_PASSING_REASON = re.compile(r"\b(?:is|are|am|was|were|'s|'re|'m)\s+(?:\w+\s+)?\w+ing\b|"
+                             r"\b(?:broke|got|went|came|fell|lost|ran|took|had|was|were|left|found|told|said|gave|"
+                             r"made|bought|ate|drank|forgot|spent|sold|won|hurt|cut|split|quit)\b|"
+                             r"(?<!\bis )(?<!\bare )(?<!\bam )(?<!'s )(?<!'re )(?<!'m )(?<!\bget )(?<!\bgot )\b\w+ed\b",
+                             re.IGNORECASE)
 _MOMENT = re.compile(r"\b(?:today|tonight|tomorrow|this (?:week|weekend|morning|evening|afternoon|month|year|time|"
                      r"trip|summer|winter|spring|fall|autumn|season)|next|right now|asap|soon|by \w+day|on \w+day|"
                      r"for (?:the|my|our|this) (?:trip|stay|visit|"
@@ -563,13 +595,21 @@ def _kind(sent: str) -> str | None:
         # wheat makes me sick" (the consequence decides; the item keeps the whole sentence)
         m = _SO_AFTER_REASON.search(sent) or _AFTER_CAUSE.match(sent)
         rest = sent[m.end():] if m else ""
-        return _kind(rest) if len(rest.split()) >= 3 else None
+        if len(rest.split()) >= 3:
+            return _kind(rest)
+        # "Knee surgery last year means no running for me anymore": what the past cause rules out from now on
+        return "preference" if _MEANS_NO.search(sent) and not _MOMENT.search(sent) else None
     request = _REQUEST.search(sent)
     if request:
         if _MOMENT.search(sent):
             return None  # "... so I need a hotel tonight": an errand
-        if _REASONED_NEED.search(sent):
+        if _REASONED_NEED.search(sent) or _lasting_need(sent):
             return "preference"  # "..., so I need a vehicle with a usable third row": a need with its lasting reason
+        # "Hostels aren't for me, I need a private bathroom": the need says what a standing clause before it wants
+        before = sent[:request.start()].rstrip(" ,;-—")
+        if request.start() > 0 and sent[:request.start()].rstrip().endswith((",", ";", "-", "—")) \
+                and len(before.split()) >= 3 and _kind(before):
+            return _kind(before)
         if not _a_reason(sent, request):
             return None
     who = _IDENTITY.search(sent)
@@ -582,11 +622,22 @@ def _kind(sent: str) -> str | None:
     if _cue(sent, _PREF) or _cue(sent, _STATE) or _cue(sent, _HAVE) or _FAV.search(sent) or _BEING.search(sent):
         return "preference"
     if _cue(sent, _OPINION_SUBJECT) or _habit(sent) or _RULED_OUT.search(sent) or _ONLY_KIND.search(sent) \
-            or _AVERSE.search(sent) or _CANNOT.search(sent) or _HOUSE_RULE.search(sent):
+            or _AVERSE.search(sent) or _CANNOT.search(sent) or _HOUSE_RULE.search(sent) or _TRIGGERED.search(sent):
         return "preference"
     if _REQUIRED.search(sent) and not _MOMENT.search(sent):  # "any book I read this summer must be short": a plan
         return "rule"
+    if _lasting_need(sent):
+        return "constraint"
     return None
+
+
+def _lasting_need(sent: str) -> bool:
+    """A need said with a lasting reason before it (``_LASTING_NEED``), not one of the moment."""
+    m = _LASTING_NEED.search(sent)
+    if not m or _MOMENT.search(sent):
+        return False
+    reason = sent[:m.start()] or m.group(0)[:m.group(0).rfind(",")]
+    return not _PASSING_REASON.search(reason)
 
 
 def _reasoned_preference(sent: str, who: re.Match) -> bool:
