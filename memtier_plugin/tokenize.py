@@ -55,13 +55,19 @@ def stem(word: str) -> str:
             word = word[: -len(suffix)]
             if word[-1] == word[-2] and word[-1] not in "lsz":
                 word = word[:-1]  # stopped → stopp → stop
-            elif word.endswith(("at", "bl", "iz")) or _short_cvc(word):
-                word += "e"  # named → name, created → create (Porter step 1b)
+            elif (word.endswith(("at", "bl", "iz")) and not _LONG_AT.search(word)) or _short_cvc(word) \
+                    or word.endswith("v"):
+                # named → name, created → create (Porter step 1b); eating → eat, seated → seat; no English word
+                # ends in v: driving → drive, arrived → arrive, served → serve
+                word += "e"
             break
     return word
 
 
 _VOWELS = frozenset("aeiou")
+# a stem whose "at" closes a long vowel with no silent e after it: eat, seat, heat, treat, repeat, boat, float, coat
+# (not create, which keeps its e)
+_LONG_AT = re.compile(r"(?:(?<!cr)eat|oat)$")
 
 
 def _short_cvc(word: str) -> bool:

@@ -552,3 +552,26 @@ def test_the_topic_tree_knows_the_words_each_domain_is_talked_about_with():
     assert cosine(tree.route("Where should I eat in Baltimore?"),
                   tree.route("Mushrooms disgust me: the texture, the smell.")) > 0
     assert not tree.route("Why does this C++ loop overflow?")  # code is no domain of the tree
+
+
+def test_a_phrase_of_the_topic_tree_routes_text_that_holds_its_words_in_a_row(tmp_path):
+    """"get around", "get from" and "get there" are transport, though "get" alone is every topic's word: "How should
+    I get around the Highlands?" shares a topic with "I stopped driving altogether"; the words apart route nowhere.
+    A user's topics.yaml adds phrases the same way."""
+    from memtier_plugin.layers.topics import cosine, topic_tree
+
+    tree = topic_tree()
+    for prompt in ("I'm doing a solo week in the Scottish Highlands. How should I get around?",
+                   "What's the cheapest way to get from Bangkok to Chiang Mai?",
+                   "I'm planning a trip from Athens to Santorini. How should I get there?"):
+        assert "travel/transport" in tree.route(prompt), (prompt, tree.route(prompt))
+        assert cosine(tree.route(prompt), tree.route("I stopped driving altogether.")) > 0
+    assert "travel/transport" not in tree.route("Around noon I get a coffee from there.")
+    assert tree.route("What is eating my houseplants?").get("food", 0) == 0 or "home" in tree.route(
+        "What is eating my houseplants?")
+    user = tmp_path / "global"
+    user.mkdir()
+    (user / "topics.yaml").write_text("software:\n  words: [pull request, merge conflict]\n", encoding="utf-8")
+    mine = topic_tree(tmp_path)
+    assert "software" in mine.route("Please look at my pull request.")
+    assert "software" not in mine.route("Pull the cart and file a request.")

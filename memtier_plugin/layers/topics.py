@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,10 +31,13 @@ MAX_TOPICS, MAX_WORDS = 500, 200
 
 @dataclass(frozen=True)
 class TopicTree:
-    """Topic path → its (stemmed) words, and word → weight (1 / number of topics listing it)."""
+    """Topic path → its (stemmed) words, and word → weight (1 / number of topics listing it). An entry of several
+    words ("get around") is a phrase: it routes text that holds its words in a row (stemmed, stop words kept), and
+    its words alone do not."""
 
     words: dict[str, frozenset]
     weight: dict[str, float]
+    phrases: dict[str, frozenset] = field(default_factory=dict)  # topic → its phrases (tuples of stemmed words)
 
     def parents(self, topic: str) -> list[str]:
         parts = topic.split("/")
@@ -48,6 +51,13 @@ class TopicTree:
             hit = toks & words
             if hit:
                 out[topic] = out.get(topic, 0.0) + sum(self.weight[w] for w in hit)
+        if self.phrases:
+            seq = tokenize(text, stop=False)
+            grams = {tuple(seq[i:i + n]) for n in (2, 3, 4) for i in range(len(seq) - n + 1)}
+            for topic, phrases in self.phrases.items():
+                hit = grams & phrases
+                if hit:
+                    out[topic] = out.get(topic, 0.0) + sum(self.weight[" ".join(p)] for p in hit)
         for topic in [t for t in out if "/" in t]:
             for parent in self.parents(topic):
                 out[parent] = out.get(parent, 0.0) + 0.5 * out[topic]
@@ -85,12 +95,18 @@ def _parse(doc, where: str) -> dict[str, list[str]]:
 
 
 def _build(spec: dict[str, list[str]]) -> TopicTree:
-    words = {t: frozenset(tokenize(" ".join(ws))) for t, ws in spec.items()}
+    words = {t: frozenset(tokenize(" ".join(w for w in ws if len(w.split()) == 1))) for t, ws in spec.items()}
+    phrases = {t: frozenset(p for p in (tuple(tokenize(w, stop=False)) for w in ws if len(w.split()) > 1)
+                            if 2 <= len(p) <= 4) for t, ws in spec.items()}
+    phrases = {t: ps for t, ps in phrases.items() if ps}
     count: dict[str, int] = {}
     for ws in words.values():
         for w in ws:
             count[w] = count.get(w, 0) + 1
-    return TopicTree(words, {w: 1.0 / c for w, c in count.items()})
+    for ps in phrases.values():
+        for p in ps:
+            count[" ".join(p)] = count.get(" ".join(p), 0) + 1
+    return TopicTree(words, {w: 1.0 / c for w, c in count.items()}, phrases)
 
 
 @lru_cache(maxsize=1)
