@@ -364,3 +364,24 @@ def test_a_rule_said_as_a_rule_a_fragment_for_every_time_and_how_to_answer_are_r
     got = {t: [c.node_kind for c in extract(t, role="user")] for t in rules}
     assert {t: k for t, k in got.items() if k != ["rule"]} == {}
     assert [t for t in moment if extract(t, role="user")] == []
+
+
+def test_a_standing_instruction_after_its_lasting_reason_is_a_rule():
+    """"I'm in Pacific time, so convert everything to that", "We're a Go shop, so default to Go": what the so-clause
+    asks holds for every such thing, and the reason is the speaker's own. Beside each, an errand of the moment, a
+    reason under way or done, and what someone else thinks ("She thought that nature does not guarantee our survival,
+    so we have to take care of ourselves"), or a clause that leans on the next ("Since I've been going three times a
+    week, I want to make sure I rest")."""
+    from memtier_plugin.layers.extract import extract
+
+    taken = ["I'm in Pacific time, so convert everything to that.", "We're a Go shop, so default to Go.",
+             "My passport is Canadian, so keep visa rules for Canadians in mind.",
+             "I'm Muslim and pray five times a day, so leave room for that in schedules.",
+             "I sleep terribly in rooms facing the street, so ask for the quiet side whenever you book."]
+    left = ["It's late, so book me a taxi.", "I'm in Paris, so find me a good restaurant.",
+            "My flight got cancelled, so book anything that leaves today.",
+            "I'm writing a paper, so explain everything simply.",
+            "She thought that nature does not guarantee our survival, so we have to take care of ourselves.",
+            "Since I've been going three times a week to the studio, I want to make sure I rest enough."]
+    assert [t for t in taken if not extract(t, role="user")] == []
+    assert [t for t in left if extract(t, role="user")] == []

@@ -369,9 +369,10 @@ _REASONED_NEED = re.compile(rf"(?:\bso,?|{_LEAD_REASON})\s*I\s+(?:always\s+|real
 # whose consequence alone is read again, without the reason this asks for: "My car broke down, so we need a new one")
 _LASTING_NEED = re.compile(
     rf"(?:,\s*so|{_LEAD_REASON}|^with\b[^,;]{{3,80}},)\s*(?:"
-    r"(?:I|we)\s+(?:always\s+|really\s+|truly\s+|still\s+)?(?:need|have to|must)\s+"
+    r"(?:I|we)\s+(?:always\s+|really\s+|truly\s+|still\s+)?need\s+"
     r"(?!(?:to|a break|more|some time|help|your|you|it|this|that|them|something|anything|someone|somewhere)\b)|"
-    r"(?:I|we)\s+(?:always\s+|really\s+)?(?:need|have) to\s+(?:keep|avoid|stay|watch|limit|stick|be careful)\b|"
+    r"(?:I|we)\s+(?:always\s+|really\s+)?(?:need to|have to|must)\s+(?:keep|avoid|stay|watch|limit|stick|"
+    r"be careful)\b|"
     r"(?:anywhere|anyplace|wherever|anything|everything|plans|(?:[\w-]+\s+)?(?:places|spots|rooms|restaurants|"
     r"hotels|rentals|trips|outings))\b[^,;:?]{0,40}?\b(?:needs?|has to|have to|must)\b)", re.IGNORECASE)
 # a reason of the moment, not a lasting one: something under way ("It's raining, so we need umbrellas") or done
@@ -608,7 +609,7 @@ def _kind(sent: str) -> str | None:
         # "Hostels aren't for me, I need a private bathroom": the need says what a standing clause before it wants
         before = sent[:request.start()].rstrip(" ,;-—")
         if request.start() > 0 and sent[:request.start()].rstrip().endswith((",", ";", "-", "—")) \
-                and len(before.split()) >= 3 and _kind(before):
+                and len(before.split()) >= 3 and not _SUBORDINATE.match(before) and _kind(before):
             return _kind(before)
         if not _a_reason(sent, request):
             return None
@@ -628,7 +629,32 @@ def _kind(sent: str) -> str | None:
         return "rule"
     if _lasting_need(sent):
         return "constraint"
+    if _so_rule(sent):
+        return "rule"
     return None
+
+
+# a standing instruction with the lasting reason before it: "I'm in Pacific time, so convert everything to that",
+# "My passport is Canadian, so keep visa rules for Canadians in mind", "We're a Go shop, so default to Go" (what it
+# asks holds for every such thing: an errand asks for one, "It's late, so book me a taxi")
+_SO_RULE = re.compile(r"(?:,|;)\s*(?:and\s+)?so,?\s+(?:please\s+)?(?:always\s+|never\s+)?(?:default\s+to\b|(?:convert|"
+                      r"keep|leave|ask|use|avoid|plan|book|give|skip|assume|stick|write|explain|remind|factor|check|"
+                      r"show|put|schedule|suggest|recommend|pick|choose|answer|reply|respond|format|list|quote|price|"
+                      r"budget|stay|go|make)\b[^.;!?]*?\b(?:everything|anything|always|never|whenever|every|any|all|"
+                      r"in mind|by default|schedules|plans|from now on)\b)", re.IGNORECASE)
+
+
+def _so_rule(sent: str) -> bool:
+    """A standing instruction after its lasting reason (``_SO_RULE``), not an errand of the moment."""
+    m = _SO_RULE.search(sent)
+    return bool(m and not _MOMENT.search(sent) and len(sent[:m.start()].split()) >= 3
+                and not _PASSING_REASON.search(sent[:m.start()]) and _SPEAKER.search(sent[:m.start()]))
+
+
+# a clause that leans on the one after it: "Since I've been going three times a week, I want to ..."
+_SUBORDINATE = re.compile(r"^(?:since|because|as|when|whenever|if|while|although|though|after|before|once|until|"
+                          r"given|now that|so that)\b", re.IGNORECASE)
+_SPEAKER = re.compile(r"\b(?:I|I'm|I've|my|we|we're|we've|our|us|me)\b", re.IGNORECASE)
 
 
 def _lasting_need(sent: str) -> bool:
@@ -637,7 +663,9 @@ def _lasting_need(sent: str) -> bool:
     if not m or _MOMENT.search(sent):
         return False
     reason = sent[:m.start()] or m.group(0)[:m.group(0).rfind(",")]
-    return not _PASSING_REASON.search(reason)
+    # the speaker's own lasting state ("My partner uses a wheelchair", "With two toddlers at home"), not what someone
+    # thinks ("She thought that nature does not guarantee our survival, so we have to take care of ourselves")
+    return not _PASSING_REASON.search(reason) and (m.start() == 0 or bool(_SPEAKER.search(reason)))
 
 
 def _reasoned_preference(sent: str, who: re.Match) -> bool:
