@@ -253,6 +253,10 @@ COATS = ("Here are a few options: 1. A wool peacoat. 2. A leather jacket. 3. A s
     ("Number 4. I don't buy leather, ever.", True),
     ("I'll pick the fourth. The others would be far too cold for my commute.", True),
     ("The synthetic parka, please. I have to walk to work in the snow every day.", True),
+    # what the user won't have happen, what they want set against the rest, a kind judged alike (probe_c's picks)
+    ("The parka, definitely. I don't want to risk frostbite on the trail.", True),
+    ("The parka. I want to be warm, not fashionable.", True),
+    ("The parka. Wool coats all feel the same to me.", True),
     # ... but a name alone, a plan that takes it up, or a reason of the moment is not
     ("The parka.", False),
     ("wool peacoats in disruptive colours", False),  # a topic typed as the reply (an inter chat's), not a pick
@@ -263,6 +267,7 @@ COATS = ("Here are a few options: 1. A wool peacoat. 2. A leather jacket. 3. A s
     ("I think I'll start with the parka and see how it goes, then look at the rest later.", False),
     ("I'll take the parka, and I'm curious if there are other options I haven't thought of yet.", False),
     ("Let's redo it with the parka as the peacoat doesn't sound right.", False),
+    ("I think I'll take the parka. I don't want to miss out on the sale.", False),
 ])
 def test_a_pick_is_a_preference_only_when_it_judges_the_others_or_says_a_disposition(pick, reveals):
     """PrefEval's picks turn the others down by a judgement ("don't seem like a good fit", "too formal for my

@@ -63,7 +63,15 @@ _PICK_REASON = re.compile(r"\b(?:the others|the rest|everything else|any of the 
                           r"\bI\s+(?:don't|do not|never|won't|can't|cannot)\s+(?:really\s+|ever\s+)?(?:trust|buy|eat|drink|"
                           r"do|use|take|fly|drive|ride|sleep|sit|stand|walk|climb)\b|"
                           r"\b(?:isn't|aren't|is not|are not)\s+(?:happening|how I)\b|"
-                          r"\bI\s+(?:need|have to|must)\b(?!\s+(?:to\s+)?(?:think|check|ask|see|know|decide))",
+                          r"\bI\s+(?:need|have to|must)\b(?!\s+(?:to\s+)?(?:think|check|ask|see|know|decide))|"
+                          # what the user won't have happen ("I don't want to hurt or scare him"), what they want
+                          # set against the rest ("I want to be there, not watching a screen"), a kind judged
+                          # alike ("Big chain hotels all feel the same to me")
+                          r"\bI\s+(?:don't|do not|never)\s+want\s+to\s+(?:hurt|harm|scare|frighten|stress|upset|risk|"
+                          r"deal with|be stuck|sit through)\b|"
+                          r"\bI\s+(?:want|like|prefer|need)\s+to\s+[^.;!?,]{2,40},\s+not\b|"
+                          r"\b(?:all\s+)?(?:feel|feels|seem|seems|look|looks|taste|tastes)\s+(?:all\s+)?(?:the same|alike|"
+                          r"generic|soulless|samey)\b",
                           re.IGNORECASE)
 
 # words of the choosing itself, not of what is chosen ("that sounds great, I'll go with ...")
