@@ -385,3 +385,23 @@ def test_a_standing_instruction_after_its_lasting_reason_is_a_rule():
             "Since I've been going three times a week to the studio, I want to make sure I rest enough."]
     assert [t for t in taken if not extract(t, role="user")] == []
     assert [t for t in left if extract(t, role="user")] == []
+
+
+def test_a_self_label_a_kind_over_another_any_day_and_what_is_always_done_at_a_moment_are_taken():
+    """What the speaker calls themself in a phrase ("Early bird here, up at 5 every day", "Vegetarian since I was
+    twelve"), one kind over another for good ("Give me a hole-in-the-wall over a fancy restaurant any day"), what they
+    always do at a kind of moment ("I always check reviews before buying anything"), and a kind that does this to
+    them ("Being micromanaged makes me miserable", "Sad endings ruin a book for me"). Beside each, the same words
+    for one occasion or about a scene."""
+    from memtier_plugin.layers.extract import extract
+
+    taken = ["Early bird here, up at 5 every day.", "Big sports fan here.", "Vegetarian since I was twelve.",
+             "Give me a hole-in-the-wall over a fancy restaurant any day.",
+             "I'd pick a rainy day over a heat wave any time.", "I always check reviews before buying anything.",
+             "Being micromanaged makes me miserable.", "Sad endings ruin a book for me.",
+             "One-letter variable names make me want to scream."]
+    left = ["Same here!", "Nice weather here.", "Give me the report over the weekend, any time is fine.",
+            "I always feel better when I paint.", "I always end up buying too much when I shop hungry.",
+            "That movie made me want to cry.", "The rain ruined the day for me."]
+    assert [t for t in taken if not extract(t, role="user")] == []
+    assert [t for t in left if extract(t, role="user")] == []

@@ -333,7 +333,9 @@ _AVERSE = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|yo
                      r"(?:give|gives) me (?:an? )?(?:headaches?|migraines?|hives|heartburn|indigestion|a rash|"
                      r"the creeps|anxiety|palpitations)|"
                      r"(?:drive|drives) me (?:crazy|nuts|mad|insane|up the wall|bonkers)|"
-                     r"(?:make|makes) me (?:sick|nauseous|queasy|anxious|itch|sneeze|break out)|"
+                     r"(?:make|makes) me (?:sick|nauseous|queasy|anxious|itch|sneeze|break out|miserable|unhappy|"
+                     r"nervous|uneasy|cranky|want to (?:scream|cry|run|leave))|"
+                     r"(?:ruin|ruins|spoil|spoils) (?:an? |the |any )?[\w-]+ for me|"
                      r"(?:destroy|destroys|kill|kills|ruin|ruins|wreck|wrecks) my (?:focus|concentration|productivity|"
                      r"sleep|back|knees|stomach|appetite)|"
                      r"(?:taste|tastes|smell|smells|feel|feels) (?:like [\w' -]{2,20}|awful|terrible|horrible|"
@@ -604,7 +606,7 @@ def _kind(sent: str) -> str | None:
     if request:
         if _MOMENT.search(sent):
             return None  # "... so I need a hotel tonight": an errand
-        if _REASONED_NEED.search(sent) or _lasting_need(sent):
+        if _REASONED_NEED.search(sent) or _lasting_need(sent) or _OVER_ANY_DAY.search(sent):
             return "preference"  # "..., so I need a vehicle with a usable third row": a need with its lasting reason
         # "Hostels aren't for me, I need a private bathroom": the need says what a standing clause before it wants
         before = sent[:request.start()].rstrip(" ,;-—")
@@ -629,6 +631,10 @@ def _kind(sent: str) -> str | None:
         return "rule"
     if _lasting_need(sent):
         return "constraint"
+    if _SELF_LABEL.search(sent):
+        return "identity"
+    if _OVER_ANY_DAY.search(sent) or _ALWAYS_WHEN.search(sent):
+        return "preference"
     if _so_rule(sent):
         return "rule"
     return None
@@ -651,6 +657,25 @@ def _so_rule(sent: str) -> bool:
                 and not _PASSING_REASON.search(sent[:m.start()]) and _SPEAKER.search(sent[:m.start()]))
 
 
+# what the speaker calls themself in a phrase: "Early bird here, up at 5 every day", "Big sports fan here", "Vegetarian
+# since I was twelve" (not "Same here!", "Nice weather here")
+_SELF_LABEL = re.compile(r"^(?:(?:a|an|total|big|huge|lifelong|proud|certified|hopeless|die-hard|diehard|lifelong)\s+)*"
+                         r"(?:[\w-]+\s+){0,2}(?:person|type|eater|sleeper|drinker|lover|fan|addict|freak|bird|owl|"
+                         r"introvert|extrovert|homebody|foodie|minimalist|vegan|vegetarian|pescatarian|snob|nerd|geek)"
+                         r"\s+here\b|"
+                         r"^(?:(?:strict|lifelong|proud)\s+)?(?:vegetarian|vegan|pescatarian|sober|teetotal|gluten-free|"
+                         r"dairy-free|kosher|halal)\s+(?:since|for (?:\w+\s+){1,2}(?:years|decades))\b", re.IGNORECASE)
+# one kind over another for good: "Give me a hole-in-the-wall over a fancy restaurant any day", "I'd pick a rainy day
+# over a heat wave any time"
+_OVER_ANY_DAY = re.compile(r"^(?:give me|I'd (?:pick|take|choose)|I would (?:pick|take|choose)|I'll (?:take|pick))\b"
+                           r"[^.;!?]{2,80}?\bover\b[^.;!?,]{2,60}?\b(?:any day|any time|anytime|every time)"
+                           r"(?: of the week)?\s*[.!]*$", re.IGNORECASE)
+# what the speaker always or never does at a kind of moment: "I always check reviews before buying anything", "I never
+# book a flight without seat selection when I travel for work" (not a feeling: "I always feel better when ...")
+_ALWAYS_WHEN = re.compile(r"^I (?:always|never) (?!(?:loved|liked|wanted|thought|knew|felt|feel|wondered|enjoyed|have|"
+                          r"had|was|were|am|love|like|dreamed|find|found|get|got|make|made|look|looked|think|try|"
+                          r"tried|hope|wish|want|appreciate|remember|forget|struggle|struggled|end up|ended up)\b)"
+                          r"[a-z]+\b[^.;!?]{3,80}\b(?:before|when|whenever|if|after)\b", re.IGNORECASE)
 # a clause that leans on the one after it: "Since I've been going three times a week, I want to ..."
 _SUBORDINATE = re.compile(r"^(?:since|because|as|when|whenever|if|while|although|though|after|before|once|until|"
                           r"given|now that|so that)\b", re.IGNORECASE)
