@@ -659,7 +659,7 @@ def _so_rule(sent: str) -> bool:
 
 # what the speaker calls themself in a phrase: "Early bird here, up at 5 every day", "Big sports fan here", "Vegetarian
 # since I was twelve" (not "Same here!", "Nice weather here")
-_SELF_LABEL = re.compile(r"^(?:(?:a|an|total|big|huge|lifelong|proud|certified|hopeless|die-hard|diehard|lifelong)\s+)*"
+_SELF_LABEL = re.compile(r"^(?:(?:a|an|total|big|huge|lifelong|proud|certified|hopeless|die-hard|diehard)\s+)*"
                          r"(?:[\w-]+\s+){0,2}(?:person|type|eater|sleeper|drinker|lover|fan|addict|freak|bird|owl|"
                          r"introvert|extrovert|homebody|foodie|minimalist|vegan|vegetarian|pescatarian|snob|nerd|geek)"
                          r"\s+here\b|"
