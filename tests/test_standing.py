@@ -580,3 +580,9 @@ def test_a_phrase_of_the_topic_tree_routes_text_that_holds_its_words_in_a_row(tm
     mine = topic_tree(tmp_path)
     assert "software" in mine.route("Please look at my pull request.")
     assert "software" not in mine.route("Pull the cart and file a request.")
+    # a phrase longer than the route reads is refused by name, not dropped in silence
+    from memtier_plugin.errors import ConfigError
+    from memtier_plugin.layers.topics import _parse
+
+    with pytest.raises(ConfigError, match=r"topic software: 'when the build is red': a phrase has at most 4 words"):
+        _parse({"software": {"words": ["ci", "when the build is red"]}}, "topics.yaml")

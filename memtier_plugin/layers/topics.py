@@ -90,6 +90,9 @@ def _parse(doc, where: str) -> dict[str, list[str]]:
         if not isinstance(words, list) or not words or len(words) > MAX_WORDS \
                 or not all(isinstance(w, str) and 0 < len(w) <= 40 for w in words):
             raise ConfigError(f"{where}: topic {topic}: 'words' must be a list of 1-{MAX_WORDS} short strings")
+        long = next((w for w in words if len(w.split()) > 4), None)
+        if long is not None:
+            raise ConfigError(f"{where}: topic {topic}: {long[:40]!r}: a phrase has at most 4 words")
         out[topic] = words
     return out
 
