@@ -405,3 +405,20 @@ def test_a_self_label_a_kind_over_another_any_day_and_what_is_always_done_at_a_m
             "That movie made me want to cry.", "The rain ruined the day for me."]
     assert [t for t in taken if not extract(t, role="user")] == []
     assert [t for t in left if extract(t, role="user")] == []
+
+
+def test_a_kind_ruled_out_with_its_reason_an_instruction_after_a_standing_clause_and_through_and_through():
+    """"No white furniture, we have kids and a dog", "Sundays are for church, don't plan anything in the morning",
+    "I'm a Marriott Bonvoy person through and through", "I'm a sucker for anything with truffle". Beside each, the
+    phrase of a moment ("No worries, I'm fine", "No specific preferences yet, I'm still open ...", "The party is
+    tomorrow, don't book anything")."""
+    from memtier_plugin.layers.extract import extract
+
+    taken = ["No white furniture, we have kids and a dog.", "No phone calls please, I'm much better over text.",
+             "Sundays are for church, don't plan anything in the morning.",
+             "I'm a Marriott Bonvoy person through and through.", "Honestly, I'm a sucker for anything with truffle."]
+    left = ["No worries, I'm fine.", "No way, I can't believe it!", "No regrets, I promise.",
+            "No specific preferences yet, I'm still open to exploring different options.",
+            "It's fine, don't worry about it.", "The party is tomorrow, don't book anything."]
+    assert [t for t in taken if not extract(t, role="user")] == []
+    assert [t for t in left if extract(t, role="user")] == []

@@ -98,7 +98,7 @@ _STATE = re.compile(
     r"always|long|just|so|\w+ly)\s+){0,3}"
     r"(?:vegetarian|vegan|pescatarian|allergic|intolerant|lactose|gluten|afraid|scared|terrified|claustrophobic|"
     r"sensitive|diabetic|colou?r ?blind|left-handed|night owl|early bird|fan of|big fan|not a fan|into|passionate|"
-    r"keen on|on an? (?:[\w-]+ ){0,2}(?:diet|budget)|"
+    r"keen on|on an? (?:[\w-]+ ){0,2}(?:diet|budget)|a (?:total |huge |big )?sucker for|on a fixed income|"
     r"uncomfortable|comfortable|interested|obsessed|picky|budget-conscious|environmentally|eco|committed|loyal to|"
     r"(?:light|heavy) sleeper|morning person|night person|early riser|late riser|germaphobe|introvert|extrovert|"
     r"homebody|digital nomad|non-?drinker|non-?smoker|teetotal(?:l?er)?|[\w-]+-phobic|sober|done with|"
@@ -633,8 +633,10 @@ def _kind(sent: str) -> str | None:
         return "constraint"
     if _SELF_LABEL.search(sent):
         return "identity"
-    if _OVER_ANY_DAY.search(sent) or _ALWAYS_WHEN.search(sent):
+    if _OVER_ANY_DAY.search(sent) or _ALWAYS_WHEN.search(sent) or _THROUGH.search(sent):
         return "preference"
+    if (_NO_WITH_REASON.search(sent) or _THEN_DONT.search(sent)) and not _MOMENT.search(sent):
+        return "rule"
     if _so_rule(sent):
         return "rule"
     return None
@@ -676,6 +678,20 @@ _ALWAYS_WHEN = re.compile(r"^I (?:always|never) (?!(?:loved|liked|wanted|thought
                           r"had|was|were|am|love|like|dreamed|find|found|get|got|make|made|look|looked|think|try|"
                           r"tried|hope|wish|want|appreciate|remember|forget|struggle|struggled|end up|ended up)\b)"
                           r"[a-z]+\b[^.;!?]{3,80}\b(?:before|when|whenever|if|after)\b", re.IGNORECASE)
+# a kind ruled out in a phrase, with the speaker's reason after it: "No white furniture, we have kids and a dog", "No
+# phone calls please, I'm much better over text" (not "No worries, I'm fine"); an instruction after a standing
+# clause: "Sundays are for church, don't plan anything in the morning"; "I'm a Marriott Bonvoy person through and
+# through"
+_NO_WITH_REASON = re.compile(r"^no\s+(?!(?:worries|worry|problem|problems|way|thanks|idea|doubt|kidding|rush|offense|"
+                             r"pressure|need|matter|one|big deal|clue|luck|wonder|joke|shame|surprise|fear|regrets?|"
+                             r"specific|particular|real|preferences?|plans?|comments?|hard feelings|sweat|biggie)\b)"
+                             r"(?![^,]*\byet\b)"
+                             r"(?:[\w-]+\s+){0,2}[\w-]+(?:\s+please)?\s*,\s*(?:I|I'm|I've|we|we're|we've|my|our)\b",
+                             re.IGNORECASE)
+_THEN_DONT = re.compile(r"^[^,;:?]{8,80},\s*(?:so\s+)?(?:please\s+)?(?:don't|do not|never)\s+(?:ever\s+)?(?:plan|book|"
+                        r"schedule|suggest|send|call|put|give|recommend|order|offer|serve)\b[^.;!?]*\b(?:anything|"
+                        r"any|ever|again|me|us)\b", re.IGNORECASE)
+_THROUGH = re.compile(r"^(?:honestly,\s*)?I(?:'m| am)\b[^.;!?]{3,60}\bthrough and through\b", re.IGNORECASE)
 # a clause that leans on the one after it: "Since I've been going three times a week, I want to ..."
 _SUBORDINATE = re.compile(r"^(?:since|because|as|when|whenever|if|while|although|though|after|before|once|until|"
                           r"given|now that|so that)\b", re.IGNORECASE)
