@@ -648,7 +648,7 @@ def _kind(sent: str) -> str | None:
 _SO_RULE = re.compile(r"(?:,|;)\s*(?:and\s+)?so,?\s+(?:please\s+)?(?:always\s+|never\s+)?(?:default\s+to\b|(?:convert|"
                       r"keep|leave|ask|use|avoid|plan|book|give|skip|assume|stick|write|explain|remind|factor|check|"
                       r"show|put|schedule|suggest|recommend|pick|choose|answer|reply|respond|format|list|quote|price|"
-                      r"budget|stay|go|make)\b[^.;!?]*?\b(?:everything|anything|always|never|whenever|every|any|all|"
+                      r"budget|stay|go|make)\b[^.;!?]{0,80}?\b(?:everything|anything|always|never|whenever|every|any|all|"
                       r"in mind|by default|schedules|plans|from now on)\b)", re.IGNORECASE)
 
 
@@ -689,7 +689,7 @@ _NO_WITH_REASON = re.compile(r"^no\s+(?!(?:worries|worry|problem|problems|way|th
                              r"(?:[\w-]+\s+){0,2}[\w-]+(?:\s+please)?\s*,\s*(?:I|I'm|I've|we|we're|we've|my|our)\b",
                              re.IGNORECASE)
 _THEN_DONT = re.compile(r"^[^,;:?]{8,80},\s*(?:so\s+)?(?:please\s+)?(?:don't|do not|never)\s+(?:ever\s+)?(?:plan|book|"
-                        r"schedule|suggest|send|call|put|give|recommend|order|offer|serve)\b[^.;!?]*\b(?:anything|"
+                        r"schedule|suggest|send|call|put|give|recommend|order|offer|serve)\b[^.;!?]{0,80}\b(?:anything|"
                         r"any|ever|again|me|us)\b", re.IGNORECASE)
 _THROUGH = re.compile(r"^(?:honestly,\s*)?I(?:'m| am)\b[^.;!?]{3,60}\bthrough and through\b", re.IGNORECASE)
 # a clause that leans on the one after it: "Since I've been going three times a week, I want to ..."
