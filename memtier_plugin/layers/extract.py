@@ -384,6 +384,51 @@ _PASSING_REASON = re.compile(r"\b(?:is|are|am|was|were|'s|'re|'m)\s+(?:\w+\s+)?\
                              r"made|bought|ate|drank|forgot|spent|sold|won|hurt|cut|split|quit)\b|"
                              r"(?<!\bis )(?<!\bare )(?<!\bam )(?<!'s )(?<!'re )(?<!'m )(?<!\bget )(?<!\bgot )\b\w+ed\b",
                              re.IGNORECASE)
+# a standing instruction with the lasting reason before it: "I'm in Pacific time, so convert everything to that",
+# "My passport is Canadian, so keep visa rules for Canadians in mind", "We're a Go shop, so default to Go" (what it
+# asks holds for every such thing: an errand asks for one, "It's late, so book me a taxi")
+_SO_RULE = re.compile(r"(?:,|;)\s*(?:and\s+)?so,?\s+(?:please\s+)?(?:always\s+|never\s+)?(?:default\s+to\b|(?:convert|"
+                      r"keep|leave|ask|use|avoid|plan|book|give|skip|assume|stick|write|explain|remind|factor|check|"
+                      r"show|put|schedule|suggest|recommend|pick|choose|answer|reply|respond|format|list|quote|price|"
+                      r"budget|stay|go|make)\b[^.;!?]{0,80}?\b(?:everything|anything|always|never|whenever|every|any|all|"
+                      r"in mind|by default|schedules|plans|from now on)\b)", re.IGNORECASE)
+# what the speaker calls themself in a phrase: "Early bird here, up at 5 every day", "Big sports fan here", "Vegetarian
+# since I was twelve" (not "Same here!", "Nice weather here")
+_SELF_LABEL = re.compile(r"^(?:(?:a|an|total|big|huge|lifelong|proud|certified|hopeless|die-hard|diehard)\s+)*"
+                         r"(?:[\w-]+\s+){0,2}(?:person|type|eater|sleeper|drinker|lover|fan|addict|freak|bird|owl|"
+                         r"introvert|extrovert|homebody|foodie|minimalist|vegan|vegetarian|pescatarian|snob|nerd|geek)"
+                         r"\s+here\b|"
+                         r"^(?:(?:strict|lifelong|proud)\s+)?(?:vegetarian|vegan|pescatarian|sober|teetotal|gluten-free|"
+                         r"dairy-free|kosher|halal)\s+(?:since|for (?:\w+\s+){1,2}(?:years|decades))\b", re.IGNORECASE)
+# one kind over another for good: "Give me a hole-in-the-wall over a fancy restaurant any day", "I'd pick a rainy day
+# over a heat wave any time"
+_OVER_ANY_DAY = re.compile(r"^(?:give me|I'd (?:pick|take|choose)|I would (?:pick|take|choose)|I'll (?:take|pick))\b"
+                           r"[^.;!?]{2,80}?\bover\b[^.;!?,]{2,60}?\b(?:any day|any time|anytime|every time)"
+                           r"(?: of the week)?\s*[.!]*$", re.IGNORECASE)
+# what the speaker always or never does at a kind of moment: "I always check reviews before buying anything", "I never
+# book a flight without seat selection when I travel for work" (not a feeling: "I always feel better when ...")
+_ALWAYS_WHEN = re.compile(r"^I (?:always|never) (?!(?:loved|liked|wanted|thought|knew|felt|feel|wondered|enjoyed|have|"
+                          r"had|was|were|am|love|like|dreamed|find|found|get|got|make|made|look|looked|think|try|"
+                          r"tried|hope|wish|want|appreciate|remember|forget|struggle|struggled|end up|ended up)\b)"
+                          r"[a-z]+\b[^.;!?]{3,80}\b(?:before|when|whenever|if|after)\b", re.IGNORECASE)
+# a kind ruled out in a phrase, with the speaker's reason after it: "No white furniture, we have kids and a dog", "No
+# phone calls please, I'm much better over text" (not "No worries, I'm fine"); an instruction after a standing
+# clause: "Sundays are for church, don't plan anything in the morning"; "I'm a Marriott Bonvoy person through and
+# through"
+_NO_WITH_REASON = re.compile(r"^no\s+(?!(?:worries|worry|problem|problems|way|thanks|idea|doubt|kidding|rush|offense|"
+                             r"pressure|need|matter|one|big deal|clue|luck|wonder|joke|shame|surprise|fear|regrets?|"
+                             r"specific|particular|real|preferences?|plans?|comments?|hard feelings|sweat|biggie)\b)"
+                             r"(?![^,]*\byet\b)"
+                             r"(?:[\w-]+\s+){0,2}[\w-]+(?:\s+please)?\s*,\s*(?:I|I'm|I've|we|we're|we've|my|our)\b",
+                             re.IGNORECASE)
+_THEN_DONT = re.compile(r"^[^,;:?]{8,80},\s*(?:so\s+)?(?:please\s+)?(?:don't|do not|never)\s+(?:ever\s+)?(?:plan|book|"
+                        r"schedule|suggest|send|call|put|give|recommend|order|offer|serve)\b[^.;!?]{0,80}\b(?:anything|"
+                        r"any|ever|again|me|us)\b", re.IGNORECASE)
+_THROUGH = re.compile(r"^(?:honestly,\s*)?I(?:'m| am)\b[^.;!?]{3,60}\bthrough and through\b", re.IGNORECASE)
+# a clause that leans on the one after it: "Since I've been going three times a week, I want to ..."
+_SUBORDINATE = re.compile(r"^(?:since|because|as|when|whenever|if|while|although|though|after|before|once|until|"
+                          r"given|now that|so that)\b", re.IGNORECASE)
+_SPEAKER = re.compile(r"\b(?:I|I'm|I've|my|we|we're|we've|our|us|me)\b", re.IGNORECASE)
 _MOMENT = re.compile(r"\b(?:today|tonight|tomorrow|this (?:week|weekend|morning|evening|afternoon|month|year|time|"
                      r"trip|summer|winter|spring|fall|autumn|season)|next|right now|asap|soon|by \w+day|on \w+day|"
                      r"for (?:the|my|our|this) (?:trip|stay|visit|"
@@ -609,10 +654,12 @@ def _kind(sent: str) -> str | None:
         if _REASONED_NEED.search(sent) or _lasting_need(sent) or _OVER_ANY_DAY.search(sent):
             return "preference"  # "..., so I need a vehicle with a usable third row": a need with its lasting reason
         # "Hostels aren't for me, I need a private bathroom": the need says what a standing clause before it wants
-        before = sent[:request.start()].rstrip(" ,;-—")
-        if request.start() > 0 and sent[:request.start()].rstrip().endswith((",", ";", "-", "—")) \
-                and len(before.split()) >= 3 and not _SUBORDINATE.match(before) and _kind(before):
-            return _kind(before)
+        head = sent[:request.start()].rstrip()
+        before = head.rstrip(" ,;-—")
+        if head.endswith((",", ";", "-", "—")) and len(before.split()) >= 3 and not _SUBORDINATE.match(before):
+            kind = _kind(before)
+            if kind:
+                return kind
         if not _a_reason(sent, request):
             return None
     who = _IDENTITY.search(sent)
@@ -642,60 +689,12 @@ def _kind(sent: str) -> str | None:
     return None
 
 
-# a standing instruction with the lasting reason before it: "I'm in Pacific time, so convert everything to that",
-# "My passport is Canadian, so keep visa rules for Canadians in mind", "We're a Go shop, so default to Go" (what it
-# asks holds for every such thing: an errand asks for one, "It's late, so book me a taxi")
-_SO_RULE = re.compile(r"(?:,|;)\s*(?:and\s+)?so,?\s+(?:please\s+)?(?:always\s+|never\s+)?(?:default\s+to\b|(?:convert|"
-                      r"keep|leave|ask|use|avoid|plan|book|give|skip|assume|stick|write|explain|remind|factor|check|"
-                      r"show|put|schedule|suggest|recommend|pick|choose|answer|reply|respond|format|list|quote|price|"
-                      r"budget|stay|go|make)\b[^.;!?]{0,80}?\b(?:everything|anything|always|never|whenever|every|any|all|"
-                      r"in mind|by default|schedules|plans|from now on)\b)", re.IGNORECASE)
-
-
-def _so_rule(sent: str) -> bool:
-    """A standing instruction after its lasting reason (``_SO_RULE``), not an errand of the moment."""
-    m = _SO_RULE.search(sent)
-    return bool(m and not _MOMENT.search(sent) and len(sent[:m.start()].split()) >= 3
-                and not _PASSING_REASON.search(sent[:m.start()]) and _SPEAKER.search(sent[:m.start()]))
-
-
-# what the speaker calls themself in a phrase: "Early bird here, up at 5 every day", "Big sports fan here", "Vegetarian
-# since I was twelve" (not "Same here!", "Nice weather here")
-_SELF_LABEL = re.compile(r"^(?:(?:a|an|total|big|huge|lifelong|proud|certified|hopeless|die-hard|diehard)\s+)*"
-                         r"(?:[\w-]+\s+){0,2}(?:person|type|eater|sleeper|drinker|lover|fan|addict|freak|bird|owl|"
-                         r"introvert|extrovert|homebody|foodie|minimalist|vegan|vegetarian|pescatarian|snob|nerd|geek)"
-                         r"\s+here\b|"
-                         r"^(?:(?:strict|lifelong|proud)\s+)?(?:vegetarian|vegan|pescatarian|sober|teetotal|gluten-free|"
-                         r"dairy-free|kosher|halal)\s+(?:since|for (?:\w+\s+){1,2}(?:years|decades))\b", re.IGNORECASE)
-# one kind over another for good: "Give me a hole-in-the-wall over a fancy restaurant any day", "I'd pick a rainy day
-# over a heat wave any time"
-_OVER_ANY_DAY = re.compile(r"^(?:give me|I'd (?:pick|take|choose)|I would (?:pick|take|choose)|I'll (?:take|pick))\b"
-                           r"[^.;!?]{2,80}?\bover\b[^.;!?,]{2,60}?\b(?:any day|any time|anytime|every time)"
-                           r"(?: of the week)?\s*[.!]*$", re.IGNORECASE)
-# what the speaker always or never does at a kind of moment: "I always check reviews before buying anything", "I never
-# book a flight without seat selection when I travel for work" (not a feeling: "I always feel better when ...")
-_ALWAYS_WHEN = re.compile(r"^I (?:always|never) (?!(?:loved|liked|wanted|thought|knew|felt|feel|wondered|enjoyed|have|"
-                          r"had|was|were|am|love|like|dreamed|find|found|get|got|make|made|look|looked|think|try|"
-                          r"tried|hope|wish|want|appreciate|remember|forget|struggle|struggled|end up|ended up)\b)"
-                          r"[a-z]+\b[^.;!?]{3,80}\b(?:before|when|whenever|if|after)\b", re.IGNORECASE)
-# a kind ruled out in a phrase, with the speaker's reason after it: "No white furniture, we have kids and a dog", "No
-# phone calls please, I'm much better over text" (not "No worries, I'm fine"); an instruction after a standing
-# clause: "Sundays are for church, don't plan anything in the morning"; "I'm a Marriott Bonvoy person through and
-# through"
-_NO_WITH_REASON = re.compile(r"^no\s+(?!(?:worries|worry|problem|problems|way|thanks|idea|doubt|kidding|rush|offense|"
-                             r"pressure|need|matter|one|big deal|clue|luck|wonder|joke|shame|surprise|fear|regrets?|"
-                             r"specific|particular|real|preferences?|plans?|comments?|hard feelings|sweat|biggie)\b)"
-                             r"(?![^,]*\byet\b)"
-                             r"(?:[\w-]+\s+){0,2}[\w-]+(?:\s+please)?\s*,\s*(?:I|I'm|I've|we|we're|we've|my|our)\b",
-                             re.IGNORECASE)
-_THEN_DONT = re.compile(r"^[^,;:?]{8,80},\s*(?:so\s+)?(?:please\s+)?(?:don't|do not|never)\s+(?:ever\s+)?(?:plan|book|"
-                        r"schedule|suggest|send|call|put|give|recommend|order|offer|serve)\b[^.;!?]{0,80}\b(?:anything|"
-                        r"any|ever|again|me|us)\b", re.IGNORECASE)
-_THROUGH = re.compile(r"^(?:honestly,\s*)?I(?:'m| am)\b[^.;!?]{3,60}\bthrough and through\b", re.IGNORECASE)
-# a clause that leans on the one after it: "Since I've been going three times a week, I want to ..."
-_SUBORDINATE = re.compile(r"^(?:since|because|as|when|whenever|if|while|although|though|after|before|once|until|"
-                          r"given|now that|so that)\b", re.IGNORECASE)
-_SPEAKER = re.compile(r"\b(?:I|I'm|I've|my|we|we're|we've|our|us|me)\b", re.IGNORECASE)
+def _lasting_reason(reason: str, *, lead: bool = False) -> bool:
+    """``reason`` (what a sentence gives before its need or instruction) is the speaker's own lasting state ("My
+    partner uses a wheelchair", "With two toddlers at home"): nothing under way or done ("It's raining", "My car
+    broke down"), and, unless it leads the sentence as a reason clause, about the speaker, not about what someone
+    else thinks ("She thought that nature does not guarantee our survival, so we have to ...")."""
+    return not _PASSING_REASON.search(reason) and (lead or bool(_SPEAKER.search(reason)))
 
 
 def _lasting_need(sent: str) -> bool:
@@ -703,10 +702,16 @@ def _lasting_need(sent: str) -> bool:
     m = _LASTING_NEED.search(sent)
     if not m or _MOMENT.search(sent):
         return False
-    reason = sent[:m.start()] or m.group(0)[:m.group(0).rfind(",")]
-    # the speaker's own lasting state ("My partner uses a wheelchair", "With two toddlers at home"), not what someone
-    # thinks ("She thought that nature does not guarantee our survival, so we have to take care of ourselves")
-    return not _PASSING_REASON.search(reason) and (m.start() == 0 or bool(_SPEAKER.search(reason)))
+    if m.start() == 0:  # "With two toddlers at home, we need ...": the reason is the leading clause
+        return _lasting_reason(m.group(0)[:m.group(0).rfind(",")], lead=True)
+    return _lasting_reason(sent[:m.start()])
+
+
+def _so_rule(sent: str) -> bool:
+    """A standing instruction after its lasting reason (``_SO_RULE``), not an errand of the moment."""
+    m = _SO_RULE.search(sent)
+    return bool(m and not _MOMENT.search(sent) and len(sent[:m.start()].split()) >= 3
+                and _lasting_reason(sent[:m.start()]))
 
 
 def _reasoned_preference(sent: str, who: re.Match) -> bool:

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..tokenize import tokenize
+from ..tokenize import STOP_WORDS, stem, tokenize
 
 log = logging.getLogger(__name__)
 BUILTIN = Path(__file__).resolve().parent.parent / "data" / "topics.yaml"
@@ -37,7 +37,7 @@ class TopicTree:
 
     words: dict[str, frozenset]
     weight: dict[str, float]
-    phrases: dict[str, frozenset] = field(default_factory=dict)  # topic → its phrases (tuples of stemmed words)
+    phrases: dict[str, frozenset] = field(default_factory=dict)  # topic → its phrases ("get around", stemmed)
 
     def parents(self, topic: str) -> list[str]:
         parts = topic.split("/")
@@ -45,19 +45,20 @@ class TopicTree:
 
     def route(self, text: str) -> dict[str, float]:
         """Topic → routing weight for ``text`` (empty when no topic word occurs)."""
-        toks = set(tokenize(text))
+        raw = tokenize(text, stop=False, stemming=False)  # one pass: the words and, in order, the phrases' runs
+        toks = {stem(w) for w in raw if w not in STOP_WORDS}
         out: dict[str, float] = {}
         for topic, words in self.words.items():
             hit = toks & words
             if hit:
                 out[topic] = out.get(topic, 0.0) + sum(self.weight[w] for w in hit)
         if self.phrases:
-            seq = tokenize(text, stop=False)
-            grams = {tuple(seq[i:i + n]) for n in (2, 3, 4) for i in range(len(seq) - n + 1)}
+            seq = [stem(w) for w in raw]
+            grams = {" ".join(seq[i:i + n]) for n in (2, 3, 4) for i in range(len(seq) - n + 1)}
             for topic, phrases in self.phrases.items():
                 hit = grams & phrases
                 if hit:
-                    out[topic] = out.get(topic, 0.0) + sum(self.weight[" ".join(p)] for p in hit)
+                    out[topic] = out.get(topic, 0.0) + sum(self.weight[p] for p in hit)
         for topic in [t for t in out if "/" in t]:
             for parent in self.parents(topic):
                 out[parent] = out.get(parent, 0.0) + 0.5 * out[topic]
@@ -99,16 +100,13 @@ def _parse(doc, where: str) -> dict[str, list[str]]:
 
 def _build(spec: dict[str, list[str]]) -> TopicTree:
     words = {t: frozenset(tokenize(" ".join(w for w in ws if len(w.split()) == 1))) for t, ws in spec.items()}
-    phrases = {t: frozenset(p for p in (tuple(tokenize(w, stop=False)) for w in ws if len(w.split()) > 1)
+    phrases = {t: frozenset(" ".join(p) for p in (tokenize(w, stop=False) for w in ws if len(w.split()) > 1)
                             if 2 <= len(p) <= 4) for t, ws in spec.items()}
     phrases = {t: ps for t, ps in phrases.items() if ps}
     count: dict[str, int] = {}
-    for ws in words.values():
-        for w in ws:
+    for entries in (*words.values(), *phrases.values()):  # a phrase has a space, a word none: one key space
+        for w in entries:
             count[w] = count.get(w, 0) + 1
-    for ps in phrases.values():
-        for p in ps:
-            count[" ".join(p)] = count.get(" ".join(p), 0) + 1
     return TopicTree(words, {w: 1.0 / c for w, c in count.items()}, phrases)
 
 
