@@ -45,7 +45,7 @@ class TopicTree:
 
     def route(self, text: str) -> dict[str, float]:
         """Topic → routing weight for ``text`` (empty when no topic word occurs)."""
-        raw = tokenize(text, stop=False, stemming=False)  # one pass: the words and, in order, the phrases' runs
+        raw = tokenize(text, stop=False, stemming=False)  # read once, for the words and for the runs of phrases
         toks = {stem(w) for w in raw if w not in STOP_WORDS}
         out: dict[str, float] = {}
         for topic, words in self.words.items():
