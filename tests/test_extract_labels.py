@@ -29,6 +29,12 @@ assistant's own manners ("Keep answers short", "Tabs, not spaces"), tools, money
 and hard negatives of each kind (a mood, a hypothetical, a pick, a world fact); measured once before anything was
 fitted on it (rules 0.953 / 0.373, with the gate 0.970 / 0.582), then the rules' occasion and rule forms were
 written against it and the gate refitted with it.
+`colloquial_d` (300 sentences, half standing, by a fifth author, 2026-12-06: fragments and labels, "Renting, so
+nothing that needs drilling into walls", "Wheelchair user here, step-free access isn't optional") and `choice_d`
+(240 picks among offered options, 160 of them with a lasting reason, "Audiobook. I'm dyslexic, listening is just
+way easier for me.", and hard negatives: bare picks, reasons of the moment, "Uber this time, I've got two heavy
+suitcases") were measured once before anything was fitted on them: rules + gate 0.945 / 0.687 and 1.000 / 0.544.
+Neither is in the shipped gate's fit; the gate reads a pick's reason since choice_d (tests/test_gate.py).
 The extractor is run the way the hooks run it: :func:`from_session` over the
 message and the ones before it; the message counts as taken when a candidate
 names it among its sources.
@@ -46,7 +52,7 @@ from memtier_plugin.layers.session import from_session
 LABELS = Path(__file__).parent / "data" / "standing_labels.jsonl"
 KINDS = {"preference", "constraint", "rule", "identity", "choice"}
 BAR = 0.90
-SPLITS = ("dev", "heldout", "fresh", "colloquial", "colloquial_heldout", "colloquial_extra")
+SPLITS = ("dev", "heldout", "fresh", "colloquial", "colloquial_heldout", "colloquial_extra", "colloquial_d", "choice_d")
 
 
 def load() -> list[dict]:

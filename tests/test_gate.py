@@ -113,7 +113,7 @@ def test_only_the_speakers_own_lasting_words_are_asked():
     msgs = [("e1", "user", "Middle seats are my nightmare. Is the flight full? Yesterday I missed the bus. "
                            "Can you book me a table? My husband hates flying. I avoid dairy."),
             ("e2", "assistant", "Loud bars are not my scene.")]
-    assert [s for _, s in G.unread(msgs)] == ["Middle seats are my nightmare."]
+    assert [(s, pick) for _, s, pick in G.unread(msgs)] == [("Middle seats are my nightmare.", None)]
 
 
 def test_candidates_take_what_the_gate_says_and_nothing_for_another_embedder():
@@ -163,11 +163,21 @@ def _score(recs, gate, emb):
         msgs = [(f"b{i}", m["role"], m["text"]) for i, m in enumerate(r.get("before", []))] + [("t", "user", r["text"])]
         got = any("t" in c.entry_ids for c in from_session(msgs))
         if not got and gate is not None:
-            got = bool(G.candidates([("t", "user", r["text"])], gate, emb))
+            got = any("t" in c.entry_ids for c in G.candidates(msgs, gate, emb))
         tp += got and r["label"]
         fp += got and not r["label"]
         fn += (not got) and r["label"]
     return tp / max(1, tp + fp), tp / max(1, tp + fn)
+
+
+def _rules_then_gate(split, capsys):
+    """(rules precision, recall, rules + shipped gate precision, recall) on a labelled split, printed."""
+    recs = _labelled(split)
+    rp, rr = _score(recs, None, None)
+    gp, gr = _score(recs, G.load(), _bge())
+    with capsys.disabled():
+        print(f"\n{split}: rules precision {rp:.3f} recall {rr:.3f}; with the gate {gp:.3f} / {gr:.3f}")
+    return rp, rr, gp, gr
 
 
 @pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
@@ -175,15 +185,10 @@ def test_the_gate_reads_what_people_say_for_good_that_the_rules_pass_over(capsys
     """On the held-out colloquial sentences the rules alone take about 6 in 10 of what is said for good; with the
     shipped gate over 4 in 5 (refitted with the colloquial_extra split: 0.767 before), at no loss of precision; on
     the dev and heldout splits the bar still holds."""
-    emb, gate = _bge(), G.load()
-    recs = _labelled("colloquial_heldout")
-    rp, rr = _score(recs, None, None)
-    gp, gr = _score(recs, gate, emb)
-    with capsys.disabled():
-        print(f"\ncolloquial_heldout: rules precision {rp:.3f} recall {rr:.3f}; with the gate {gp:.3f} / {gr:.3f}")
+    _, rr, gp, gr = _rules_then_gate("colloquial_heldout", capsys)
     assert gr >= rr + 0.18 and gr >= 0.80 and gp >= 0.97
     for split in ("dev", "heldout"):
-        p, r = _score(_labelled(split), gate, emb)
+        p, r = _score(_labelled(split), G.load(), _bge())
         assert p >= 0.90 and r >= 0.90, (split, p, r)
 
 
@@ -214,14 +219,60 @@ def test_train_gate_writes_a_gate_the_config_can_name_and_refuses_a_bad_row(tmp_
     assert not (tmp_path / "g2.yaml").exists()
 
 
-def test_a_pick_among_offered_options_is_left_to_the_choice_rule():
-    """"I'll take the morning coach, option 2. Getting in by evening works well for me." picks an option the
-    assistant offered: the choice rule decides whether it reveals a preference (a bare pick does not), so the gate
-    never reads it; the same words with no offer before them are read."""
-    offer = "Here are a few ways: 1. The night bus. 2. The morning coach. 3. A short flight."
-    pick = "I'll take the morning coach, option 2. Getting in by evening works well for me."
-    assert G.unread([("q", "user", "How should I get to Portland?"), ("o", "assistant", offer), ("s", "user", pick)]) == []
-    assert [e for e, _ in G.unread([("s", "user", "Getting in by evening works well for me.")])] == ["s"]
+OFFER = "Here are a few ways: 1. The night bus. 2. The morning coach. 3. A short flight."
+ASKED = ("q", "user", "How should I get to Portland?")
+
+
+def test_a_pick_among_offered_options_is_read_only_for_the_reason_it_gives():
+    """"Morning coach. Overnight trips leave me a wreck for days." picks an option the assistant offered: the gate reads
+    the reason, with the exchange beside it; a bare pick, a pick the choice rule already read and a reply that
+    opens with a clause of its own ("That's really helpful to know. ...": a reply to advice, not a pick) are not
+    read; the same reason with no offer before it is read as a sentence of its own."""
+    pick = "Morning coach. Overnight trips leave me a wreck for days."
+    got = G.unread([ASKED, ("o", "assistant", OFFER), ("s", "user", pick)])
+    assert got == [("s", "Overnight trips leave me a wreck for days.",
+                    ((ASKED[2], "q"), (OFFER, "o"), (pick, "s")))]
+    for reply in ("The morning coach, please.", "Option 2.",
+                  "I'll take the morning coach. The others don't appeal to me at all.",  # the choice rule's
+                  "That's really helpful to know. I get carsick on buses, so I'm a flight person."):
+        assert G.unread([ASKED, ("o", "assistant", OFFER), ("s", "user", reply)]) == [], reply
+    assert [(e, p) for e, _, p in G.unread([("s", "user", "Overnight trips leave me a wreck for days.")])] == [("s", None)]
+
+
+def test_a_pick_whose_reason_the_gate_takes_is_a_choice_once():
+    """The gate takes a pick's reason: the candidate is the exchange, worded as the choice rule words it (what was
+    asked, the pick in the user's words, every message's id), once however many of its sentences pass."""
+    g = _bag_gate()
+    pick = "The morning coach. Night buses are my nightmare. Crowds are not my vibe."
+    got = G.candidates([ASKED, ("o", "assistant", OFFER), ("s", "user", pick)], g, BAG)
+    assert [(c.node_kind, c.form, c.entry_ids) for c in got] == [("choice", "choice", ["q", "o", "s"])]
+    assert got[0].content == f"Asked {ASKED[2]!r}, the user chose: {pick}"
+    assert G.candidates([ASKED, ("o", "assistant", OFFER), ("s", "user", "The morning coach. What a lovely trip.")],
+                        g, BAG) == []
+
+
+def test_a_picks_reason_is_taken_when_more_likely_standing_than_not():
+    """A pick's reason is taken at probability 0.5 (G.PICK_THRESHOLD), a sentence anywhere else at the gate's own
+    threshold (0.8 shipped): the same sentence, at 0.6, is taken beside the pick and not alone."""
+    w = np.zeros(len(BAG.words))
+    w[BAG.words["nightmare"]] = 5.0 + np.log(0.6 / 0.4)
+    g = G.Gate(w, -5.0, 0.8, BAG.name)
+    reason = "Night buses are my nightmare."
+    assert abs(float(g.probabilities(np.vstack(BAG.embed([reason])))[0]) - 0.6) < 1e-9
+    got = G.candidates([ASKED, ("o", "assistant", OFFER), ("s", "user", f"The morning coach. {reason}")], g, BAG)
+    assert [c.form for c in got] == ["choice"]
+    assert G.candidates([("s", "user", reason)], g, BAG) == []
+    low = G.Gate(w, -5.0, 0.4, BAG.name)  # a gate whose own threshold is lower keeps it
+    assert len(G.candidates([("s", "user", reason)], low, BAG)) == 1
+
+
+@pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
+def test_the_gate_reads_the_lasting_reason_of_a_pick(capsys):
+    """choice_d (a fifth author's picks, none in the gate's fit): the rules take about half of the picks that give
+    a lasting reason; the gate reading the reason at 0.5 takes about four in five, and no bare pick or reason of
+    the moment."""
+    _, rr, gp, gr = _rules_then_gate("choice_d", capsys)
+    assert gr >= rr + 0.2 and gp >= 0.97
 
 
 KRYPTONITE = "Anything departing before 7 a.m. is my kryptonite."

@@ -9,7 +9,11 @@ speaker's own words: first person, no question, no past occasion, no request
 of the moment), is embedded with the standing embedder (bge-small) and
 scored by a logistic model over its vector; at or above the gate's threshold
 it becomes a preference candidate, with the same provenance and the same
-later path as a rule's (dedupe, revision, calibrated delivery).
+later path as a rule's (dedupe, revision, calibrated delivery). A reply that
+picks one of the options the assistant offered is read for the reason it
+gives besides the pick ("Audiobook. I'm dyslexic, listening is just way easier
+for me."), at probability 0.5: when one passes, the exchange is a choice
+candidate (:mod:`.picks`).
 
 The model is data, never code: a file holding ``memtier_standing_gate: 1``,
 the embedder it was fitted with, the threshold, a bias and one weight per
@@ -35,6 +39,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..store.artifacts import FileCache, bounded_number, load_named, read_artifact
 from .extract import Candidate, _clean, _episodic, _OCCASION, _REQUEST, extract, sentences
+from .picks import among_options, choice, chosen, picks_an_option, reason_given
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +56,11 @@ _OTHER = re.compile(r"^(?:\w+,\s*)?(?:my|our)\s+(?:[\w-]+\s+){0,2}?(?:husband|wi
                     r"daughter|kids?|children|sister|brother|mom|mother|dad|father|parents|friends?|boss|colleagues?|"
                     r"coworkers?|roommates?|neighbou?rs?|family|team)\s+(?!and I\b)", re.IGNORECASE)
 MIN_CHARS, MAX_WORDS = 12, 60
+# a pick's reason is taken when the gate finds it more likely standing than not (or at the gate's threshold, if
+# lower): the reply picks from an offer, so what it says besides the pick is likelier a disposition than a sentence
+# anywhere (tests/data/standing_labels.jsonl, choice_d: no reason of the moment scores over 0.46; 0.8 would pass
+# over "Chamomile. Any caffeine after noon keeps me up all night, so it's herbal for me." at 0.67)
+PICK_THRESHOLD = 0.5
 # sentences read per call (a run, a session of a batch): about 6 ms each, so a host's 20,000-character message
 # costs agent_end at most ~0.3 s; the first ones are read (deterministic, unlike a time budget)
 MAX_READ = 48
@@ -156,24 +166,30 @@ def eligible(sent: str) -> bool:
             and not _REQUEST.search(sent))
 
 
-def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
-    """(entry id, sentence) of every user sentence the rules take nothing from and that is :func:`eligible`. A
-    reply that picks one of the options the assistant just offered is left to the choice rule (:mod:`.picks`:
-    a bare pick, "I'll do option 1, the direct flight. Quick and simple.", shows no standing preference)."""
-    from .picks import picks_an_option
-
+def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, tuple | None]]:
+    """(entry id, sentence, pick) of every user sentence the rules take nothing from and that is :func:`eligible`.
+    A reply that picks one of the options the assistant just offered is read only for the reason it gives besides
+    the pick ("Audiobook. I'm dyslexic, listening is just way easier for me."; :func:`.picks.reason_given`), with
+    ``pick`` the exchange ((question, id) or None, (offer, id), (reply, id)): a bare pick, or one whose reason is
+    of the moment ("Uber this time, I've got two heavy suitcases"), shows no standing preference. ``pick`` is None
+    for any other sentence."""
     out = []
-    before = ("", "")
+    before = ("", "", "")
+    query = None  # the user's last message before the assistant's
     for eid, role, text in messages:
-        prev, before = before, (role, text if isinstance(text, str) else "")
+        prev, before = before, (eid, role, text if isinstance(text, str) else "")
         if role != "user" or not isinstance(text, str) or len(text) > 20_000:
             continue
-        if prev[0] == "assistant" and picks_an_option(text, prev[1]):
-            continue
+        pick = None
+        if prev[1] == "assistant" and picks_an_option(text, prev[2]):
+            pick = (query, (prev[2], prev[0]), (text, eid))
+            taken = choice(*pick) is not None  # the choice rule read the reason already
+            text = reason_given(text, prev[2]) if among_options(query, text) and not taken else ""
+        query = (text if pick is None else pick[2][0], eid)
         for sent in sentences(text):
             sent = _clean(sent)
             if eligible(sent) and not extract(sent, role="user"):
-                out.append((eid, sent))
+                out.append((eid, sent, pick))
     return out
 
 
@@ -193,13 +209,22 @@ def candidates(messages: Sequence[tuple[str, str, str]], gate: Gate, embedder) -
         todo = todo[:MAX_READ]
     if not todo:
         return []
-    vecs = embed_each(embedder, [s for _, s in todo])
+    vecs = embed_each(embedder, [s for _, s, _ in todo])
     if vecs.shape[1] != len(gate.weights):
         log.warning("standing gate %s: fitted on %d dimensions, the embedder gives %d; not used", gate.source,
                     len(gate.weights), vecs.shape[1])
         return []
     probs = gate.probabilities(vecs)
-    return [Candidate("preference", sent, "", [eid]) for (eid, sent), p in zip(todo, probs) if p >= gate.threshold]
+    out, picked = [], set()
+    for (eid, sent, pick), p in zip(todo, probs):
+        if p < (gate.threshold if pick is None else min(gate.threshold, PICK_THRESHOLD)):
+            continue
+        if pick is None:
+            out.append(Candidate("preference", sent, "", [eid]))
+        elif eid not in picked:  # the pick with its reason, once, as the choice rule words it
+            picked.add(eid)
+            out.append(chosen(*pick))
+    return out
 
 
 def fit(vectors: np.ndarray, labels: Sequence[bool], *, l2: float = 30.0) -> tuple[np.ndarray, float]:

@@ -78,13 +78,15 @@ _PICK_REASON = re.compile(r"\b(?:the others|the rest|everything else|any of the 
 _CHOICE_WORDS = frozenset("sound sounds great good perfect best better ideal option options choice choose pick think "
                           "would could might like really more most other others rest with that this those these "
                           "interesting appealing fun right work works".split())
+# a phrase that is a clause of its own, with a subject, not an option named
+_CLAUSE = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|we|we're|our|you|your|it|it's|that|that's|this|these|those|"
+                     r"there|there's|they|he|she|is|are|was|were)\b", re.IGNORECASE)
 _CODE = re.compile(r"[{};]|\(\)|\bdef |\bclass |\breturn\b|\bimport\b|```|\n\s{2,}\S|=\s*\w+\(")
 
 
 def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: tuple[str, str]) -> Candidate | None:
     """A preference revealed by a choice: (text, entry id) of the question, the offered options, the pick."""
-    opt_text, opt_id = options
-    sel_text, sel_id = selection
+    opt_text, sel_text = options[0], selection[0]
     if not _OPTIONS.search(opt_text) or sel_text.strip().endswith("?"):
         return None
     # the reason the pick gives: the whole reply when it says it picks ("I'll go with ..."), else what follows an
@@ -95,12 +97,44 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
     if not _reveals(reason) or _PAST.search(sel_text) or _OFFER.search(sel_text) \
             or re.match(r"\s*(?:maybe|perhaps)\b", sel_text, re.I) or not _names_an_option(sel_text, opt_text):
         return None  # a bare pick of the moment, "Sounds great!", a past story: no standing preference shown
-    if len(sel_text) > 600 or _CODE.search(sel_text) or (query and (len(query[0]) > 400 or _CODE.search(query[0]))):
+    if not among_options(query, sel_text):
         return None  # a follow-up in a coding or writing task, not a choice among offered options
+    return chosen(query, options, selection)
+
+
+def among_options(query: tuple[str, str] | None, selection: str) -> bool:
+    """The exchange is a choice among offered options, not a follow-up in a coding or writing task: a reply of at
+    most 600 characters, no code in it or in the question."""
+    return not (len(selection) > 600 or _CODE.search(selection)
+                or (query and (len(query[0]) > 400 or _CODE.search(query[0]))))
+
+
+def chosen(query: tuple[str, str] | None, options: tuple[str, str], selection: tuple[str, str]) -> Candidate:
+    """The choice candidate of an exchange: what was asked, and the pick in the user's words."""
     asked = f"Asked {query[0].strip()[:200]!r}, " if query else ""
-    ids = ([query[1]] if query else []) + [opt_id, sel_id]
-    return Candidate("choice", f"{asked}the user chose: {sel_text.strip()[:MAX_TEXT]}", "",
+    ids = ([query[1]] if query else []) + [options[1], selection[1]]
+    return Candidate("choice", f"{asked}the user chose: {selection[0].strip()[:MAX_TEXT]}", "",
                      [i for i in ids if i], form="choice")
+
+
+def reason_given(selection: str, options: str) -> str:
+    """What a reply that picks one of ``options`` says besides the pick: the rest after its first phrase ("Audiobook.
+    I'm dyslexic, listening is just way easier for me.", "Gluten-free — celiac, unfortunately.", "Let's do the slow
+    cooker one, I never have time to cook on weeknights."); "" when the reply is the pick alone. The learned gate
+    reads it (layers/gate.py): a reason that states something lasting makes the pick a standing preference."""
+    sel = selection.strip()
+    if "\n" in sel:
+        return ""  # a pasted text, not a pick and its reason
+    parts = re.split(r"(?<=[.!;])\s+|\s+(?:[\u2014\u2013]|-{1,2})\s+|[\u2014\u2013]|(?<=\w),\s+", sel, maxsplit=1)
+    if len(parts) < 2 or not _OPTIONS.search(options):
+        return ""
+    pick = parts[0]
+    # the first phrase is the pick: "Audiobook.", "Number 4.", "Let's do the slow cooker one"; not a clause of its
+    # own ("That's really helpful to know.", "My skin type is combination, ...": a reply to advice, not a pick)
+    if not (_CHOICE.search(pick) or (len(pick.split()) <= 6 and not _CLAUSE.search(pick))) \
+            or _INTENT.search(pick) or not _names_an_option(pick, options):
+        return ""
+    return parts[1].strip()
 
 
 def _reveals(sel: str) -> bool:
