@@ -34,7 +34,8 @@ nothing that needs drilling into walls", "Wheelchair user here, step-free access
 (240 picks among offered options, 160 of them with a lasting reason, "Audiobook. I'm dyslexic, listening is just
 way easier for me.", and hard negatives: bare picks, reasons of the moment, "Uber this time, I've got two heavy
 suitcases") were measured once before anything was fitted on them: rules + gate 0.945 / 0.687 and 1.000 / 0.544.
-Neither is in the shipped gate's fit; the gate reads a pick's reason since choice_d (tests/test_gate.py).
+Neither is in the shipped gate's fit; the phrase forms (layers/fragments.py) were written against colloquial_d, and
+the gate reads a pick's reason since choice_d (tests/test_gate.py).
 The extractor is run the way the hooks run it: :func:`from_session` over the
 message and the ones before it; the message counts as taken when a candidate
 names it among its sources.

@@ -182,11 +182,12 @@ def _rules_then_gate(split, capsys):
 
 @pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
 def test_the_gate_reads_what_people_say_for_good_that_the_rules_pass_over(capsys):
-    """On the held-out colloquial sentences the rules alone take about 6 in 10 of what is said for good; with the
-    shipped gate over 4 in 5 (refitted with the colloquial_extra split: 0.767 before), at no loss of precision; on
-    the dev and heldout splits the bar still holds."""
+    """On the held-out colloquial sentences the rules alone take about two thirds of what is said for good (0.613
+    when the gate came; 0.680 with the phrase forms of layers/fragments.py); with the shipped gate over 4 in 5
+    (refitted with the colloquial_extra split: 0.767 before), at no loss of precision; on the dev and heldout
+    splits the bar still holds."""
     _, rr, gp, gr = _rules_then_gate("colloquial_heldout", capsys)
-    assert gr >= rr + 0.18 and gr >= 0.80 and gp >= 0.97
+    assert gr >= rr + 0.15 and gr >= 0.80 and gp >= 0.97
     for split in ("dev", "heldout"):
         p, r = _score(_labelled(split), G.load(), _bge())
         assert p >= 0.90 and r >= 0.90, (split, p, r)
@@ -264,6 +265,15 @@ def test_a_picks_reason_is_taken_when_more_likely_standing_than_not():
     assert G.candidates([("s", "user", reason)], g, BAG) == []
     low = G.Gate(w, -5.0, 0.4, BAG.name)  # a gate whose own threshold is lower keeps it
     assert len(G.candidates([("s", "user", reason)], low, BAG)) == 1
+
+
+@pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
+def test_a_fifth_authors_phrases_are_taken_by_the_phrase_forms_and_the_gate(capsys):
+    """colloquial_d (labels and fragments: "Renting, so nothing that needs drilling into walls"): measured once
+    before anything was fitted on it (rules + gate 0.945 / 0.687, rules alone 0.380); the phrase forms
+    (layers/fragments.py) were written against it. Not in the gate's fit."""
+    _, rr, gp, gr = _rules_then_gate("colloquial_d", capsys)
+    assert rr >= 0.60 and gr >= 0.90 and gp >= 0.93
 
 
 @pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 
 from ..tokenize import tokenize
 from .requests import MANNER, SCOPE, ruled_scope
+from .fragments import phrase_kind
 
 MAX_TEXT = 600  # a candidate's content (the user's words) is cut here
 
@@ -375,12 +376,14 @@ _LASTING_NEED = re.compile(
     r"(?!(?:to|a break|more|some time|help|your|you|it|this|that|them|something|anything|someone|somewhere)\b)|"
     r"(?:I|we)\s+(?:always\s+|really\s+)?(?:need to|have to|must)\s+(?:keep|avoid|stay|watch|limit|stick|"
     r"be careful)\b|"
-    r"(?:anywhere|anyplace|wherever|anything|everything|plans|(?:[\w-]+\s+)?(?:places|spots|rooms|restaurants|"
-    r"hotels|rentals|trips|outings))\b[^,;:?]{0,40}?\b(?:needs?|has to|have to|must)\b)", re.IGNORECASE)
+    r"(?:anywhere|anyplace|wherever|anything|everything|plans|(?:[\w-]+\s+)?(?:places?|spots?|rooms?|restaurants?|"
+    r"hotels?|rentals?|trips?|outings?|apartments?|cars?))\b[^,;:?]{0,40}?\b(?:needs?|has to|have to|must)\b)",
+    re.IGNORECASE)
 # a reason of the moment, not a lasting one: something under way ("It's raining, so we need umbrellas") or done
-# ("My car broke down, so we need a new one")
+# ("My car broke down, so we need a new one"); "I've got two dogs", "I've had asthma for years" hold
 _PASSING_REASON = re.compile(r"\b(?:is|are|am|was|were|'s|'re|'m)\s+(?:\w+\s+)?\w+ing\b|"
-                             r"\b(?:broke|got|went|came|fell|lost|ran|took|had|was|were|left|found|told|said|gave|"
+                             r"(?<!'ve )(?<!\bhave )\b(?:broke|got|went|came|fell|lost|ran|took|had|was|were|left|found|"
+                             r"told|said|gave|"
                              r"made|bought|ate|drank|forgot|spent|sold|won|hurt|cut|split|quit)\b|"
                              r"(?<!\bis )(?<!\bare )(?<!\bam )(?<!'s )(?<!'re )(?<!'m )(?<!\bget )(?<!\bgot )\b\w+ed\b",
                              re.IGNORECASE)
@@ -651,6 +654,8 @@ def _kind(sent: str) -> str | None:
     if request:
         if _MOMENT.search(sent):
             return None  # "... so I need a hotel tonight": an errand
+        if phrase_kind(sent):  # "Atheist here, so skip the 'blessed' language", "UK stores please" after a state
+            return phrase_kind(sent)
         if _REASONED_NEED.search(sent) or _lasting_need(sent) or _OVER_ANY_DAY.search(sent):
             return "preference"  # "..., so I need a vehicle with a usable third row": a need with its lasting reason
         # "Hostels aren't for me, I need a private bathroom": the need says what a standing clause before it wants
@@ -686,7 +691,7 @@ def _kind(sent: str) -> str | None:
         return "rule"
     if _so_rule(sent):
         return "rule"
-    return None
+    return None if _MOMENT.search(sent) else phrase_kind(sent)
 
 
 def _lasting_reason(reason: str, *, lead: bool = False) -> bool:

@@ -1,0 +1,86 @@
+"""Issue 25: what people say for good in a phrase (layers/fragments.py): each form beside what shares its words and
+holds for a moment, or is someone else's, or is a pleasantry."""
+
+from __future__ import annotations
+
+import pytest
+
+from memtier_plugin.layers.extract import extract
+
+TAKEN = {
+    # a label, and what follows from it for good
+    "Renting, so nothing that needs drilling into walls": "preference",
+    "iPhone user, so Android-specific tips don't help me": "preference",
+    "Liverpool fan since birth, so don't even mention United to me": "preference",
+    "Not much of a sports guy tbh, so skip the game-day stuff in recs": "preference",
+    "Two toddlers in the house, so anything breakable or toxic is a no": "preference",
+    "Introvert to the core, big group tours are a no": "preference",
+    "Wheelchair user here, step-free access isn't optional": "identity",
+    "Atheist here, so skip the 'blessed' type language in anything you write for me": "identity",
+    "Single dad of three, so 'quick weeknight dinner' means 20 minutes tops": "identity",
+    "Trans woman, she/her.": "identity",
+    "My pronouns are they/them": "identity",
+    # after a clause of the speaker's lasting state
+    "I'm in the UK, so prices in pounds and UK stores please": "rule",
+    "I collect vinyl, so when I ask about music gear assume a turntable setup": "rule",
+    "We live in a 400 sq ft studio, so big furniture is out": "rule",
+    # instructions of every time
+    "No spoilers, ever, even for old stuff.": "rule",
+    "Stop ending every answer with a question, I'll ask if I need more": "rule",
+    "When I ask for a recipe just give the recipe.": "rule",
+    # one kind over another, what the speaker can't do without, values, practices, conditions
+    "Give me a dive bar over a rooftop lounge every single time": "preference",
+    "Honestly a train over a plane any day if it's under six hours": "preference",
+    "Bullet points over paragraphs whenever you can, my brain works in lists": "preference",
+    "tbh window seat or I'm miserable": "preference",
+    "Citations matter to me, always link your sources": "preference",
+    "I try to buy local whenever I can, if that helps narrow it down": "preference",
+    "Shellfish allergy, so no shrimp": "preference",
+    "Low-FODMAP for my IBS, that's just my life now": "preference",
+    "Been vegetarian for twelve years, not changing now": "preference",
+    "Python person through and through, JS makes my eyes hurt": "preference",
+    "I'm really not a city person.": "preference",
+    "Cruises are my idea of hell": "preference",
+    "Tents on the ground, absolutely not.": "preference",
+    "Strong fragrances trigger my migraines, so unscented everything": "preference",
+    "Every reply, forever, just plain text.": "rule",
+    "Low-maintenance only, forever.": "rule",
+    "My apartment is tiny, so big furniture is out": "rule",
+    # a lasting possession is no reason of the moment ("I've got", unlike "I got")
+    "I've got two rescue greyhounds, so any rental has to allow big dogs": "preference",
+}
+
+NOT_TAKEN = [
+    "Running late, so skip the intro.",  # a moment, not who the speaker is
+    "Same here, so no worries.", "New here, so go easy on me.", "First-timer here!",
+    "Winter, so everything is out of stock.", "Late winter, so everything is out of stock.",  # not an agent noun
+    "The owner, so he has to approve it.", "My sister's a vegan, so skip the ham tonight.",  # someone else
+    "Manager here, can you help me with this report?",  # a request of the moment
+    "I'm tired, so skip the details please.",  # a state of the moment
+    "No worries, ever so kind of you.", "No problem, ever.",  # pleasantries
+    "When I ask you later, just give me the short version.",  # one later answer
+    "Call me over the weekend, or nothing gets done.", "Hurry up or I'll be late.",
+    "Pass it over any time you like.",
+    "Your support means a lot to me.", "Your feedback is very important to us.", "That matters to me.",  # thanks
+    "Peanut allergies are pretty common in kids.", "My allergy meds ran out.",  # a world fact, an errand
+    "Been vegetarian for a week and it's hard.",  # a trial, not a way of life
+    "Thanks, that's just my life now lol",
+    "Bailey Baker (She/Her) 2:31 AM",  # a pasted profile's pronouns
+    "I'm not a fan of this one.", "I'm not a huge fan of its flavor.",  # one thing at hand
+    "That was my idea of fun.", "This place is my happy place.",
+    "Thanks, but no.", "Tonight, absolutely not.",
+    "Every time I ask, you just ignore me.", "Each answer just repeats itself.", "I had only ever seen it once.",
+    "This perfume triggers my migraines.", "The smoke triggered my asthma last night.",
+    "My girlfriend hates horror movies, so that's out for date night",  # someone else's, one night
+    "I got a new puppy, so any rental has to allow dogs",  # a reason just done
+]
+
+
+@pytest.mark.parametrize("text", sorted(TAKEN))
+def test_a_phrase_said_for_good_is_taken(text):
+    assert [c.node_kind for c in extract(text, role="user")] == [TAKEN[text]]
+
+
+@pytest.mark.parametrize("text", NOT_TAKEN)
+def test_the_phrase_of_a_moment_or_of_someone_else_is_not(text):
+    assert extract(text, role="user") == []
