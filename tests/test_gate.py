@@ -113,7 +113,7 @@ def test_only_the_speakers_own_lasting_words_are_asked():
     msgs = [("e1", "user", "Middle seats are my nightmare. Is the flight full? Yesterday I missed the bus. "
                            "Can you book me a table? My husband hates flying. I avoid dairy."),
             ("e2", "assistant", "Loud bars are not my scene.")]
-    assert [(s, pick) for _, s, pick in G.unread(msgs)] == [("Middle seats are my nightmare.", None)]
+    assert [(s, pick) for _, s, pick in G.unread(msgs)] == [("Middle seats are my nightmare.", False)]
 
 
 def test_candidates_take_what_the_gate_says_and_nothing_for_another_embedder():
@@ -226,28 +226,39 @@ ASKED = ("q", "user", "How should I get to Portland?")
 
 def test_a_pick_among_offered_options_is_read_only_for_the_reason_it_gives():
     """"Morning coach. Overnight trips leave me a wreck for days." picks an option the assistant offered: the gate reads
-    the reason, with the exchange beside it; a bare pick, a pick the choice rule already read and a reply that
+    the reason, marked as a pick's; a bare pick, a pick the choice rule already read and a reply that
     opens with a clause of its own ("That's really helpful to know. ...": a reply to advice, not a pick) are not
     read; the same reason with no offer before it is read as a sentence of its own."""
     pick = "Morning coach. Overnight trips leave me a wreck for days."
     got = G.unread([ASKED, ("o", "assistant", OFFER), ("s", "user", pick)])
-    assert got == [("s", "Overnight trips leave me a wreck for days.",
-                    ((ASKED[2], "q"), (OFFER, "o"), (pick, "s")))]
+    assert got == [("s", "Overnight trips leave me a wreck for days.", True)]
     for reply in ("The morning coach, please.", "Option 2.",
                   "I'll take the morning coach. The others don't appeal to me at all.",  # the choice rule's
                   "That's really helpful to know. I get carsick on buses, so I'm a flight person."):
         assert G.unread([ASKED, ("o", "assistant", OFFER), ("s", "user", reply)]) == [], reply
-    assert [(e, p) for e, _, p in G.unread([("s", "user", "Overnight trips leave me a wreck for days.")])] == [("s", None)]
+    assert [(e, p) for e, _, p in G.unread([("s", "user", "Overnight trips leave me a wreck for days.")])] == [("s", False)]
 
 
-def test_a_pick_whose_reason_the_gate_takes_is_a_choice_once():
-    """The gate takes a pick's reason: the candidate is the exchange, worded as the choice rule words it (what was
-    asked, the pick in the user's words, every message's id), once however many of its sentences pass."""
+def test_a_picks_reason_is_the_speakers_view_without_a_first_person():
+    """"The morning coach. Overnight buses are a disaster." is the user's view though it says no "I": read beside a
+    pick, not alone; a reason addressed to the assistant ("you can ...") is not read."""
+    pick = "The morning coach. Overnight buses are a disaster."
+    got = G.unread([ASKED, ("o", "assistant", OFFER), ("s", "user", pick)])
+    assert [(e, s) for e, s, _ in got] == [("s", "Overnight buses are a disaster.")]
+    assert G.unread([("s", "user", "Overnight buses are a disaster.")]) == []
+    told = "The morning coach. Then you can plan the rest around the arrival."
+    assert G.unread([ASKED, ("o", "assistant", OFFER), ("s", "user", told)]) == []
+
+
+def test_a_picks_reason_the_gate_takes_is_a_preference_of_its_own():
+    """The gate takes a pick's reason as it takes any sentence: a preference in the user's words, with the reply's
+    id (worded as a choice, "Asked ..., the user chose: ...", the question's words made it reach every question of
+    its kind); a reason it does not take gives nothing."""
     g = _bag_gate()
     pick = "The morning coach. Night buses are my nightmare. Crowds are not my vibe."
     got = G.candidates([ASKED, ("o", "assistant", OFFER), ("s", "user", pick)], g, BAG)
-    assert [(c.node_kind, c.form, c.entry_ids) for c in got] == [("choice", "choice", ["q", "o", "s"])]
-    assert got[0].content == f"Asked {ASKED[2]!r}, the user chose: {pick}"
+    assert [(c.node_kind, c.content, c.entry_ids) for c in got] == [
+        ("preference", "Night buses are my nightmare.", ["s"]), ("preference", "Crowds are not my vibe.", ["s"])]
     assert G.candidates([ASKED, ("o", "assistant", OFFER), ("s", "user", "The morning coach. What a lovely trip.")],
                         g, BAG) == []
 
@@ -261,7 +272,7 @@ def test_a_picks_reason_is_taken_when_more_likely_standing_than_not():
     reason = "Night buses are my nightmare."
     assert abs(float(g.probabilities(np.vstack(BAG.embed([reason])))[0]) - 0.6) < 1e-9
     got = G.candidates([ASKED, ("o", "assistant", OFFER), ("s", "user", f"The morning coach. {reason}")], g, BAG)
-    assert [c.form for c in got] == ["choice"]
+    assert [(c.node_kind, c.content) for c in got] == [("preference", reason)]
     assert G.candidates([("s", "user", reason)], g, BAG) == []
     low = G.Gate(w, -5.0, 0.4, BAG.name)  # a gate whose own threshold is lower keeps it
     assert len(G.candidates([("s", "user", reason)], low, BAG)) == 1

@@ -12,8 +12,7 @@ it becomes a preference candidate, with the same provenance and the same
 later path as a rule's (dedupe, revision, calibrated delivery). A reply that
 picks one of the options the assistant offered is read for the reason it
 gives besides the pick ("Audiobook. I'm dyslexic, listening is just way easier
-for me."), at probability 0.5: when one passes, the exchange is a choice
-candidate (:mod:`.picks`).
+for me."), at probability 0.5 (:mod:`.picks`).
 
 The model is data, never code: a file holding ``memtier_standing_gate: 1``,
 the embedder it was fitted with, the threshold, a bias and one weight per
@@ -39,7 +38,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..store.artifacts import FileCache, bounded_number, load_named, read_artifact
 from .extract import Candidate, _clean, _episodic, _OCCASION, _REQUEST, extract, sentences
-from .picks import among_options, choice, chosen, picks_an_option, reason_given
+from .picks import among_options, choice, picks_an_option, reason_given
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +54,8 @@ _FIRST = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|we|we're|we've|our|us)
 _OTHER = re.compile(r"^(?:\w+,\s*)?(?:my|our)\s+(?:[\w-]+\s+){0,2}?(?:husband|wife|partner|boyfriend|girlfriend|son|"
                     r"daughter|kids?|children|sister|brother|mom|mother|dad|father|parents|friends?|boss|colleagues?|"
                     r"coworkers?|roommates?|neighbou?rs?|family|team)\s+(?!and I\b)", re.IGNORECASE)
+# addressed to the assistant: not a view of the speaker's own
+_YOU = re.compile(r"\b(?:you|your|you're|you'll|you've)\b", re.IGNORECASE)
 MIN_CHARS, MAX_WORDS = 12, 60
 # a pick's reason is taken when the gate finds it more likely standing than not (or at the gate's threshold, if
 # lower): the reply picks from an offer, so what it says besides the pick is likelier a disposition than a sentence
@@ -156,23 +157,25 @@ def embedder_name(embedder) -> str:
     return str(getattr(embedder, "name", "") or type(embedder).__name__)
 
 
-def eligible(sent: str) -> bool:
+def eligible(sent: str, *, own: bool = False) -> bool:
     """Whether a sentence could state something lasting about the speaker: their own words (first person, not
     someone else's liking), no question, no past occasion, moment, plan or offer, no request, of a sentence's length
-    (``sent`` as extract._clean leaves it: plain apostrophes)."""
+    (``sent`` as extract._clean leaves it: plain apostrophes). ``own``: the sentence is the reason a pick gives, the
+    speaker's view without a first person ("Big chain hotels all feel the same", "Blue cheese is the worst thing
+    ever invented"), unless it addresses the assistant."""
     return (len(sent) >= MIN_CHARS and len(sent.split()) <= MAX_WORDS and not sent.rstrip().endswith("?")
-            and bool(_FIRST.search(sent)) and not _OTHER.match(sent) and not _episodic(sent)
+            and (bool(_FIRST.search(sent)) or (own and not _YOU.search(sent))) and not _OTHER.match(sent)
+            and not _episodic(sent)
             and not _OCCASION.search(sent)
             and not _REQUEST.search(sent))
 
 
-def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, tuple | None]]:
-    """(entry id, sentence, pick) of every user sentence the rules take nothing from and that is :func:`eligible`.
-    A reply that picks one of the options the assistant just offered is read only for the reason it gives besides
-    the pick ("Audiobook. I'm dyslexic, listening is just way easier for me."; :func:`.picks.reason_given`), with
-    ``pick`` the exchange ((question, id) or None, (offer, id), (reply, id)): a bare pick, or one whose reason is
-    of the moment ("Uber this time, I've got two heavy suitcases"), shows no standing preference. ``pick`` is None
-    for any other sentence."""
+def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, bool]]:
+    """(entry id, sentence, a pick's reason) of every user sentence the rules take nothing from and that is
+    :func:`eligible`. A reply that picks one of the options the assistant just offered is read only for the reason
+    it gives besides the pick ("Audiobook. I'm dyslexic, listening is just way easier for me."; :func:`.picks.
+    reason_given`), and only when the choice rule took nothing from it: a bare pick, or one whose reason is of the
+    moment ("Uber this time, I've got two heavy suitcases"), shows no standing preference."""
     out = []
     before = ("", "", "")
     query = None  # the user's last message before the assistant's
@@ -188,8 +191,8 @@ def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, tup
         query = (text if pick is None else pick[2][0], eid)
         for sent in sentences(text):
             sent = _clean(sent)
-            if eligible(sent) and not extract(sent, role="user"):
-                out.append((eid, sent, pick))
+            if eligible(sent, own=pick is not None) and not extract(sent, role="user"):
+                out.append((eid, sent, pick is not None))
     return out
 
 
@@ -215,16 +218,11 @@ def candidates(messages: Sequence[tuple[str, str, str]], gate: Gate, embedder) -
                     len(gate.weights), vecs.shape[1])
         return []
     probs = gate.probabilities(vecs)
-    out, picked = [], set()
-    for (eid, sent, pick), p in zip(todo, probs):
-        if p < (gate.threshold if pick is None else min(gate.threshold, PICK_THRESHOLD)):
-            continue
-        if pick is None:
-            out.append(Candidate("preference", sent, "", [eid]))
-        elif eid not in picked:  # the pick with its reason, once, as the choice rule words it
-            picked.add(eid)
-            out.append(chosen(*pick))
-    return out
+    # a pick's reason is a preference of its own, like any sentence the gate takes ("I'm dyslexic, listening is just
+    # way easier for me."): worded as a choice ("Asked ..., the user chose: ..."), the question's words made it
+    # reach every question of its kind (probe_d, hybrid-fast: 13 more wrong items, 2 fewer own ones)
+    return [Candidate("preference", sent, "", [eid]) for (eid, sent, reason), p in zip(todo, probs)
+            if p >= (min(gate.threshold, PICK_THRESHOLD) if reason else gate.threshold)]
 
 
 def fit(vectors: np.ndarray, labels: Sequence[bool], *, l2: float = 30.0) -> tuple[np.ndarray, float]:
