@@ -654,8 +654,9 @@ def _kind(sent: str) -> str | None:
     if request:
         if _MOMENT.search(sent):
             return None  # "... so I need a hotel tonight": an errand
-        if phrase_kind(sent):  # "Atheist here, so skip the 'blessed' language", "UK stores please" after a state
-            return phrase_kind(sent)
+        phrase = phrase_kind(sent)  # "Atheist here, so skip the 'blessed' language", "UK stores please" after a state
+        if phrase:
+            return phrase
         if _REASONED_NEED.search(sent) or _lasting_need(sent) or _OVER_ANY_DAY.search(sent):
             return "preference"  # "..., so I need a vehicle with a usable third row": a need with its lasting reason
         # "Hostels aren't for me, I need a private bathroom": the need says what a standing clause before it wants

@@ -95,8 +95,7 @@ _EVERY_TIME = re.compile(r"^(?:(?:can you |could you |please )?(?:stop|quit)\s+\
                          r"no\s+(?!(?:worries|worry|problem|problems|thanks|way|doubt|offense|pressure|rush)\b)[\w-]+"
                          r"(?:\s+[\w-]+)?,\s*ever\s*(?:[,.!]|$)|"
                          r"when(?:ever)? I (?:ask|want|need|say) (?:for|about)\b[^.?!]{3,60}?\b(?:just|always|only)\s+"
-                         r"(?:give|tell|show|"
-                         r"send|list|answer|use|write)\b)", re.IGNORECASE)
+                         r"(?:give|tell|show|send|list|answer|use|write)\b)", re.IGNORECASE)
 # "Citations matter to me", "Local produce really matters to us": what the speaker values (not thanks: "Your support
 # means a lot to me")
 _MATTERS = re.compile(r"^(?!(?:it|this|that|these|those|the|he|she|they|you|your|his|her|their|its|what|which)\b)"
@@ -118,8 +117,6 @@ _CONDITION = re.compile(r"^(?:severe\s+|bad\s+|mild\s+)?(?:[\w-]+\s+){0,2}(?:all
 # "Python person through and through": the kind the speaker is, for good
 _THROUGH = re.compile(r"^(?:honestly,?\s+)?(?:[\w+#.-]+\s+){1,3}(?:person|guy|girl|gal|fan|type)\s+through and through\b",
                       re.IGNORECASE)
-
-
 # what a kind is to the speaker: "Cruises are my idea of hell", "Sushi is my love language", "Paris is my happy place"
 _MY_IDEA = re.compile(r"^(?!(?:it|this|that|these|those|he|she|they|you|what|which|there)\b)[^.;!?,]{2,50}?\b(?:is|are|'s|"
                       r"'re)\s+(?:basically |literally |pretty much |just |honestly )?my (?:idea of (?:hell|heaven|fun|a "
