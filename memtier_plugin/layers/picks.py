@@ -99,7 +99,10 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
         return None  # a bare pick of the moment, "Sounds great!", a past story: no standing preference shown
     if not among_options(query, sel_text):
         return None  # a follow-up in a coding or writing task, not a choice among offered options
-    return chosen(query, options, selection)
+    asked = f"Asked {query[0].strip()[:200]!r}, " if query else ""
+    ids = ([query[1]] if query else []) + [options[1], selection[1]]
+    return Candidate("choice", f"{asked}the user chose: {sel_text.strip()[:MAX_TEXT]}", "",
+                     [i for i in ids if i], form="choice")
 
 
 def among_options(query: tuple[str, str] | None, selection: str) -> bool:
@@ -107,14 +110,6 @@ def among_options(query: tuple[str, str] | None, selection: str) -> bool:
     most 600 characters, no code in it or in the question."""
     return not (len(selection) > 600 or _CODE.search(selection)
                 or (query and (len(query[0]) > 400 or _CODE.search(query[0]))))
-
-
-def chosen(query: tuple[str, str] | None, options: tuple[str, str], selection: tuple[str, str]) -> Candidate:
-    """The choice candidate of an exchange: what was asked, and the pick in the user's words."""
-    asked = f"Asked {query[0].strip()[:200]!r}, " if query else ""
-    ids = ([query[1]] if query else []) + [options[1], selection[1]]
-    return Candidate("choice", f"{asked}the user chose: {selection[0].strip()[:MAX_TEXT]}", "",
-                     [i for i in ids if i], form="choice")
 
 
 def reason_given(selection: str, options: str) -> str:
