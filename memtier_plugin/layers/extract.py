@@ -52,6 +52,8 @@ from .requests import MANNER, SCOPE, ruled_scope
 from .fragments import phrase_kind
 
 MAX_TEXT = 600  # a candidate's content (the user's words) is cut here
+# a sentence shorter than this says nothing lasting ("Me too.", "I'm in."); "I'm vegan." (10) and "I'm sober." do
+MIN_SENTENCE = 8
 
 # what a user stops doing for good ("I stopped driving altogether"; not "I stopped by", "I stopped working at ...")
 _GIVEN_UP = (r"eating|drinking|taking|using|buying|driving|flying|smoking|vaping|wearing|watching|ordering|cooking|"
@@ -104,7 +106,12 @@ _STATE = re.compile(
     r"(?:light|heavy) sleeper|morning person|night person|early riser|late riser|germaphobe|introvert|extrovert|"
     r"homebody|digital nomad|non-?drinker|non-?smoker|teetotal(?:l?er)?|[\w-]+-phobic|sober|done with|"
     r"(?:die-?hard|lifelong|huge|massive|devoted) (?:[\w-]+ ){0,2}(?:fan|supporter)|"
-    r"(?:a )?(?:beginner|novice|expert|visual|hands-on|auditory|kinesthetic))\b", re.IGNORECASE)
+    r"(?:a )?(?:beginner|novice|expert|visual|hands-on|auditory|kinesthetic)|"
+    # a condition, a faith, a need that lasts: "I'm celiac", "I'm deaf in my left ear", "I'm Muslim and pray five times
+    # a day", "I'm in a wheelchair", "I'm on warfarin"
+    r"celiac|coeliac|deaf|hard of hearing|blind|visually impaired|disabled|autistic|dyslexic|epileptic|asthmatic|"
+    r"immunocompromised|pregnant|retired|jewish|muslim|christian|catholic|hindu|buddhist|sikh|mormon|atheist|agnostic|"
+    r"(?:in (?:a )?)?wheelchair(?: user)?|on (?:insulin|warfarin|blood thinners|dialysis|a pacemaker))\b", re.IGNORECASE)
 # the same state given as a leading reason: "Being pescatarian, I eat fish ...", "As a non-drinker, ..."
 _BEING = re.compile(r"^(?:being|as) (?:an? )?(?:(?:strict|lifelong|committed|longtime|long-time|devout|very)\s+)?"
                     r"(?:vegetarian|vegan|pescatarian|diabetic|celiac|coeliac|light sleeper|germaphobe|introvert|"
@@ -389,8 +396,9 @@ _PASSING_REASON = re.compile(r"\b(?:is|are|am|was|were|'s|'re|'m)\s+(?:\w+\s+)?\
                              re.IGNORECASE)
 # a standing instruction with the lasting reason before it: "I'm in Pacific time, so convert everything to that",
 # "My passport is Canadian, so keep visa rules for Canadians in mind", "We're a Go shop, so default to Go" (what it
-# asks holds for every such thing: an errand asks for one, "It's late, so book me a taxi")
-_SO_RULE = re.compile(r"(?:,|;)\s*(?:and\s+)?so,?\s+(?:please\s+)?(?:always\s+|never\s+)?(?:default\s+to\b|(?:convert|"
+# asks holds for every such thing: an errand asks for one, "It's late, so book me a taxi"); the comma before "so" may
+# be left out, as people type it
+_SO_RULE = re.compile(r"(?:,|;|\s)\s*(?:and\s+)?so,?\s+(?:please\s+)?(?:always\s+|never\s+)?(?:default\s+to\b|(?:convert|"
                       r"keep|leave|ask|use|avoid|plan|book|give|skip|assume|stick|write|explain|remind|factor|check|"
                       r"show|put|schedule|suggest|recommend|pick|choose|answer|reply|respond|format|list|quote|price|"
                       r"budget|stay|go|make)\b[^.;!?]{0,80}?\b(?:everything|anything|always|never|whenever|every|any|all|"
@@ -832,7 +840,7 @@ def extract(text: str, *, role: str, entry_id: str = "") -> list[Candidate]:
         sent = _clean(sent)
         said = stated_scope(sent)
         requests, heading = said or heading, said if said else ""
-        if len(sent) < 12 or len(sent.split()) > 80:
+        if len(sent) < MIN_SENTENCE or len(sent.split()) > 80:
             continue
         kind = _kind(sent) or (_scoped_rule(sent, said) if requests else None)
         if kind is None:

@@ -34,8 +34,8 @@ _LABEL = (rf"(?:not (?:much of |really |exactly )?an? (?:big |huge )?{_AGENT}s?|
 # the label leads the sentence, alone or with "here" ("Atheist here"), and the rest says what follows from it
 _LABEL_LEAD = re.compile(rf"^(?:honestly,?\s+|tbh,?\s+)?(?:{_LABEL})(?:\s+(?:here|tbh|lol))?\s*(?:,|;|\s[-\u2014\u2013]+\s|"
                          r"\u2014)\s*(?:(?:and\s+)?so|hence|which means)?\b", re.IGNORECASE)
-# "Wheelchair user here", "Atheist here.": the label stated, alone
-_LABEL_HERE = re.compile(rf"^(?:{_LABEL})\s+here\s*(?:[,.!;]|$)", re.IGNORECASE)
+# "Wheelchair user here", "Atheist here.", "Pescatarian fyi": the label stated, alone
+_LABEL_HERE = re.compile(rf"^(?:{_LABEL})\s+(?:here|btw|fyi|for the record|for context)\s*(?:[,.!;]|$)", re.IGNORECASE)
 # a label of the moment, not of who the speaker is: "Running late", "New here", "Same here", "First-timer here"
 _NOT_A_LABEL = re.compile(r"^(?:same|new|nobody|everyone|hello|hi|hey|thanks|cheers|just|still|back|again|first-?timer|"
                           r"newbie|running|heading|driving|walking|working|waiting|travel(?:l)?ing|stuck|sitting|"
@@ -55,8 +55,8 @@ _FOLLOWS = re.compile(r"^(?:(?:please\s+)?(?:skip|avoid|assume|keep|leave out|no
                       r"(?:has|have|needs?|must) to\b|means\b|tops\b))", re.IGNORECASE)
 # the same after a clause of the speaker's lasting state: "I'm in the UK, so prices in pounds and UK stores please",
 # "I collect vinyl, so when I ask about music gear assume a turntable setup", "We live in a 400 sq ft studio, so big
-# furniture is out"
-_SO_FOLLOWS = re.compile(r",\s*(?:and\s+)?so,?\s+(?=(?:when(?:ever)? I\b|[^,;:?]{2,60}?\b(?:(?:is|are|'s|'re)\s+"
+# furniture is out" (with a comma before "so" or none: people type "I collect vinyl so when I ask ..." either way)
+_SO_FOLLOWS = re.compile(r"(?:,\s*|\s+)(?:and\s+)?so,?\s+(?=(?:when(?:ever)? I\b|[^,;:?]{2,60}?\b(?:(?:is|are|'s|'re)\s+"
                          r"(?:\w+\s+)?(?:out|a no|a no-go|off the table|not an option)|(?:won't|doesn't|don't|never) "
                          r"(?:\w+\s+)?(?:work|help)(?: for me| me)\b)|[^,;:?]{3,60}\bplease\s*[.!]*$))",
                          re.IGNORECASE)
