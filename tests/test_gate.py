@@ -18,6 +18,7 @@ import pytest
 
 from memtier_plugin.errors import ConfigError
 from memtier_plugin.layers import gate as G
+from memtier_plugin.layers import picks
 from memtier_plugin.layers.session import from_session
 
 LABELS = Path(__file__).parent / "data" / "standing_labels.jsonl"
@@ -113,7 +114,7 @@ def test_only_the_speakers_own_lasting_words_are_asked():
     msgs = [("e1", "user", "Middle seats are my nightmare. Is the flight full? Yesterday I missed the bus. "
                            "Can you book me a table? My husband hates flying. I avoid dairy."),
             ("e2", "assistant", "Loud bars are not my scene.")]
-    assert [(s, pick) for _, s, pick in G.unread(msgs)] == [("Middle seats are my nightmare.", False)]
+    assert [(s, floor) for _, s, floor in G.unread(msgs)] == [("Middle seats are my nightmare.", None)]
 
 
 def test_candidates_take_what_the_gate_says_and_nothing_for_another_embedder():
@@ -226,17 +227,17 @@ ASKED = ("q", "user", "How should I get to Portland?")
 
 def test_a_pick_among_offered_options_is_read_only_for_the_reason_it_gives():
     """"Morning coach. Overnight trips leave me a wreck for days." picks an option the assistant offered: the gate reads
-    the reason, marked as a pick's; a bare pick, a pick the choice rule already read and a reply that
+    the reason, marked as a pick's (the probability it needs); a bare pick, a pick the choice rule already read and a reply that
     opens with a clause of its own ("That's really helpful to know. ...": a reply to advice, not a pick) are not
     read; the same reason with no offer before it is read as a sentence of its own."""
     pick = "Morning coach. Overnight trips leave me a wreck for days."
     got = G.unread([ASKED, ("o", "assistant", OFFER), ("s", "user", pick)])
-    assert got == [("s", "Overnight trips leave me a wreck for days.", True)]
+    assert got == [("s", "Overnight trips leave me a wreck for days.", G.PICK_THRESHOLD)]
     for reply in ("The morning coach, please.", "Option 2.",
                   "I'll take the morning coach. The others don't appeal to me at all.",  # the choice rule's
                   "That's really helpful to know. I get carsick on buses, so I'm a flight person."):
         assert G.unread([ASKED, ("o", "assistant", OFFER), ("s", "user", reply)]) == [], reply
-    assert [(e, p) for e, _, p in G.unread([("s", "user", "Overnight trips leave me a wreck for days.")])] == [("s", False)]
+    assert [(e, p) for e, _, p in G.unread([("s", "user", "Overnight trips leave me a wreck for days.")])] == [("s", None)]
 
 
 def test_a_picks_reason_is_the_speakers_view_without_a_first_person():
@@ -263,19 +264,86 @@ def test_a_picks_reason_the_gate_takes_is_a_preference_of_its_own():
                         g, BAG) == []
 
 
-def test_a_picks_reason_is_taken_when_more_likely_standing_than_not():
-    """A pick's reason is taken at probability 0.5 (G.PICK_THRESHOLD), a sentence anywhere else at the gate's own
-    threshold (0.8 shipped): the same sentence, at 0.6, is taken beside the pick and not alone."""
+def test_a_picks_reason_is_taken_at_a_low_probability_when_it_could_last():
+    """A pick's reason is taken at probability 0.1 (G.PICK_THRESHOLD), a sentence anywhere else at the gate's own
+    threshold (0.8 shipped): the same sentence, at 0.15, is taken beside the pick and not alone."""
     w = np.zeros(len(BAG.words))
-    w[BAG.words["nightmare"]] = 5.0 + np.log(0.6 / 0.4)
+    w[BAG.words["nightmare"]] = 5.0 + np.log(0.15 / 0.85)
     g = G.Gate(w, -5.0, 0.8, BAG.name)
     reason = "Night buses are my nightmare."
-    assert abs(float(g.probabilities(np.vstack(BAG.embed([reason])))[0]) - 0.6) < 1e-9
+    assert abs(float(g.probabilities(np.vstack(BAG.embed([reason])))[0]) - 0.15) < 1e-9
     got = G.candidates([ASKED, ("o", "assistant", OFFER), ("s", "user", f"The morning coach. {reason}")], g, BAG)
     assert [(c.node_kind, c.content) for c in got] == [("preference", reason)]
     assert G.candidates([("s", "user", reason)], g, BAG) == []
-    low = G.Gate(w, -5.0, 0.4, BAG.name)  # a gate whose own threshold is lower keeps it
+    low = G.Gate(w, -5.0, 0.1, BAG.name)  # a gate whose own threshold is lower keeps it
     assert len(G.candidates([("s", "user", reason)], low, BAG)) == 1
+
+
+@pytest.mark.parametrize("reason, kept", [
+    ("Night buses are my nightmare.", True),
+    ("Night buses are my nightmare tonight.", False),  # of the moment
+    ("The night bus is a nightmare for now.", False),
+    ("Next week the night bus is a nightmare.", False),
+    ("It has no night bus nightmare.", False),  # a fact about the option
+    ("Since it's the one without the nightmare.", False),
+    ("It's the one without the night bus, and night buses are my nightmare.", True),  # what it is to the speaker
+    ("Do not provide the nightmare ending.", False),  # an instruction for the task at hand
+    ("Night buses are my nightmare, please show a few more.", False),  # asked of the assistant
+    ("Night buses are my nightmare, could you list a few more.", False),
+])
+def test_a_picks_reason_of_the_moment_or_about_the_option_is_not_taken(reason, kept):
+    """A pick's reason holds beyond the pick only when it is not said of the moment ("craving it tonight") or of the
+    option itself ("it has the most reviews"): at the gate's probability 0.9 such a reason is still one pick's."""
+    w = np.zeros(len(BAG.words))
+    w[BAG.words["nightmare"]] = 5.0 + np.log(0.9 / 0.1)
+    g = G.Gate(w, -5.0, 0.8, BAG.name)
+    got = G.candidates([ASKED, ("o", "assistant", OFFER), ("s", "user", f"The morning coach. {reason}")], g, BAG)
+    assert [c.content for c in got] == ([reason] if kept else [])
+    assert G.lasting_reason(reason) is kept
+
+
+@pytest.mark.parametrize("reply, floor", [
+    ("Morning coach. Overnight trips leave me a wreck for days.", G.PICK_THRESHOLD),
+    ("Morning coach. Option 2 is what I'm after.", G.RESTATED_THRESHOLD),  # the pick by its number
+    ("Option 2, the morning coach is what works for me.", G.RESTATED_THRESHOLD),  # in the offer's words
+    ("Morning coach. " + "Overnight trips leave me a wreck for days and " * 5 + "that is that.",
+     G.RESTATED_THRESHOLD),  # a reply longer than a pick's (G.PICK_WORDS)
+])
+def test_a_reason_that_says_the_pick_again_needs_the_gates_half(reply, floor):
+    """What a reply says besides its pick is read at 0.1 only when it is not the pick said again ("Option 2, the
+    split schedule with a break at 3, would work best for us": probe_b's choice questions were handed 22 more
+    wrong items at 0.1, most of them such restated picks), nor in a reply longer than a pick's (a follow-up that
+    names an option by a word of a long answer); such a reason needs 0.5, as before."""
+    got = G.unread([ASKED, ("o", "assistant", OFFER), ("s", "user", reply)])
+    assert [f for _, _, f in got] == [floor]
+
+
+BUSES = "Sure! A few ideas:\n1. Drive\n2. Bus 42\n3. Bike-lane route"
+
+
+@pytest.mark.parametrize("reply, offer, reason", [
+    # the pick after its reason
+    ("Overnight trips leave me a wreck for days, so the morning coach.", OFFER,
+     "Overnight trips leave me a wreck for days"),
+    ("Severe dental phobia since childhood \u2014 the morning coach, no question.", OFFER,
+     "Severe dental phobia since childhood"),
+    # an option by its number alone, or by a word of three letters
+    ("2, overnight trips leave me a wreck", OFFER, "overnight trips leave me a wreck"),
+    ("The bus. Epileptic, no license.", BUSES, "Epileptic, no license."),
+    # no pick: a list of its own, an instruction last, a long reply that ends in an option's word
+    ("1. Already done: the coach. 2. That method doesn't work on a bus", OFFER, ""),
+    ("ok, i have 100 coins, my bet will be 10 coins in all the races. simulate the coach", OFFER, ""),
+    ("I have been thinking about this for a long while now and honestly I keep going back and forth on whether "
+     "any of it even matters to me at all, so the coach.", OFFER, ""),
+])
+def test_a_picks_reason_is_found_before_or_after_it(reply, offer, reason):
+    """reason_given finds what a reply says besides its pick when the pick comes last ("shellfish allergy so def not
+    the shrimp lol, tacos it is") or is an option's number alone ("2, sensitive teeth forever") or a short word of it
+    ("The bus. Epileptic, no license."); a reply numbered as a list of its own, or ending in an instruction, picks
+    nothing (choice_e: rules + gate 0.744 -> 0.781 of the lasting picks)."""
+    assert picks.reason_given(reply, offer) == reason
+    if reply.startswith("1. Already"):
+        assert not picks.picks_an_option(reply, offer)
 
 
 @pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
@@ -290,10 +358,22 @@ def test_a_fifth_authors_phrases_are_taken_by_the_phrase_forms_and_the_gate(caps
 @pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
 def test_the_gate_reads_the_lasting_reason_of_a_pick(capsys):
     """choice_d (a fifth author's picks, none in the gate's fit): the rules take about half of the picks that give
-    a lasting reason; the gate reading the reason at 0.5 takes about four in five, and no bare pick or reason of
-    the moment."""
+    a lasting reason; the gate reading the reason at 0.5 took 0.812 of them, at 0.1 (a reason of the moment or about
+    the option left out) 0.894, found before the pick too 0.912, and no bare pick or reason of the moment."""
     _, rr, gp, gr = _rules_then_gate("choice_d", capsys)
-    assert gr >= rr + 0.2 and gp >= 0.97
+    assert gr >= rr + 0.3 and gr >= 0.90 and gp >= 0.97
+
+
+@pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
+def test_a_sixth_authors_picks_and_phrases_are_measured(capsys):
+    """choice_e and colloquial_e (a sixth author, none in the gate's fit), first read at 0.972 / 0.662 and
+    0.978 / 0.587: the pick's reason read at 0.1, found before or after the pick, takes 0.781 of choice_e's lasting
+    picks at precision 0.977 (the reasons of the moment it showed since left out); colloquial_e 0.647 since a short
+    sentence, a "so" with no comma, a condition or a faith and a label as an aside are read (test_fragments.py)."""
+    _, _, gp, gr = _rules_then_gate("choice_e", capsys)
+    assert gr >= 0.76 and gp >= 0.95
+    _, _, gp, gr = _rules_then_gate("colloquial_e", capsys)
+    assert gr >= 0.62 and gp >= 0.95
 
 
 KRYPTONITE = "Anything departing before 7 a.m. is my kryptonite."

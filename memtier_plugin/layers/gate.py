@@ -12,7 +12,8 @@ it becomes a preference candidate, with the same provenance and the same
 later path as a rule's (dedupe, revision, calibrated delivery). A reply that
 picks one of the options the assistant offered is read for the reason it
 gives besides the pick ("Audiobook. I'm dyslexic, listening is just way easier
-for me."), at probability 0.5 (:mod:`.picks`).
+for me."), at probability 0.1 when it could hold beyond the pick: not said of
+the moment, not a fact about the option (:func:`lasting_reason`, :mod:`.picks`).
 
 The model is data, never code: a file holding ``memtier_standing_gate: 1``,
 the embedder it was fitted with, the threshold, a bias and one weight per
@@ -38,7 +39,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..store.artifacts import FileCache, bounded_number, load_named, read_artifact
 from .extract import Candidate, _clean, _episodic, _OCCASION, _REQUEST, extract, sentences
-from .picks import among_options, choice, picks_an_option, reason_given
+from .picks import among_options, choice, picks_an_option, reason_given, restates_pick
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +58,41 @@ _OTHER = re.compile(r"^(?:\w+,\s*)?(?:my|our)\s+(?:[\w-]+\s+){0,2}?(?:husband|wi
 # addressed to the assistant: not a view of the speaker's own
 _YOU = re.compile(r"\b(?:you|your|you're|you'll|you've)\b", re.IGNORECASE)
 MIN_CHARS, MAX_WORDS = 12, 60
-# a pick's reason is taken when the gate finds it more likely standing than not (or at the gate's threshold, if
-# lower): the reply picks from an offer, so what it says besides the pick is likelier a disposition than a sentence
-# anywhere (tests/data/standing_labels.jsonl, choice_d: no reason of the moment scores over 0.46; 0.8 would pass
-# over "Chamomile. Any caffeine after noon keeps me up all night, so it's herbal for me." at 0.67)
-PICK_THRESHOLD = 0.5
+# a pick's reason is taken when it could hold beyond the pick (:func:`lasting_reason`) and the gate gives it 0.1 or
+# more: the reply picks from an offer, so what it says besides the pick, unless of the moment or about the option, is
+# a disposition far more often than a sentence anywhere; the gate, fitted on sentences said on their own, scores a
+# pick's lasting reason low ("Pickleball. Contact sports are out for me since the shoulder surgery." 0.07) and its
+# 0.1 keeps out what says neither a moment nor the option ("The salad, I had a huge lunch." 0.05;
+# tests/data/standing_labels.jsonl, choice_d: 0.5 took 0.812 of the lasting reasons, this 0.894, both at precision 1).
+# A "reason" that says the pick again ("Option 2, the split schedule with a break at 3, would work best for us":
+# picks.restates_pick) is no disposition of the speaker's: it needs 0.5, as every pick's reason did before (at 0.1,
+# probe_b's choice questions were handed 22 more wrong items, most of them such picks), as does a reason in a reply
+# longer than a pick's
+PICK_THRESHOLD = 0.1
+RESTATED_THRESHOLD = 0.5
+# ... and only in a reply of a pick's length: a longer one that names an option by a word of a long answer is a
+# follow-up of its own (LongMemEval's haystacks: "By the way, speaking of basketball, I've been thinking about my own
+# game and was wondering if you could give me some tips ...")
+PICK_WORDS = 40
+# a reason said of this moment ("sushi, craving it tonight", "The taster session for now", "Barbie, I'm not in the
+# mood for anything heavy", "Soup, I've got a sore throat", "I only have like 30 minutes") or of the option itself
+# ("it's the newest model", "since it's the season opener"): it holds for this pick only
+_NOW = re.compile(r"\b(?:today|tonight|tomorrow|yesterday|right now|for now|at the moment|currently|"
+                  r"this (?:time|once|week|weekend|morning|evening|afternoon|month|trip|visit)|"
+                  r"next (?:week|weekend|month|time)|(?:in|in no) (?:the )?mood|short on|(?:our|my|the) dates|"
+                  r"where (?:I'm|we're|I am|we are) staying|"
+                  r"(?:only|just) (?:have|got) (?:like |about |maybe )?(?:\d+|a few|an?) (?:minutes?|mins|hours?)|"
+                  r"on (?:a|the|this|my) [\w-]+ (?:drive|flight|ride)|"
+                  r"I(?:'ve| have) got (?:an? )?(?:cold|sore throat|headache|fever|cough|flu|hangover)|"
+                  r"I'm (?:so |really )?(?:sick|tired|exhausted|starving|hungry|stuffed|hungover|wiped))\b",
+                  re.IGNORECASE)
+_OF_THE_OPTION = re.compile(r"^(?:(?:since|because|as|and)\s+)?(?:it|it's|its|they|they're|that one|this one|"
+                            r"that's|which)\b", re.IGNORECASE)
+# nor a reason: a proposal or an instruction for the task at hand ("Let's work this out step by step:", "Do not provide
+# the ending"), something asked of the assistant ("please provide some additional options"), a recent event
+_PROPOSAL = re.compile(r"(?:let(?:'s| us)|(?:please\s+)?(?:do not|don't|never) (?:provide|give|show|tell|write|include|"
+                       r"add|list|mention|make))\b", re.IGNORECASE)
+_ASKS = re.compile(r"\b(?:please|recently|wondering|wonder if)\b", re.IGNORECASE)
 # sentences read per call (a run, a session of a batch): about 6 ms each, so a host's 20,000-character message
 # costs agent_end at most ~0.3 s; the first ones are read (deterministic, unlike a time budget)
 MAX_READ = 48
@@ -162,20 +193,34 @@ def eligible(sent: str, *, own: bool = False) -> bool:
     someone else's liking), no question, no past occasion, moment, plan or offer, no request, of a sentence's length
     (``sent`` as extract._clean leaves it: plain apostrophes). ``own``: the sentence is the reason a pick gives, the
     speaker's view without a first person ("Big chain hotels all feel the same", "Blue cheese is the worst thing
-    ever invented"), unless it addresses the assistant."""
+    ever invented"), unless it addresses the assistant, and only when it could hold beyond the pick
+    (:func:`lasting_reason`)."""
     return (len(sent) >= MIN_CHARS and len(sent.split()) <= MAX_WORDS and not sent.rstrip().endswith("?")
             and (bool(_FIRST.search(sent)) or (own and not _YOU.search(sent))) and not _OTHER.match(sent)
             and not _episodic(sent)
             and not _OCCASION.search(sent)
-            and not _REQUEST.search(sent))
+            and not _REQUEST.search(sent)
+            and (not own or lasting_reason(sent)))
 
 
-def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, bool]]:
-    """(entry id, sentence, a pick's reason) of every user sentence the rules take nothing from and that is
+def lasting_reason(sent: str) -> bool:
+    """Whether a pick's reason could hold beyond the pick: not said of the moment, not a fact about the option
+    (unless the speaker says what it is to them: "it's the only one without nuts and I'm allergic"), not a proposal
+    for the task at hand or the lead-in to what follows ("Let's work this out step by step:", "Do not provide the
+    ending"), nothing asked of the assistant ("please provide some additional options", "wondering if you could give
+    me some tips")."""
+    return not (_NOW.search(sent) or (_OF_THE_OPTION.search(sent) and not _FIRST.search(sent))
+                or _PROPOSAL.match(sent) or sent.rstrip().endswith(":") or _YOU.search(sent) or _ASKS.search(sent))
+
+
+def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, float | None]]:
+    """(entry id, sentence, floor) of every user sentence the rules take nothing from and that is
     :func:`eligible`. A reply that picks one of the options the assistant just offered is read only for the reason
     it gives besides the pick ("Audiobook. I'm dyslexic, listening is just way easier for me."; :func:`.picks.
     reason_given`), and only when the choice rule took nothing from it: a bare pick, or one whose reason is of the
-    moment ("Uber this time, I've got two heavy suitcases"), shows no standing preference."""
+    moment ("Uber this time, I've got two heavy suitcases"), shows no standing preference. ``floor``: None for a
+    sentence said on its own, the probability a pick's reason needs for one (PICK_THRESHOLD, RESTATED_THRESHOLD when
+    it says the pick again: :func:`.picks.restates_pick`)."""
     out = []
     before = ("", "", "")
     query = None  # the user's last message before the assistant's
@@ -192,7 +237,9 @@ def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, boo
         for sent in sentences(text):
             sent = _clean(sent)
             if eligible(sent, own=pick is not None) and not extract(sent, role="user"):
-                out.append((eid, sent, pick is not None))
+                floor = None if pick is None else PICK_THRESHOLD if len(pick[2][0].split()) <= PICK_WORDS \
+                    and not restates_pick(sent, pick[1][0]) else RESTATED_THRESHOLD
+                out.append((eid, sent, floor))
     return out
 
 
@@ -221,8 +268,8 @@ def candidates(messages: Sequence[tuple[str, str, str]], gate: Gate, embedder) -
     # a pick's reason is a preference of its own, like any sentence the gate takes ("I'm dyslexic, listening is just
     # way easier for me."): worded as a choice ("Asked ..., the user chose: ..."), the question's words made it
     # reach every question of its kind (probe_d, hybrid-fast: 13 more wrong items, 2 fewer own ones)
-    return [Candidate("preference", sent, "", [eid]) for (eid, sent, reason), p in zip(todo, probs)
-            if p >= (min(gate.threshold, PICK_THRESHOLD) if reason else gate.threshold)]
+    return [Candidate("preference", sent, "", [eid]) for (eid, sent, floor), p in zip(todo, probs)
+            if p >= (gate.threshold if floor is None else min(gate.threshold, floor))]
 
 
 def fit(vectors: np.ndarray, labels: Sequence[bool], *, l2: float = 30.0) -> tuple[np.ndarray, float]:

@@ -87,7 +87,7 @@ _CODE = re.compile(r"[{};]|\(\)|\bdef |\bclass |\breturn\b|\bimport\b|```|\n\s{2
 def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: tuple[str, str]) -> Candidate | None:
     """A preference revealed by a choice: (text, entry id) of the question, the offered options, the pick."""
     opt_text, sel_text = options[0], selection[0]
-    if not _OPTIONS.search(opt_text) or sel_text.strip().endswith("?"):
+    if not _OPTIONS.search(opt_text) or sel_text.strip().endswith("?") or _OWN_LIST.search(sel_text):
         return None
     # the reason the pick gives: the whole reply when it says it picks ("I'll go with ..."), else what follows an
     # option's name at its start ("Fenway, obviously. Anything Bronx-related is out."); a name alone shows nothing
@@ -120,16 +120,39 @@ def reason_given(selection: str, options: str) -> str:
     sel = selection.strip()
     if "\n" in sel:
         return ""  # a pasted text, not a pick and its reason
-    parts = re.split(r"(?<=[.!;])\s+|\s+(?:[\u2014\u2013]|-{1,2})\s+|[\u2014\u2013]|(?<=\w),\s+", sel, maxsplit=1)
-    if len(parts) < 2 or not _OPTIONS.search(options):
+    parts = _PHRASE_END.split(sel, maxsplit=1)
+    if len(parts) < 2 or not _OPTIONS.search(options) or _OWN_LIST.search(sel):
         return ""
-    pick = parts[0]
-    # the first phrase is the pick: "Audiobook.", "Number 4.", "Let's do the slow cooker one"; not a clause of its
-    # own ("That's really helpful to know.", "My skin type is combination, ...": a reply to advice, not a pick)
-    if not (_CHOICE.search(pick) or (len(pick.split()) <= 6 and not _CLAUSE.search(pick))) \
-            or _INTENT.search(pick) or not _names_an_option(pick, options):
+    if _is_the_pick(parts[0], options):
+        return parts[1].strip()
+    # the pick last, after its reason: "shellfish allergy so def not the shrimp lol, tacos it is", "Severe dental
+    # phobia since childhood — the sedation clinic, no question."
+    if len(sel.split()) > PICK_LAST_WORDS:
         return ""
-    return parts[1].strip()
+    ends = [m.start() for m in _PHRASE_END.finditer(sel)]
+    for at in reversed(ends):
+        tail = _THEN.sub("", _PHRASE_END.sub(" ", sel[at:], count=1).strip())
+        if len(tail.split()) <= 6 and not _ORDER.match(tail) and _is_the_pick(tail, options):
+            return sel[:at].strip()
+    return ""
+
+
+# where a reply's phrases end: a sentence's end, a dash, a comma after a word
+_PHRASE_END = re.compile(r"(?<=[.!;])\s+|\s+(?:[\u2014\u2013]|-{1,2})\s+|[\u2014\u2013]|(?<=\w),\s+")
+# a pick said after its reason is one of a short reply ("ok, i have 100 coins, my bet will be 10 coins in all the 3
+# races. simulate the 3 races" ends in an instruction, not a pick), never an instruction itself
+PICK_LAST_WORDS = 30
+_ORDER = re.compile(r"^(?:please\s+)?(?:simulate|show|give|write|tell|make|find|list|explain|describe|create|generate|"
+                    r"compare|help|send|add|run|check|continue|rewrite|summari[sz]e|translate)\b", re.IGNORECASE)
+# what leads a pick said after its reason: "so: Vdara.", "so fish I guess", "then the wine bar"
+_THEN = re.compile(r"^(?:(?:and\s+)?so|then|hence|which is why)\b[:,]?\s*", re.IGNORECASE)
+
+
+def _is_the_pick(phrase: str, options: str) -> bool:
+    """``phrase`` is a pick: "Audiobook.", "Number 4.", "Let's do the slow cooker one", "tacos it is"; not a clause of
+    its own ("That's really helpful to know.", "My skin type is combination, ...": a reply to advice, not a pick)."""
+    return bool((_CHOICE.search(phrase) or (len(phrase.split()) <= 6 and not _CLAUSE.search(phrase)))
+                and not _INTENT.search(phrase) and _names_an_option(phrase, options))
 
 
 def _reveals(sel: str) -> bool:
@@ -157,7 +180,13 @@ def picks_an_option(reply: str, offer: str) -> bool:
     """``reply`` (not a question) picks one of the options ``offer`` lays out ("Infante Sagres this time" to
     "Infante Sagres ($284) or the Porto Marriott ($231)")."""
     reply = reply.strip()
-    return bool(reply) and not reply.endswith("?") and _offers(offer) and _names_an_option(reply, offer)
+    return bool(reply) and not reply.endswith("?") and not _OWN_LIST.search(reply) and _offers(offer) \
+        and _names_an_option(reply, offer)
+
+
+# a reply numbered as a list of its own answers point by point ("1. Already done: ... 2. That method doesn't work on a
+# QVBoxLayout"), picking nothing
+_OWN_LIST = re.compile(r"(?:^|\s)1[.)]\s.*?\s2[.)]\s", re.DOTALL)
 
 
 def _offers(text: str) -> bool:
@@ -165,11 +194,36 @@ def _offers(text: str) -> bool:
     return bool(_OPTIONS.search(text) or re.search(r"\b[A-Z0-9][\w$()-]*[^.?!]{0,60}\bor (?:the )?[A-Z0-9]", text))
 
 
+# a reply that opens with an option's number alone: "2, sensitive teeth forever", "3. winter camper"
+_BARE_NUMBER = re.compile(r"^\s*#?([1-9])\s*(?:[.,:;)!]|\s[-\u2014\u2013]|$)")
+# an option named by number or place ("option 2", "#3", "the second one", "go with the first")
+_BY_PLACE = re.compile(r"\b(?:option|number|choice) (?:\d|one|two|three|four|five)\b|#\d\b|\b(?:first|second|third|"
+                       r"fourth|last) (?:one|option|choice|idea|suggestion)\b|\b(?:pick|take|choose|go with|do|try) "
+                       r"(?:the )?(?:first|second|third|fourth|last)\b", re.IGNORECASE)
+
+
 def _names_an_option(selection: str, options: str) -> bool:
     """The pick names one of the offered options: by number or place, or by a content word of the offer."""
-    if re.search(r"\b(?:option|number|choice) (?:\d|one|two|three|four|five)\b|#\d\b|\b(?:first|second|third|fourth|"
-                 r"last) (?:one|option|choice|idea|suggestion)\b|\b(?:pick|take|choose|go with|do|try) (?:the )?(?:first|"
-                 r"second|third|fourth|last)\b", selection, re.IGNORECASE):
+    if _BY_PLACE.search(selection):
         return True
-    offered = {stem(w) for w in tokenize(options) if len(w) > 3}
-    return any(stem(w) in offered for w in tokenize(selection) if len(w) > 3 and w not in _CHOICE_WORDS)
+    m = _BARE_NUMBER.match(selection)  # "2, sensitive teeth forever" to a numbered list (in a short reply)
+    if m and len(selection.split()) <= 25 and re.search(rf"(?:^|\s){m.group(1)}[.)]\s", options):
+        return True
+    offered = _offered(options)
+    return any(stem(w) in offered for w in tokenize(selection) if len(w) >= 3 and w not in _CHOICE_WORDS)
+
+
+def restates_pick(sent: str, options: str) -> bool:
+    """A pick's "reason" that is the pick said again: an option named by number or place ("option 4, seems like a good
+    fit for us") or in the offer's own words (half its content words or more: "the split schedule with a break at
+    3, would work best for us", "private listings plus an inspection.")."""
+    if _BY_PLACE.search(sent):
+        return True
+    offered = _offered(options)
+    words = [stem(w) for w in tokenize(sent) if len(w) > 3 and w not in _CHOICE_WORDS]
+    return bool(words) and 2 * sum(w in offered for w in words) >= len(words)
+
+
+def _offered(options: str) -> set[str]:
+    """The offer's content words (stemmed; three letters or more: "bus", "500")."""
+    return {stem(w) for w in tokenize(options) if len(w) >= 3}
