@@ -237,10 +237,20 @@ def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, flo
         for sent in sentences(text):
             sent = _clean(sent)
             if eligible(sent, own=pick is not None) and not extract(sent, role="user"):
-                floor = None if pick is None else PICK_THRESHOLD if len(pick[2][0].split()) <= PICK_WORDS \
-                    and not restates_pick(sent, pick[1][0]) else RESTATED_THRESHOLD
-                out.append((eid, sent, floor))
+                out.append((eid, sent, _floor(sent, pick)))
     return out
+
+
+def _floor(sent: str, pick: tuple | None) -> float | None:
+    """The probability ``sent`` needs besides the gate's own threshold: None for a sentence said on its own; for a
+    pick's reason (``pick``: the exchange, (question, (offer, id), (reply, id))) PICK_THRESHOLD, or RESTATED_THRESHOLD
+    when the reply is longer than a pick's or the reason says the pick again."""
+    if pick is None:
+        return None
+    reply, offer = pick[2][0], pick[1][0]
+    if len(reply.split()) > PICK_WORDS or restates_pick(sent, offer):
+        return RESTATED_THRESHOLD
+    return PICK_THRESHOLD
 
 
 def embed_each(embedder, texts: Sequence[str]) -> np.ndarray:

@@ -87,7 +87,7 @@ _CODE = re.compile(r"[{};]|\(\)|\bdef |\bclass |\breturn\b|\bimport\b|```|\n\s{2
 def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: tuple[str, str]) -> Candidate | None:
     """A preference revealed by a choice: (text, entry id) of the question, the offered options, the pick."""
     opt_text, sel_text = options[0], selection[0]
-    if not _OPTIONS.search(opt_text) or sel_text.strip().endswith("?") or _OWN_LIST.search(sel_text):
+    if not _OPTIONS.search(opt_text) or sel_text.strip().endswith("?") or _own_list(sel_text):
         return None
     # the reason the pick gives: the whole reply when it says it picks ("I'll go with ..."), else what follows an
     # option's name at its start ("Fenway, obviously. Anything Bronx-related is out."); a name alone shows nothing
@@ -121,7 +121,7 @@ def reason_given(selection: str, options: str) -> str:
     if "\n" in sel:
         return ""  # a pasted text, not a pick and its reason
     parts = _PHRASE_END.split(sel, maxsplit=1)
-    if len(parts) < 2 or not _OPTIONS.search(options) or _OWN_LIST.search(sel):
+    if len(parts) < 2 or not _OPTIONS.search(options) or _own_list(sel):
         return ""
     if _is_the_pick(parts[0], options):
         return parts[1].strip()
@@ -180,13 +180,20 @@ def picks_an_option(reply: str, offer: str) -> bool:
     """``reply`` (not a question) picks one of the options ``offer`` lays out ("Infante Sagres this time" to
     "Infante Sagres ($284) or the Porto Marriott ($231)")."""
     reply = reply.strip()
-    return bool(reply) and not reply.endswith("?") and not _OWN_LIST.search(reply) and _offers(offer) \
+    return bool(reply) and not reply.endswith("?") and not _own_list(reply) and _offers(offer) \
         and _names_an_option(reply, offer)
 
 
-# a reply numbered as a list of its own answers point by point ("1. Already done: ... 2. That method doesn't work on a
-# QVBoxLayout"), picking nothing
-_OWN_LIST = re.compile(r"(?:^|\s)1[.)]\s.*?\s2[.)]\s", re.DOTALL)
+def _own_list(reply: str) -> bool:
+    """``reply`` is numbered as a list of its own, answering point by point ("1. Already done: ... 2. That method
+    doesn't work on a QVBoxLayout"), and picks nothing. Linear in the reply: a host's prompt reaches this on the
+    prompt's path (intake), so no pattern here may rescan the text from every "1." it holds."""
+    first = _ITEM_ONE.search(reply)
+    return bool(first and _ITEM_TWO.search(reply, first.end()))
+
+
+_ITEM_ONE = re.compile(r"(?:^|\s)1[.)]\s")
+_ITEM_TWO = re.compile(r"\s2[.)]\s")
 
 
 def _offers(text: str) -> bool:
@@ -194,7 +201,9 @@ def _offers(text: str) -> bool:
     return bool(_OPTIONS.search(text) or re.search(r"\b[A-Z0-9][\w$()-]*[^.?!]{0,60}\bor (?:the )?[A-Z0-9]", text))
 
 
-# a reply that opens with an option's number alone: "2, sensitive teeth forever", "3. winter camper"
+# a reply that opens with an option's number alone: "2, sensitive teeth forever", "3. winter camper" (of a pick's
+# length: a longer one opening "1." is a text of its own)
+BARE_NUMBER_WORDS = 25
 _BARE_NUMBER = re.compile(r"^\s*#?([1-9])\s*(?:[.,:;)!]|\s[-\u2014\u2013]|$)")
 # an option named by number or place ("option 2", "#3", "the second one", "go with the first")
 _BY_PLACE = re.compile(r"\b(?:option|number|choice) (?:\d|one|two|three|four|five)\b|#\d\b|\b(?:first|second|third|"
@@ -207,7 +216,7 @@ def _names_an_option(selection: str, options: str) -> bool:
     if _BY_PLACE.search(selection):
         return True
     m = _BARE_NUMBER.match(selection)  # "2, sensitive teeth forever" to a numbered list (in a short reply)
-    if m and len(selection.split()) <= 25 and re.search(rf"(?:^|\s){m.group(1)}[.)]\s", options):
+    if m and len(selection.split()) <= BARE_NUMBER_WORDS and re.search(rf"(?:^|\s){m.group(1)}[.)]\s", options):
         return True
     offered = _offered(options)
     return any(stem(w) in offered for w in tokenize(selection) if len(w) >= 3 and w not in _CHOICE_WORDS)
@@ -220,6 +229,8 @@ def restates_pick(sent: str, options: str) -> bool:
     if _BY_PLACE.search(sent):
         return True
     offered = _offered(options)
+    # words of four letters or more: a three-letter word of the offer ("bus") names an option, but too little of a
+    # sentence to make it the pick said again
     words = [stem(w) for w in tokenize(sent) if len(w) > 3 and w not in _CHOICE_WORDS]
     return bool(words) and 2 * sum(w in offered for w in words) >= len(words)
 
