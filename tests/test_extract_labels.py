@@ -41,7 +41,7 @@ the gate reads a pick's reason since choice_d (tests/test_gate.py).
 measured once before anything was fitted on them: rules + gate 0.978 / 0.587 and 0.972 / 0.662. A pick's reason
 is read at probability 0.1 since (written against choice_d: 0.930 / 0.744 on choice_e), and the reasons of the
 moment choice_e showed ("I'm not in the mood for anything heavy", "I've got a sore throat") were added after
-(0.975 / 0.744), and the reason found before a pick said last (0.977 / 0.781). Neither is in the shipped gate's fit.
+(0.975 / 0.744), and a pick named by its number alone or a word of three letters (0.977 / 0.781). Neither is in the shipped gate's fit.
 The extractor is run the way the hooks run it: :func:`from_session` over the
 message and the ones before it; the message counts as taken when a candidate
 names it among its sources.

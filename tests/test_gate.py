@@ -322,25 +322,16 @@ BUSES = "Sure! A few ideas:\n1. Drive\n2. Bus 42\n3. Bike-lane route"
 
 
 @pytest.mark.parametrize("reply, offer, reason", [
-    # the pick after its reason
-    ("Overnight trips leave me a wreck for days, so the morning coach.", OFFER,
-     "Overnight trips leave me a wreck for days"),
-    ("Severe dental phobia since childhood \u2014 the morning coach, no question.", OFFER,
-     "Severe dental phobia since childhood"),
     # an option by its number alone, or by a word of three letters
     ("2, overnight trips leave me a wreck", OFFER, "overnight trips leave me a wreck"),
     ("The bus. Epileptic, no license.", BUSES, "Epileptic, no license."),
-    # no pick: a list of its own, an instruction last, a long reply that ends in an option's word
+    # no pick: a list of its own
     ("1. Already done: the coach. 2. That method doesn't work on a bus", OFFER, ""),
-    ("ok, i have 100 coins, my bet will be 10 coins in all the races. simulate the coach", OFFER, ""),
-    ("I have been thinking about this for a long while now and honestly I keep going back and forth on whether "
-     "any of it even matters to me at all, so the coach.", OFFER, ""),
 ])
-def test_a_picks_reason_is_found_before_or_after_it(reply, offer, reason):
-    """reason_given finds what a reply says besides its pick when the pick comes last ("shellfish allergy so def not
-    the shrimp lol, tacos it is") or is an option's number alone ("2, sensitive teeth forever") or a short word of it
-    ("The bus. Epileptic, no license."); a reply numbered as a list of its own, or ending in an instruction, picks
-    nothing (choice_e: rules + gate 0.744 -> 0.781 of the lasting picks)."""
+def test_a_pick_names_its_option_by_number_or_a_short_word(reply, offer, reason):
+    """reason_given finds what a reply says besides its pick when the pick is an option's number alone ("2,
+    sensitive teeth forever") or a short word of it ("The bus. Epileptic, no license."); a reply numbered as a list
+    of its own picks nothing (choice_e: rules + gate 0.744 -> 0.781 of the lasting picks)."""
     assert picks.reason_given(reply, offer) == reason
     if reply.startswith("1. Already"):
         assert not picks.picks_an_option(reply, offer)
@@ -359,7 +350,8 @@ def test_a_fifth_authors_phrases_are_taken_by_the_phrase_forms_and_the_gate(caps
 def test_the_gate_reads_the_lasting_reason_of_a_pick(capsys):
     """choice_d (a fifth author's picks, none in the gate's fit): the rules take about half of the picks that give
     a lasting reason; the gate reading the reason at 0.5 took 0.812 of them, at 0.1 (a reason of the moment or about
-    the option left out) 0.894, found before the pick too 0.912, and no bare pick or reason of the moment."""
+    the option left out) 0.894, an option named by its number or a short word 0.906, and no bare pick or reason of
+    the moment."""
     _, rr, gp, gr = _rules_then_gate("choice_d", capsys)
     assert gr >= rr + 0.3 and gr >= 0.90 and gp >= 0.97
 
@@ -367,7 +359,7 @@ def test_the_gate_reads_the_lasting_reason_of_a_pick(capsys):
 @pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
 def test_a_sixth_authors_picks_and_phrases_are_measured(capsys):
     """choice_e and colloquial_e (a sixth author, none in the gate's fit), first read at 0.972 / 0.662 and
-    0.978 / 0.587: the pick's reason read at 0.1, found before or after the pick, takes 0.781 of choice_e's lasting
+    0.978 / 0.587: the pick's reason read at 0.1, the pick named by number or a short word too, takes 0.781 of choice_e's lasting
     picks at precision 0.977 (the reasons of the moment it showed since left out); colloquial_e 0.647 since a short
     sentence, a "so" with no comma, a condition or a faith and a label as an aside are read (test_fragments.py)."""
     _, _, gp, gr = _rules_then_gate("choice_e", capsys)

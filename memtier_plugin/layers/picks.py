@@ -123,34 +123,16 @@ def reason_given(selection: str, options: str) -> str:
     parts = _PHRASE_END.split(sel, maxsplit=1)
     if len(parts) < 2 or not _OPTIONS.search(options) or _own_list(sel):
         return ""
-    if _is_the_pick(parts[0], options):
-        return parts[1].strip()
-    # the pick last, after its reason: "shellfish allergy so def not the shrimp lol, tacos it is", "Severe dental
-    # phobia since childhood — the sedation clinic, no question."
-    if len(sel.split()) > PICK_LAST_WORDS:
-        return ""
-    ends = [m.start() for m in _PHRASE_END.finditer(sel)]
-    for at in reversed(ends):
-        tail = _THEN.sub("", _PHRASE_END.sub(" ", sel[at:], count=1).strip())
-        if len(tail.split()) <= 6 and not _ORDER.match(tail) and _is_the_pick(tail, options):
-            return sel[:at].strip()
-    return ""
+    return parts[1].strip() if _is_the_pick(parts[0], options) else ""
 
 
 # where a reply's phrases end: a sentence's end, a dash, a comma after a word
 _PHRASE_END = re.compile(r"(?<=[.!;])\s+|\s+(?:[\u2014\u2013]|-{1,2})\s+|[\u2014\u2013]|(?<=\w),\s+")
-# a pick said after its reason is one of a short reply ("ok, i have 100 coins, my bet will be 10 coins in all the 3
-# races. simulate the 3 races" ends in an instruction, not a pick), never an instruction itself
-PICK_LAST_WORDS = 30
-_ORDER = re.compile(r"^(?:please\s+)?(?:simulate|show|give|write|tell|make|find|list|explain|describe|create|generate|"
-                    r"compare|help|send|add|run|check|continue|rewrite|summari[sz]e|translate)\b", re.IGNORECASE)
-# what leads a pick said after its reason: "so: Vdara.", "so fish I guess", "then the wine bar"
-_THEN = re.compile(r"^(?:(?:and\s+)?so|then|hence|which is why)\b[:,]?\s*", re.IGNORECASE)
 
 
 def _is_the_pick(phrase: str, options: str) -> bool:
-    """``phrase`` is a pick: "Audiobook.", "Number 4.", "Let's do the slow cooker one", "tacos it is"; not a clause of
-    its own ("That's really helpful to know.", "My skin type is combination, ...": a reply to advice, not a pick)."""
+    """``phrase`` is a pick: "Audiobook.", "Number 4.", "Let's do the slow cooker one", "2"; not a clause of its
+    own ("That's really helpful to know.", "My skin type is combination, ...": a reply to advice, not a pick)."""
     return bool((_CHOICE.search(phrase) or (len(phrase.split()) <= 6 and not _CLAUSE.search(phrase)))
                 and not _INTENT.search(phrase) and _names_an_option(phrase, options))
 
