@@ -65,7 +65,7 @@ class Sidecar:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:
-            return self.proc.wait(timeout=30)
+            return self.proc.wait(timeout=90)
         finally:
             self.proc.stdout.close()
             self.proc.stderr.close()
@@ -311,7 +311,7 @@ def test_sigterm_shuts_down_cleanly_and_one_sidecar_per_workspace(sidecar, tmp_p
 def test_sigint_and_idle_exit(sidecar, tmp_path):
     assert sidecar(tmp_path / "a").stop(signal.SIGINT) == 0
     idle = sidecar(tmp_path / "b", "--idle-exit", "1")
-    assert idle.proc.wait(timeout=30) == 0
+    assert idle.proc.wait(timeout=120) == 0
     assert not (tmp_path / "b" / "memory" / ".sidecar" / "endpoint.json").exists()
 
 

@@ -584,3 +584,44 @@ def test_a_phrase_of_the_topic_tree_routes_text_that_holds_its_words_in_a_row(tm
 
     with pytest.raises(ConfigError, match=r"topic software: 'when the build is red': a phrase has at most 4 words"):
         _parse({"software": {"words": ["ci", "when the build is red"]}}, "topics.yaml")
+
+
+def _standing_hit(id_, content, p, sources, tier="global", requested=False):
+    h = Hit(id=id_, content=content, timestamp="2026-01-01T00:00:00Z", session_id="s", agent_id="a",
+            role="preference", tier=tier, score=p, sources=list(sources), probability=p)
+    if requested:
+        h.signals["requested"] = {"value": 1.0, "weight": 0.0, "contribution": 0.0}
+    return h
+
+
+def test_the_global_items_of_one_message_that_apply_are_one_item():
+    """Two sentences of one message each apply: one item, the likelier first, the other's id on its line; an item of
+    another message, an item k never cuts (requested) and an episode stay items of their own."""
+    from memtier_plugin.recall.same_message import one_per_message
+
+    hits = [_standing_hit("g1", "I avoid dairy", 0.9, ["e1"]),
+            _standing_hit("ep", "we talked about milk", 0.5, ["ep"], tier="episodic"),
+            _standing_hit("g2", "lactose intolerance makes it miserable for me.", 0.6, ["e1"]),
+            _standing_hit("g3", "I'm vegetarian.", 0.7, ["e2"]),
+            _standing_hit("g4", "Book me aisle seats.", 0.4, ["e1"], requested=True)]
+    out, why = one_per_message(hits)
+    assert [h.id for h in out] == ["g1", "ep", "g3", "g4"]
+    assert out[0].content == "I avoid dairy. lactose intolerance makes it miserable for me."
+    assert out[0].also == ["g2"] and why == ["g2: said in the same message as g1, delivered with it"]
+    assert "· with g2]" in out[0].line() and out[0].row()["also"] == ["g2"]
+    assert one_per_message(out)[1] == []  # nothing left to merge: the same list back
+
+
+def test_a_message_of_two_standing_sentences_is_delivered_once(host, workspace):
+    """Through the hooks: what one message said for good reaches a prompt it applies to as one line of the block."""
+    say(host, workspace, "I'm vegetarian. I'm also allergic to peanuts.", project="home", session="s1")
+    nodes = [json.loads(line) for line in (workspace / "memory" / "global" / "knowledge.jsonl").read_text().splitlines()]
+    ids = [n["id"] for n in nodes if n.get("node_kind")]
+    assert len(ids) == 2, nodes
+    block = ask(host, workspace, "Suggest a vegetarian dinner recipe without peanuts for tonight.", project="home",
+                session="q1")
+    lines = [ln for ln in block.splitlines() if "standing" in ln and ln.startswith("- [")]
+    if host_mode(host) == "lexical" and not lines:
+        return  # words alone may leave both under the threshold: nothing to merge
+    assert len(lines) == 1 and "vegetarian" in lines[0] and "peanuts" in lines[0], block
+    assert all(i in lines[0] for i in ids)

@@ -18,8 +18,9 @@ Modules by purpose:
 * one scale: :mod:`.calibration` (every layer's candidates as the probability that they apply, per-layer
   logistic models read from a calibration file, and the delivery thresholds);
 * the answer: :mod:`.retriever` (open, refresh, rank, recall), :mod:`.exchange` (an episode with the
-  other half of its exchange: a prompt its reply, a reply its prompt), :mod:`.packing` (top k within the
-  token budget, one fenced block).
+  other half of its exchange: a prompt its reply, a reply its prompt), :mod:`.same_message` (the standing
+  items of one message that apply, delivered as one), :mod:`.packing` (top k within the token budget, one
+  fenced block).
 
 Entry points: :class:`.retriever.Retriever`, :func:`.packing.pack`.
 """

@@ -49,6 +49,7 @@ class Hit:
     said_for: str = ""  # a standing item's stated scope, as the user said it ("anything you book for me")
     exchange: str = ""  # an episode's exchange's other half, whole (recall/exchange.py: packing.exchange)
     exchange_id: str = ""  # the entry ``exchange`` was read from: the block says that entry too
+    also: list = field(default_factory=list)  # Global items said in the same message, delivered in this one
 
     @property
     def layer(self) -> str:
@@ -85,7 +86,8 @@ class Hit:
                 return f"- [{self.id} | last worked {self.timestamp[:10]}] {text}"
             scope = " ".join(self.said_for.split())[:80].replace(CLOSE, "</ memtier-memory>").replace("]", ")")
             return (f"- [{self.id} | standing {self.role or 'knowledge'} · since {self.timestamp[:10]}"
-                    + (f" · said for: {scope}" if scope else "") + f"] {text}")
+                    + (f" · said for: {scope}" if scope else "")
+                    + (f" · with {', '.join(self.also)}" if self.also else "") + f"] {text}")
         src = f"{self.tier}" + (f" · session {self.session_id}" if self.session_id else "") + \
               (f" · {self.role}" if self.role else "") + \
               (f" · revised since by {self.revised_by}, not current" if self.revised_by else "")
@@ -103,7 +105,8 @@ class Hit:
                 "agent_id": self.agent_id, "role": self.role, "standing": self.standing,
                 "timestamp": self.timestamp, "content": self.content, "raw_bm25": self.raw_bm25,
                 "signals": self.signals, "rerank": self.rerank, "said_for": self.said_for,
-                **({"exchange": self.exchange, "exchange_id": self.exchange_id} if self.exchange else {})}
+                **({"exchange": self.exchange, "exchange_id": self.exchange_id} if self.exchange else {}),
+                **({"also": self.also} if self.also else {})}
 
     def explain_line(self) -> str:
         parts = " ".join(f"{k}={v['value']:.2f}" for k, v in self.signals.items())

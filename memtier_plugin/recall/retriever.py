@@ -38,6 +38,7 @@ from .index_files import open_index, save_index
 from .watch import LedgerWatch
 from ..store.episodic import Ledger
 from .packing import Hit, Packed, pack, repack
+from .same_message import one_per_message
 from .scoping import Stage1, session_scope, stage1
 from .signals import DAY, decay_bypass, fuse, phi_bm25, phi_cw, phi_decay, phi_sem, tier_bonus
 from ..tokenize import tokenize
@@ -873,9 +874,10 @@ class Retriever:
             if skip is not None:
                 candidates, skipped = _without(candidates, skip)
             applying, below = self.calibration.apply(candidates, self.config.calibration.threshold)
+            applying, merged = one_per_message(applying)
             self._exchanges(applying, agents, project)
             packed = pack(applying, k, budget, self.config.packing.max_chars)
-        result = RecallResult(query, packed.hits, skipped + packed.left_out + below, packed.tokens, ranked.mode,
+        result = RecallResult(query, packed.hits, skipped + packed.left_out + below + merged, packed.tokens, ranked.mode,
                               ranked.stage1_sessions, (time.perf_counter() - t0) * 1000, candidates)
         if not background:  # a background preparation never stands for the hook's own recall
             self.last_result = result
