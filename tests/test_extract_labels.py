@@ -42,6 +42,9 @@ measured once before anything was fitted on them: rules + gate 0.978 / 0.587 and
 is read at probability 0.1 since (written against choice_d: 0.930 / 0.744 on choice_e), and the reasons of the
 moment choice_e showed ("I'm not in the mood for anything heavy", "I've got a sore throat") were added after
 (0.975 / 0.744), and a pick named by its number alone or a word of three letters (0.977 / 0.781). Neither is in the shipped gate's fit.
+What a lasting state means for anything suggested ("I use a CPAP so any camping has to have power") and a state typed
+without "I'm" ("lactose intolerant since forever") were written on colloquial_e's misses after: 0.983 / 0.773 there,
+colloquial_heldout 0.992 / 0.873.
 The extractor is run the way the hooks run it: :func:`from_session` over the
 message and the ones before it; the message counts as taken when a candidate
 names it among its sources.

@@ -130,3 +130,41 @@ def test_a_condition_or_a_faith_the_speaker_lives_with_is_taken(text, taken):
 def test_a_label_tagged_as_an_aside_is_taken(text, taken):
     """"Pescatarian fyi" is "Pescatarian here" said as an aside; a label of the moment is not one."""
     assert bool(extract(text, role="user")) is taken
+
+
+@pytest.mark.parametrize("text, taken", [
+    ("I use a CPAP so any campsite has to have power", True),
+    ("I drive an EV, so long drives need charging stops planned in", True),
+    ("I'm a widower, so skip the couples packages", True),
+    ("We only have a tiny patio, so container plants only", True),
+    ("I play bass, so gear suggestions should be bass focused", True),
+    ("I'm a nurse on nights, so please check opening hours for late evenings", True),
+    ("My ankle's sprained so no hiking for a couple weeks", False),
+    ("I'm a bit hungover, so nothing heavy for lunch.", False),
+    ("I haven't collected sales tax yet, so I need to calculate it.", False),
+    ("I already have a few shelves in my bookcase, so it should work out well.", False),
+    ("I have an app to find EV chargers so don't need to include that.", False),
+    ("I usually get home at six, so these recipes should fit my schedule.", False),
+    ("I drive a lot for work, so I guess the car should be comfortable.", False),
+])
+def test_what_a_lasting_state_means_for_anything_suggested_is_taken(text, taken):
+    """After "so", what a lasting state means for what the assistant suggests: a kind that needs or has to have
+    something, an instruction, a kind only (colloquial_e: 0.647 -> 0.747 with the forms below, colloquial_heldout
+    0.867 -> 0.873, no split's precision lower); the speaker's own errand ("so I need to ...", "so it should work
+    out"), a thought, or a consequence for a while is not."""
+    assert bool(extract(text, role="user")) is taken
+
+
+@pytest.mark.parametrize("text, taken", [
+    ("allergic to shellfish, just so you know", True), ("lactose intolerant since I was a kid", True),
+    ("genuinely terrified of deep water", True), ("not a wine person at all, beer all day", True),
+    ("huge Celtics fan, so nothing Lakers related", True), ("can't eat gluten, ever", True),
+    ("type 2 diabetic btw", True), ("T1 diabetic here", True), ("I'm type 2 diabetic.", True),
+    ("im a night owl, nothing before 10am please", True), ("ive been vegan for six years", True),
+    ("Don't use the words 'sales pitch' in the email.", False), ("never mind, found it", False),
+    ("can't wait for the weekend!", False), ("terrified of what the exam will look like tomorrow", False),
+])
+def test_a_state_typed_without_i_am_is_read_as_if_it_had_it(text, taken):
+    """"allergic to shellfish", "can't do gluten": typed without "I'm" or "I", read as the sentence with it (not an
+    instruction beginning "Don't", which has no subject left out); "im" and "ive" typed for "I'm" and "I've"."""
+    assert bool(extract(text, role="user")) is taken

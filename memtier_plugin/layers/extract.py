@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 from ..tokenize import tokenize
 from .requests import MANNER, SCOPE, ruled_scope
-from .fragments import phrase_kind
+from .fragments import phrase_kind, with_subject
 
 MAX_TEXT = 600  # a candidate's content (the user's words) is cut here
 # a sentence shorter than this says nothing lasting ("Me too.", "I'm in."); "I'm vegan." (10) and "I'm sober." do
@@ -100,7 +100,7 @@ _STATE = re.compile(
     r"(?:(?:a|an|very|really|strictly|severely|highly|quite|not|also|extremely|"
     r"always|long|just|so|\w+ly)\s+){0,3}"
     r"(?:vegetarian|vegan|pescatarian|allergic|intolerant|lactose|gluten|afraid|scared|terrified|claustrophobic|"
-    r"sensitive|diabetic|colou?r ?blind|left-handed|night owl|early bird|fan of|big fan|not a fan|into|passionate|"
+    r"sensitive|(?:type ?[12] |t[12] )?diabetic|colou?r ?blind|left-handed|night owl|early bird|fan of|big fan|not a fan|into|passionate|"
     r"keen on|on an? (?:[\w-]+ ){0,2}(?:diet|budget)|a (?:total |huge |big )?sucker for|on a fixed income|"
     r"uncomfortable|comfortable|interested|obsessed|picky|budget-conscious|environmentally|eco|committed|loyal to|"
     r"(?:light|heavy) sleeper|morning person|night person|early riser|late riser|germaphobe|introvert|extrovert|"
@@ -558,8 +558,15 @@ def _refused(sent: str) -> bool:
     return bool(q) and bool(_REFUSAL.match(answer)) and not _DEICTIC_Q.match(q)
 
 
+# "im a night owl", "ive been vegan for years": the speaker's "I'm" and "I've" typed without the apostrophe (not
+# "dont", "cant": they would make a coding question's "i dont want to modify the stack trace" read as a preference)
+_TEXTED = {"im": "I'm", "ive": "I've"}
+_TEXTED_WORD = re.compile(r"\b(?:im|ive)\b", re.IGNORECASE)
+
+
 def _clean(sent: str) -> str:
     sent = sent.replace("\u2019", "'")  # "don’t" is "don't"
+    sent = _TEXTED_WORD.sub(lambda m: _TEXTED[m.group(0).lower()], sent)
     sent = re.sub(r"^(?:hi|hello|hey|yes|ok|okay|also|and|but|so|oh|well|great|thanks)[!,.: ]+", "", sent.strip(),
                   flags=re.IGNORECASE)
     return sent.rstrip(" ;")[:MAX_TEXT]  # a clause cut at a semicolon ends without it
@@ -700,7 +707,10 @@ def _kind(sent: str) -> str | None:
         return "rule"
     if _so_rule(sent):
         return "rule"
-    return None if _MOMENT.search(sent) else phrase_kind(sent)
+    if _MOMENT.search(sent):
+        return None
+    said = with_subject(sent)  # "allergic to penicillin", "can't do dairy": typed without "I'm" or "I"
+    return phrase_kind(sent) or (_kind(said) if said else None)
 
 
 def _lasting_reason(reason: str, *, lead: bool = False) -> bool:

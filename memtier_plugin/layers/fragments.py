@@ -29,7 +29,7 @@ _AGENT = (r"(?:(?:[\w/-]+\s+){0,2}?(?:[\w-]+(?:ist|ian|arian|ite|aholic|holic)|u
 _LABEL = (rf"(?:not (?:much of |really |exactly )?an? (?:big |huge )?{_AGENT}s?|"
           rf"(?:an? |total |big |huge |lifelong |proud |die-?hard |single |stay-at-home |full-time |"
           rf"retired |recovering ){{0,3}}{_AGENT}s?(?:\s+(?:since|for|of|to|by|through)\b[^,;.!?]{{1,30}})?|"
-          r"renting|car-free|childfree|child-free|sober|retired|disabled|diabetic|celiac|coeliac|deaf|blind|"
+          r"renting|car-free|childfree|child-free|sober|retired|disabled|(?:type ?[12] |t[12] )?diabetic|celiac|coeliac|deaf|blind|"
           r"(?:two|three|four|five|\d+) (?:kids|toddlers|dogs|cats|jobs)(?: (?:at home|in the house|under \w+))?)")
 # the label leads the sentence, alone or with "here" ("Atheist here"), and the rest says what follows from it
 _LABEL_LEAD = re.compile(rf"^(?:honestly,?\s+|tbh,?\s+)?(?:{_LABEL})(?:\s+(?:here|tbh|lol))?\s*(?:,|;|\s[-\u2014\u2013]+\s|"
@@ -58,8 +58,22 @@ _FOLLOWS = re.compile(r"^(?:(?:please\s+)?(?:skip|avoid|assume|keep|leave out|no
 # furniture is out" (with a comma before "so" or none: people type "I collect vinyl so when I ask ..." either way)
 _SO_FOLLOWS = re.compile(r"(?:,\s*|\s+)(?:and\s+)?so,?\s+(?=(?:when(?:ever)? I\b|[^,;:?]{2,60}?\b(?:(?:is|are|'s|'re)\s+"
                          r"(?:\w+\s+)?(?:out|a no|a no-go|off the table|not an option)|(?:won't|doesn't|don't|never) "
-                         r"(?:\w+\s+)?(?:work|help)(?: for me| me)\b)|[^,;:?]{3,60}\bplease\s*[.!]*$))",
+                         r"(?:\w+\s+)?(?:work|help)(?: for me| me)\b)|[^,;:?]{3,60}\bplease\s*[.!]*$|"
+                         # or what that means for anything suggested: "I use a CPAP so any camping has to have power",
+                         # "I drive an EV so road trips need charging stops planned in", "I'm a widower, so skip the
+                         # couples deals", "we only have a tiny balcony, so container gardening ideas only" (not the
+                         # speaker's thought: "so I think schools should be funded")
+                         # (a thing's need, not the speaker's errand: "so I need to calculate it", "so it should work")
+                         r"(?:(?:(?:please|pls|plz)\s+)?(?:skip|avoid|steer clear|check|assume|plan|throw|feel free|"
+                         r"don't (?!need|have)|do not (?!need|have)|no|nothing|any|every|only)\b|"
+                         r"(?!(?:I|I'll|I'm|I'd|I've|we|we'll|we're|we'd|it|it's|this|that|these|those|they|he|she|"
+                         r"you|now|then|there|don't|do not|much|many|far|well|good|great|glad|happy|excited|sorry)\b)"
+                         r"(?:(?!\b(?:I|we|you|it|they|he|she)\b)[^,;:?]){2,60}?\b(?:should|needs?|has to|have to|must)\b|"
+                         r"[^,;:?]{2,40}\bonly\s*[.!]*$)))",
                          re.IGNORECASE)
+# a consequence for a while only: "My ankle's sprained so no hiking for a couple weeks"
+_A_WHILE = re.compile(r"\bfor (?:a (?:couple|few)(?: of)?|two|three|\d+) (?:days|weeks)\b|\bfor now\b|"
+                      r"\buntil (?:it|I|my|the|next|\w+day)\b", re.IGNORECASE)
 # the speaker's own state leads ("I collect vinyl", "My apartment is tiny"), not someone else's ("My girlfriend hates
 # horror movies, so that's out for date night")
 _OWN_LEAD = re.compile(r"^(?:I|I'm|I've|we|we're|we've|(?:my|our)\s+(?![\w-]*\s*(?:husband|wife|partner|boyfriend|"
@@ -67,6 +81,7 @@ _OWN_LEAD = re.compile(r"^(?:I|I'm|I've|we|we're|we've|(?:my|our)\s+(?![\w-]*\s*
                        r"boss|colleagues?|coworkers?|roommates?|neighbou?rs?|family|team|guests?)\b))\b", re.IGNORECASE)
 # a state of the moment given as the reason: "I'm tired, so skip the details please"
 _NOW_STATE = re.compile(r"\b(?:tired|exhausted|busy|sick|ill|hungry|thirsty|late|sleepy|bored|stressed|swamped|broke|"
+                        r"hungover|jet-?lagged|sprained|twisted|sore|"
                         r"in a (?:rush|hurry)|short on time|on my way|out|away|off|here|there|back|done|ready)\b",
                         re.IGNORECASE)
 _PRONOUNS = r"(?:she/her|he/him|they/them|she/they|he/they)"
@@ -143,6 +158,31 @@ _NOT_A = re.compile(rf"^(?:honestly,?\s+|tbh,?\s+)?I(?:'m| am) (?:\w+\s+)?not (?
                     re.IGNORECASE)
 
 
+# a state said without its subject, as people type: "allergic to penicillin, just so you have it on file", "lactose
+# intolerant since forever", "genuinely terrified of heights", "not a coffee person at all", "huge Arsenal fan, so
+# nothing Spurs related" ("I'm" left out); "can't do dairy", "never fly budget airlines" ("I" left out; not "Don't
+# use that word", an instruction)
+_WITHOUT_I_AM = re.compile(r"^(?:(?:genuinely|severely|deathly|very|super|really|totally|seriously|pretty|so|also|mildly|"
+                           r"extremely)\s+)?(?:allergic to|(?:lactose |gluten |dairy )?intolerant\b|terrified of|scared of|"
+                           r"afraid of|deaf in|blind in|not an? (?:\w+\s+){0,2}(?:person|fan|drinker|eater|guy|gal|type)\b|"
+                           r"(?:a\s+)?(?:huge|big|lifelong|die-?hard|massive|proud)\s+(?:[\w-]+\s+){0,2}(?:fan|nerd|geek|"
+                           r"supporter|person)\b|(?:type\s*[12]|t[12])\s+diabetic\b|doing (?:low-carb|keto|paleo|whole30|"
+                           r"intermittent fasting)\b|trying to (?:stay|keep|eat|avoid|cut)\b)", re.IGNORECASE)
+_WITHOUT_I = re.compile(r"^(?:(?:just|really|honestly)\s+)?(?:can't|cannot|won't|never)\s+(?:do|eat|drink|"
+                        r"handle|stand|stomach|sleep|sit|walk|climb|drive|fly|use|have|take)\b", re.IGNORECASE)
+
+
+def with_subject(sent: str) -> str | None:
+    """``sent`` with the "I'm" or "I" it was typed without, for the sentence forms to read; None when it has one or
+    starts otherwise."""
+    lead = sent[:1].lower() + sent[1:]
+    if _WITHOUT_I_AM.match(sent):
+        return "I'm " + lead
+    if _WITHOUT_I.match(sent):
+        return "I " + lead
+    return None
+
+
 def phrase_kind(sent: str) -> str | None:
     """The kind of what ``sent`` (one sentence, as extract._clean leaves it, with no moment in it) says for good in a
     phrase, or None."""
@@ -154,7 +194,7 @@ def phrase_kind(sent: str) -> str | None:
     if m and not _NOT_A_LABEL.match(sent) and _FOLLOWS.match(sent[m.end():].lstrip()):
         return "preference"
     m = _SO_FOLLOWS.search(sent)
-    if m and _OWN_LEAD.match(sent) and not _NOW_STATE.search(sent[:m.start()]):
+    if m and _OWN_LEAD.match(sent) and not _NOW_STATE.search(sent[:m.start()]) and not _A_WHILE.search(sent[m.end():]):
         return "rule"
     if _EVERY_TIME.search(sent):
         return "rule"
