@@ -359,13 +359,14 @@ def test_the_gate_reads_the_lasting_reason_of_a_pick(capsys):
 @pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
 def test_a_sixth_authors_picks_and_phrases_are_measured(capsys):
     """choice_e and colloquial_e (a sixth author, none in the gate's fit), first read at 0.972 / 0.662 and
-    0.978 / 0.587: the pick's reason read at 0.1, the pick named by number or a short word too, takes 0.781 of choice_e's lasting
-    picks at precision 0.977 (the reasons of the moment it showed since left out); colloquial_e 0.647 since a short
-    sentence, a "so" with no comma, a condition or a faith and a label as an aside are read (test_fragments.py)."""
+    0.978 / 0.587: the pick's reason read at 0.1, the pick named by number or a short word too, takes 0.787 of
+    choice_e's lasting picks at precision 0.977 (the reasons of the moment it showed since left out); colloquial_e
+    0.773 at 0.983 since a short sentence, a "so" with no comma, a condition or a faith, a label as an aside, what a
+    lasting state means for anything suggested and a state typed without "I'm" are read (test_fragments.py)."""
     _, _, gp, gr = _rules_then_gate("choice_e", capsys)
     assert gr >= 0.76 and gp >= 0.95
     _, _, gp, gr = _rules_then_gate("colloquial_e", capsys)
-    assert gr >= 0.62 and gp >= 0.95
+    assert gr >= 0.75 and gp >= 0.95
 
 
 KRYPTONITE = "Anything departing before 7 a.m. is my kryptonite."

@@ -561,7 +561,7 @@ def _refused(sent: str) -> bool:
 # "im a night owl", "ive been vegan for years": the speaker's "I'm" and "I've" typed without the apostrophe (not
 # "dont", "cant": they would make a coding question's "i dont want to modify the stack trace" read as a preference)
 _TEXTED = {"im": "I'm", "ive": "I've"}
-_TEXTED_WORD = re.compile(r"\b(?:im|ive)\b", re.IGNORECASE)
+_TEXTED_WORD = re.compile(r"\b(?:" + "|".join(_TEXTED) + r")\b", re.IGNORECASE)
 
 
 def _clean(sent: str) -> str:
