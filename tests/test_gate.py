@@ -130,6 +130,50 @@ def test_candidates_take_what_the_gate_says_and_nothing_for_another_embedder():
     assert G.candidates(msgs, None, BAG) == []
 
 
+NIGHTMARE = "Middle seats are my nightmare."
+KRYPTO = "Early flights are my kryptonite."
+
+
+def _two_word_gate():
+    """A gate one of its words does not pass and two do: (nightmare + kryptonite)/sqrt 2 crosses 0.5, either alone
+    does not (p 0.45)."""
+    w = np.zeros(len(BAG.words))
+    w[BAG.words["nightmare"]] = w[BAG.words["kryptonite"]] = 1.0
+    return G.Gate(w, -1.2, 0.5, BAG.name)
+
+
+def test_a_message_no_sentence_of_which_passes_alone_is_read_whole():
+    """A preference said over two short sentences ("mushrooms are the devil. remove them from my life") has no
+    sentence that says it alone: the message is read once more, whole, and taken as one preference when it passes."""
+    g = _two_word_gate()
+    msgs = [("e1", "user", f"{NIGHTMARE}  {KRYPTO}")]
+    assert all(p < 0.5 for p in g.probabilities(np.vstack([BAG.embed([s])[0] for s in (NIGHTMARE, KRYPTO)])))
+    got = G.candidates(msgs, g, BAG)
+    assert [(c.node_kind, c.content, c.entry_ids) for c in got] == [("preference", f"{NIGHTMARE} {KRYPTO}", ["e1"])]
+    # a sentence that passes alone is taken alone, and its message is not read again
+    assert [c.content for c in G.candidates([("e1", "user", f"{KRYPTO} {KRYPTO.replace('Early', 'Red-eye')}")],
+                                            _bag_gate(), BAG)] == [KRYPTO, KRYPTO.replace("Early", "Red-eye")]
+
+
+@pytest.mark.parametrize("text, whole", [
+    (f"{NIGHTMARE} {KRYPTO}", True),
+    ("mushrooms are the devil. remove them from my life", True),
+    (f"Yeah, {NIGHTMARE.lower()} {KRYPTO}", False),  # a reaction to the other side
+    (f"{NIGHTMARE} {KRYPTO[:-1]}!", False),  # an exclamation: conversation
+    (f"{NIGHTMARE} Are yours?", False),  # a question
+    (f"{NIGHTMARE} Yesterday I missed the bus.", False),  # a past occasion
+    (f"{NIGHTMARE} I avoid dairy.", False),  # the rules take a sentence of it: read already
+    (f"{NIGHTMARE} You know that.", False),  # addressed to the assistant
+    ("My husband hates middle seats. He never sits there.", False),  # someone else's liking
+    (KRYPTO, False),  # one sentence: read already
+    (" ".join([NIGHTMARE] * 13), False),  # longer than a statement (MAX_WORDS)
+])
+def test_only_a_statements_shape_is_read_whole(text, whole):
+    got = G.whole_messages([("e1", "user", text), ("e2", "assistant", text)], {"e1", "e2"})
+    assert [e for e, _ in got] == (["e1"] if whole else [])
+    assert G.whole_messages([("e1", "user", text)], set()) == []  # only the messages the gate read and left
+
+
 def test_maintain_writes_what_the_gate_takes_beside_the_rules(tmp_path):
     """The one maintenance path (hooks and daemon): the gate's candidate becomes a Global node with its source,
     the rules' candidate too; a failing embedder costs the gate's candidates only."""
@@ -366,10 +410,11 @@ def test_a_sixth_authors_picks_and_phrases_are_measured(capsys):
     _, _, gp, gr = _rules_then_gate("choice_e", capsys)
     assert gr >= 0.76 and gp >= 0.95
     _, _, gp, gr = _rules_then_gate("colloquial_e", capsys)
-    assert gr >= 0.75 and gp >= 0.95
+    assert gr >= 0.78 and gp >= 0.95  # 0.773 before a message was read whole too (whole_messages)
 
 
 KRYPTONITE = "Anything departing before 7 a.m. is my kryptonite."
+MUSHROOMS = "mushrooms are the devil. remove them from my life"
 
 
 @pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
@@ -397,6 +442,12 @@ def test_through_the_host_a_sentence_only_the_gate_reads_becomes_standing(gate, 
     host.session_end(SessionEndEvent("done", timestamp=t0 + 9), ctx)
     nodes = [n.rec["content"] for n in GlobalStore(ws / "memory").current()]
     assert nodes == ([KRYPTONITE] if gate == "auto" else [])
+    # a preference said over two sentences, neither of which the gate takes alone, is one node, read whole
+    ctx = HookContext(agent_id="a", session_id="s2", run_id="r2", project="travel", workspace_dir=str(ws))
+    host.before_prompt_build(PromptEvent(MUSHROOMS, timestamp=t0 + 60), ctx)
+    host.agent_end(AgentEndEvent(messages=[], success=True, timestamp=t0 + 65), ctx)
+    nodes = [n.rec["content"] for n in GlobalStore(ws / "memory").current()]
+    assert nodes == ([KRYPTONITE, MUSHROOMS] if gate == "auto" else [])
 
 
 @pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")

@@ -9,7 +9,10 @@ speaker's own words: first person, no question, no past occasion, no request
 of the moment), is embedded with the standing embedder (bge-small) and
 scored by a logistic model over its vector; at or above the gate's threshold
 it becomes a preference candidate, with the same provenance and the same
-later path as a rule's (dedupe, revision, calibrated delivery). A reply that
+later path as a rule's (dedupe, revision, calibrated delivery). A message none
+of whose sentences passes alone, of a statement's shape, is read once more,
+whole ("mushrooms are the devil. remove them from my life":
+:func:`whole_messages`; the gate was fitted on whole messages). A reply that
 picks one of the options the assistant offered is read for the reason it
 gives besides the pick ("Audiobook. I'm dyslexic, listening is just way easier
 for me."), at probability 0.1 when it could hold beyond the pick: not said of
@@ -93,8 +96,9 @@ _OF_THE_OPTION = re.compile(r"^(?:(?:since|because|as|and)\s+)?(?:it|it's|its|th
 _PROPOSAL = re.compile(r"(?:let(?:'s| us)|(?:please\s+)?(?:do not|don't|never) (?:provide|give|show|tell|write|include|"
                        r"add|list|mention|make))\b", re.IGNORECASE)
 _ASKS = re.compile(r"\b(?:please|recently|wondering|wonder if)\b", re.IGNORECASE)
-# sentences read per call (a run, a session of a batch): about 6 ms each, so a host's 20,000-character message
-# costs agent_end at most ~0.3 s; the first ones are read (deterministic, unlike a time budget)
+# texts read per call (a run, a session of a batch; a sentence, or a message read whole: :func:`whole_messages`):
+# about 6 ms each, so a host's 20,000-character message costs agent_end at most ~0.3 s; the first ones are read
+# (deterministic, unlike a time budget)
 MAX_READ = 48
 
 
@@ -275,11 +279,49 @@ def candidates(messages: Sequence[tuple[str, str, str]], gate: Gate, embedder) -
                     len(gate.weights), vecs.shape[1])
         return []
     probs = gate.probabilities(vecs)
+    passed = [p >= (gate.threshold if floor is None else min(gate.threshold, floor)) for (_e, _s, floor), p in
+              zip(todo, probs)]
+    # a message none of whose sentences passes alone is read once more, whole (:func:`whole_messages`)
+    wholes = whole_messages(messages, {e for (e, _s, _f), ok in zip(todo, passed) if not ok}
+                            - {e for (e, _s, _f), ok in zip(todo, passed) if ok})[:MAX_READ - len(todo)]
+    whole_probs = gate.probabilities(embed_each(embedder, [t for _, t in wholes])) if wholes else []
     # a pick's reason is a preference of its own, like any sentence the gate takes ("I'm dyslexic, listening is just
     # way easier for me."): worded as a choice ("Asked ..., the user chose: ..."), the question's words made it
     # reach every question of its kind (probe_d, hybrid-fast: 13 more wrong items, 2 fewer own ones)
-    return [Candidate("preference", sent, "", [eid]) for (eid, sent, floor), p in zip(todo, probs)
-            if p >= (gate.threshold if floor is None else min(gate.threshold, floor))]
+    return ([Candidate("preference", sent, "", [eid]) for (eid, sent, _floor), ok in zip(todo, passed) if ok]
+            + [Candidate("preference", text, "", [eid]) for (eid, text), p in zip(wholes, whole_probs)
+               if p >= gate.threshold])
+
+
+# a message that reacts to what the other side said ("Yeah, ...", "Wow, ...", "That's ...", "TIL ..."): conversation,
+# not a statement about the speaker
+_REACTION = re.compile(r"^(?:yeah|yep|yup|yes|wow|oh|haha|lol|thanks|thank|sure|totally|definitely|absolutely|"
+                       r"agreed|same|true|right|exactly|ok|okay|nice|cool|great|awesome|sounds|it's|it is|that's|"
+                       r"that is|this|til)\b", re.IGNORECASE)
+WHOLE_MIN_SENTENCES = 2
+
+
+def whole_messages(messages: Sequence[tuple[str, str, str]], ids: set[str]) -> list[tuple[str, str]]:
+    """(entry id, text) of the user messages among ``ids`` (messages the gate read sentence by sentence and took
+    nothing from) to be read whole: a preference said over two or three short sentences ("mushrooms are the devil.
+    remove them from my life", "student loans have me broke till further notice lol. cheapest option always") has
+    no sentence that says it alone, and the gate was fitted on whole labelled messages. Only a message of a
+    statement's shape: 2+ sentences, at most MAX_WORDS words, the speaker's own words (first person, no one else's
+    liking, nothing addressed to the assistant), no question, no exclamation, no reaction to the other side, and no
+    sentence of a past occasion, an offer, a moment or one the rules take (those messages are read already)."""
+    out = []
+    for eid, role, text in messages:
+        if eid not in ids or role != "user" or not isinstance(text, str) or len(text) > 20_000:
+            continue
+        whole = _clean(" ".join(text.split()))
+        parts = [_clean(s) for s in sentences(whole)]
+        if (len(parts) >= WHOLE_MIN_SENTENCES and len(whole.split()) <= MAX_WORDS and "!" not in whole
+                and _FIRST.search(whole) and not _OTHER.match(whole) and not _YOU.search(whole)
+                and not _REACTION.match(whole)
+                and not any(s.rstrip().endswith("?") or _episodic(s) or _OCCASION.search(s) or extract(s, role="user")
+                            for s in parts)):
+            out.append((eid, whole))
+    return out
 
 
 def fit(vectors: np.ndarray, labels: Sequence[bool], *, l2: float = 30.0) -> tuple[np.ndarray, float]:
