@@ -334,6 +334,8 @@ def test_a_picks_reason_is_taken_at_a_low_probability_when_it_could_last():
     ("Do not provide the nightmare ending.", False),  # an instruction for the task at hand
     ("Night buses are my nightmare, please show a few more.", False),  # asked of the assistant
     ("Night buses are my nightmare, could you list a few more.", False),
+    ("Makes the least nightmare for me.", False),  # the pick's praise, no subject (probe_a: "... makes the most
+    ("Coach, sounds like no nightmare for me.", False),  # sense for me"; probe_b: "Option 1, Chamberi, sounds ...")
 ])
 def test_a_picks_reason_of_the_moment_or_about_the_option_is_not_taken(reason, kept):
     """A pick's reason holds beyond the pick only when it is not said of the moment ("craving it tonight") or of the

@@ -277,6 +277,34 @@ def test_a_pick_is_a_preference_only_when_it_judges_the_others_or_says_a_disposi
     assert any(c.form == "choice" for c in cands) is reveals
 
 
+@pytest.mark.parametrize("pick", [
+    "I'll go for the parka.",
+    "I'll take the budget parka.",  # "budget" as the option's adjective, no budget of the user's
+    "I'll follow option 4, the synthetic parka.",
+    "The synthetic parka is the one I'd go for.",
+    "Ok, I'll book option 2, the budget hotel room with its own bathroom.",
+])
+def test_an_occasions_pick_is_no_standing_item(pick):
+    """A reply that takes one option for this occasion (probe_a's and probe_b's bare picks: "I'll go for the home
+    game ticket package", "I'll take the budget hotel room") was a preference or a budget constraint that every
+    later question of its topic was handed; the choice rule reads a pick with the offer, and a bare one is none."""
+    cands = from_session([("q", "user", "What kind of winter coat should I buy this year?"),
+                          ("o", "assistant", COATS), ("s", "user", pick)])
+    assert cands == []
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("I'd take a window seat over an aisle any day.", "preference"),  # set against the rest: lasting
+    ("I'll always book aisle seats.", "preference"),
+    ("I only fly budget airlines.", "preference"),
+    ("My budget is $200 a night.", "constraint"),
+    ("Keep the trip budget under $500.", "constraint"),
+    ("I'm on a tight budget.", "constraint"),
+])
+def test_a_lasting_pick_or_a_budget_of_the_users_is_still_read(text, kind):
+    assert [c.node_kind for c in extract(text, role="user", entry_id="e")] == [kind]
+
+
 @pytest.mark.parametrize("text,role", [
     ("I prefer tabs over spaces and I always want type hints.", "assistant"),  # not the user's own words
     ("Can you find me a hotel near the venue?", "user"),  # a request

@@ -214,7 +214,11 @@ _OFFER = re.compile(r"\blet me know\b|\bif you (?:ever )?(?:need|want)\b|\b(?:he
                     r"(?:help|support|lend|assist|cheer|share|chat|listen|hear)\b|\bshoot me\b|\banytime you\b|"
                     r"\bkeep you (?:updated|posted|informed)\b|\blet you know\b",
                     re.IGNORECASE)
-_BUDGET = re.compile(r"\b(?:my|the|our)\s+(?:\w+\s+){0,2}budget\b|"
+# a budget as a noun ("my budget is $200", "the trip budget"), not as an adjective of the thing picked ("I'll take
+# the budget hotel room", "a budget airline": one pick)
+_BUDGET = re.compile(r"\b(?:my|the|our)\s+(?:\w+\s+){0,2}budget\b(?![ -]+(?:friendly|hotels?|rooms?|airlines?|"
+                     r"carriers?|options?|flights?|motels?|hostels?|inns?|stays?|cars?|rentals?|picks?|choices?|"
+                     r"brands?|models?|versions?|tiers?|plans?|meals?|trips?|travel|phones?|laptops?)\b)|"
                      r"\bI\b[^.;!?]{0,30}\bon an? (?:[\w-]+\s+){0,2}budget\b|"
                      r"\b(?:under|below|at most|no more than|up to|"
                      r"less than|max(?:imum)?|within)\s+[$€£]\s?\d", re.IGNORECASE)
@@ -454,6 +458,16 @@ _OCCASION = re.compile(r"^(?:(?:just|only|but|and)\s+)?(?:today|tonight|tomorrow
                        r"^if\b[^,]{0,80}?(?:\b(?:this|that|these|those)\b|\b(?:allowed|were|had|could|did|was)\b)"
                        r"[^,]{0,80},\s*(?:I'd|I would|we'd|we would)\b", re.IGNORECASE)
 _REASON = re.compile(r"\b(?:because|since|as|so)\b", re.IGNORECASE)
+# what the user will take this time ("I'll go for the home game ticket package", "I'll book option 4", "The hotel in
+# Chiado is the one I'd go for"): one occasion's pick, which the choice rule (picks.py) reads with the offer; not
+# "I'd take a window seat over an aisle any day" or "I'll always book aisle seats" (_LASTING)
+_PICKED = re.compile(r"^(?:(?:ok(?:ay)?|yes|yeah|sure|great|perfect|then|so|alright|right|hmm|cool)[,.!]?\s+)?"
+                     r"I(?:'ll| will|'d| would)\s+(?:(?:just|probably|definitely|happily|gladly|def|prob)\s+)?"
+                     r"(?:go (?:for|with)|opt for|take|book|pick|choose|follow|try|get|stick (?:to|with)|order|grab|"
+                     r"keep)\b|\bis the one I(?:'d| would|'ll| will)\s+(?:go for|pick|choose|take|get|book)\b",
+                     re.IGNORECASE)
+_LASTING = re.compile(r"\b(?:always|never|any day|every time|whenever|usually|only|over|rather|instead|anymore|"
+                      r"from now on|for good|again)\b", re.IGNORECASE)
 # where a reason given for a standing item ends or starts (main_clause): a leading one ("Because …, "), one before
 # ", so" / "so I …" ("so that", "so much" end no reason), one after "because"/"since" or ", as I"
 _LEADING_REASON = re.compile(_LEAD_REASON + r"\s*", re.IGNORECASE)
@@ -655,6 +669,8 @@ def _kind(sent: str) -> str | None:
     if sent.endswith("?"):
         return None
     if _OCCASION.search(sent):  # sent is _clean: apostrophes are plain
+        return None
+    if _PICKED.search(sent) and not _LASTING.search(sent):  # "I'll go for the home game ticket package": one pick
         return None
     if _episodic(sent):
         # a past cause with a lasting consequence: "I was diagnosed with celiac disease last year, so even a little

@@ -93,6 +93,9 @@ _OF_THE_OPTION = re.compile(r"^(?:(?:since|because|as|and)\s+)?(?:it|it's|its|th
                             r"that's|which)\b", re.IGNORECASE)
 # nor a reason: a proposal or an instruction for the task at hand ("Let's work this out step by step:", "Do not provide
 # the ending"), something asked of the assistant ("please provide some additional options"), a recent event
+# nor the pick's own praise, said with no subject ("Working out around 5 p.m. makes the most sense for me", "Option 1,
+# Chamberi, sounds right for me"): how the option strikes the speaker this time, not a disposition
+_PRAISE = re.compile(r"^(?:[\w'-]+,\s*)?(?:makes|sounds?|seems?|looks?|feels?|works?|fits?|suits?)\b", re.IGNORECASE)
 _PROPOSAL = re.compile(r"(?:let(?:'s| us)|(?:please\s+)?(?:do not|don't|never) (?:provide|give|show|tell|write|include|"
                        r"add|list|mention|make))\b", re.IGNORECASE)
 _ASKS = re.compile(r"\b(?:please|recently|wondering|wonder if)\b", re.IGNORECASE)
@@ -209,11 +212,11 @@ def eligible(sent: str, *, own: bool = False) -> bool:
 
 def lasting_reason(sent: str) -> bool:
     """Whether a pick's reason could hold beyond the pick: not said of the moment, not a fact about the option
-    (unless the speaker says what it is to them: "it's the only one without nuts and I'm allergic"), not a proposal
-    for the task at hand or the lead-in to what follows ("Let's work this out step by step:", "Do not provide the
-    ending"), nothing asked of the assistant ("please provide some additional options", "wondering if you could give
-    me some tips")."""
-    return not (_NOW.search(sent) or (_OF_THE_OPTION.search(sent) and not _FIRST.search(sent))
+    (unless the speaker says what it is to them: "it's the only one without nuts and I'm allergic"), not the pick's
+    praise with no subject ("makes the most sense for me"), not a proposal for the task at hand or the lead-in to
+    what follows ("Let's work this out step by step:", "Do not provide the ending"), nothing asked of the assistant
+    ("please provide some additional options", "wondering if you could give me some tips")."""
+    return not (_NOW.search(sent) or (_OF_THE_OPTION.search(sent) and not _FIRST.search(sent)) or _PRAISE.match(sent)
                 or _PROPOSAL.match(sent) or sent.rstrip().endswith(":") or _YOU.search(sent) or _ASKS.search(sent))
 
 
