@@ -408,11 +408,12 @@ def test_a_sixth_authors_picks_and_phrases_are_measured(capsys):
     0.978 / 0.587: the pick's reason read at 0.1, the pick named by number or a short word too, takes 0.787 of
     choice_e's lasting picks at precision 0.977 (the reasons of the moment it showed since left out); colloquial_e
     0.773 at 0.983 since a short sentence, a "so" with no comma, a condition or a faith, a label as an aside, what a
-    lasting state means for anything suggested and a state typed without "I'm" are read (test_fragments.py)."""
+    lasting state means for anything suggested and a state typed without "I'm" are read (test_fragments.py); 0.807
+    with a message read whole and a household, a car or a time zone read as identity (test_standing.py)."""
     _, _, gp, gr = _rules_then_gate("choice_e", capsys)
     assert gr >= 0.76 and gp >= 0.95
     _, _, gp, gr = _rules_then_gate("colloquial_e", capsys)
-    assert gr >= 0.78 and gp >= 0.95  # 0.773 before a message was read whole too (whole_messages)
+    assert gr >= 0.80 and gp >= 0.95  # 0.773 before a message was read whole (whole_messages) and a household read
 
 
 KRYPTONITE = "Anything departing before 7 a.m. is my kryptonite."

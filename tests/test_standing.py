@@ -305,6 +305,24 @@ def test_a_lasting_pick_or_a_budget_of_the_users_is_still_read(text, kind):
     assert [c.node_kind for c in extract(text, role="user", entry_id="e")] == [kind]
 
 
+@pytest.mark.parametrize("text, kind", [
+    ("i have 2 rabbits that free roam the apartment", "identity"),  # who lives with the user
+    ("We have three kids.", "identity"),
+    ("I own a 2014 Subaru Outback, that's what all my car questions are about", "identity"),  # what they drive
+    ("I'm on Central time, in case you're scheduling anything", "identity"),  # their time zone
+    ("we have three cats and one of them chews cords, so nothing with dangly cables", "preference"),  # what it means
+    ("We have two big dogs so a fenced yard wins every time.", "preference"),
+    ("We have two big dogs who shed constantly, so anything I buy for the house needs to survive fur.", "rule"),
+    ("I have two tickets to the game tonight.", None),  # one occasion's
+    ("I'm on time.", None),
+    ("Yesterday we had two dogs over.", None),
+])
+def test_a_household_a_car_and_a_time_zone_are_identity(text, kind):
+    """What the user lives with is standing (colloquial_e: "i have 2 rabbits that free roam the apartment"); said
+    with what it means for anything suggested, it is the preference it gives a reason for, as before."""
+    assert [c.node_kind for c in extract(text, role="user", entry_id="e")] == ([kind] if kind else [])
+
+
 @pytest.mark.parametrize("text,role", [
     ("I prefer tabs over spaces and I always want type hints.", "assistant"),  # not the user's own words
     ("Can you find me a hotel near the venue?", "user"),  # a request
