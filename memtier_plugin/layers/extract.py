@@ -257,20 +257,24 @@ _RULE_NOT = re.compile(r"\s*(?:here|good|great|happy|glad|nice|fun|so|such|a|an|
                        r"thought|mind|ever|done|heard|seen|gone|known|met|got|felt|made|said|told|"
                        r"(?!need\b|feed\b|proceed\b)\w+ed|\w+ing)\b", re.IGNORECASE)
 # who lives with the user, what they drive, their time zone: "i have 2 rabbits that free roam the apartment", "We
-# have three kids", "I own a 2014 Subaru Outback", "I'm on Central time" (not "I have two tickets", "I'm on time")
+# have three kids", "I own a 2014 Subaru Outback", "I'm on Central time" (not "I have two tickets", "I'm on time");
+# read after every other form ("We have two big dogs who shed constantly, so anything I buy ... needs to survive" is
+# the rule it gives a reason for)
+_HOUSEHOLD = re.compile(
+    r"\b(?:(?:I|we) (?:have|own|live with|share (?:my|our|the) (?:home|house|place|apartment|flat) with) "
+    r"(?:a|an|one|two|three|four|five|six|\d) (?:[\w-]+ ){0,2}?(?:dogs?|cats?|rabbits?|bunnies|birds?|parrots?|"
+    r"hamsters?|guinea pigs?|horses?|ferrets?|turtles?|tortoises?|lizards?|snakes?|kids|children|sons?|daughters?|"
+    r"toddlers?|teenagers?|teens|twins|boys|girls|grandkids|grandchildren|puppy|puppies|kittens?|roommates?|"
+    r"flatmates?)|"
+    r"I (?:own|drive) an? (?:(?:19|20)\d\d|(?:[\w-]+ ){0,3}?(?:car|truck|pickup|van|minivan|suv|hatchback|sedan|"
+    r"wagon|motorcycle|motorbike|scooter|e-bike))|"
+    r"I(?:'m| am) on (?:central|eastern|pacific|mountain|atlantic|alaska|hawaii|gmt|utc|bst|cet|cest|est|edt|pst|pdt|"
+    r"cst|cdt|mst|ist|jst|aest|uk|london|berlin|paris|tokyo|sydney|new york|chicago|la) time|"
+    r"my time ?zone is)\b", re.IGNORECASE)
+# ... said with what it means for anything suggested ("..., so nothing with dangly cables"): the preference it gives a
+# reason for ("so much", "so cute" are no consequence)
 _SO_THEN = re.compile(r"\bso\b(?!\s+(?:much|many|long|far|cute|sweet|fun|good|great|happy|excited|proud|glad|"
                       r"lucky|busy|that)\b)", re.IGNORECASE)
-# (read last: "We have two big dogs who shed constantly, so anything I buy ... needs to survive" is a preference)
-_HOUSEHOLD = re.compile(r"\b(?:(?:I|we) (?:have|own|live with|share (?:my|our|the) (?:home|house|place|apartment|flat) with) "
-              r"(?:a|an|one|two|three|four|five|six|\d) (?:[\w-]+ ){0,2}?(?:dogs?|cats?|rabbits?|bunnies|birds?|"
-              r"parrots?|hamsters?|guinea pigs?|horses?|ferrets?|turtles?|tortoises?|lizards?|snakes?|kids|children|"
-              r"sons?|daughters?|toddlers?|teenagers?|teens|twins|boys|girls|grandkids|grandchildren|puppy|puppies|"
-              r"kittens?|roommates?|flatmates?)|"
-              r"I (?:own|drive) an? (?:(?:19|20)\d\d|(?:[\w-]+ ){0,3}?(?:car|truck|pickup|van|minivan|suv|hatchback|"
-              r"sedan|wagon|motorcycle|motorbike|scooter|e-bike))|"
-              r"I(?:'m| am) on (?:central|eastern|pacific|mountain|atlantic|alaska|hawaii|gmt|utc|bst|cet|cest|est|edt|"
-              r"pst|pdt|cst|cdt|mst|ist|jst|aest|uk|london|berlin|paris|tokyo|sydney|new york|chicago|la) time|"
-              r"my time ?zone is)\b", re.IGNORECASE)
 _IDENTITY = re.compile(r"\b(?:my name is|I live in|I work (?:[\w-]+ ){0,2}(?:shifts|nights)|I'm (?:based|located) in|"
                        r"I am (?:based|located) in|I work (?:as|at|for|in)|"
                        r"I(?:'m| am) \d{1,2}(?: years old)?(?=\s*(?:[,.;]|and\b|$))|"
@@ -740,8 +744,8 @@ def _kind(sent: str) -> str | None:
         return "rule"
     if _MOMENT.search(sent):
         return None
-    if _HOUSEHOLD.search(sent):  # with what it means for anything suggested ("..., so nothing with dangly cables"):
-        return "preference" if _SO_THEN.search(sent) else "identity"  # a preference with its reason
+    if _HOUSEHOLD.search(sent):
+        return "preference" if _SO_THEN.search(sent) else "identity"
     said = with_subject(sent)  # "allergic to penicillin", "can't do dairy": typed without "I'm" or "I"
     return phrase_kind(sent) or (_kind(said) if said else None)
 
