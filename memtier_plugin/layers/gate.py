@@ -91,11 +91,11 @@ _NOW = re.compile(r"\b(?:today|tonight|tomorrow|yesterday|right now|for now|at t
                   re.IGNORECASE)
 _OF_THE_OPTION = re.compile(r"^(?:(?:since|because|as|and)\s+)?(?:it|it's|its|they|they're|that one|this one|"
                             r"that's|which)\b", re.IGNORECASE)
-# nor a reason: a proposal or an instruction for the task at hand ("Let's work this out step by step:", "Do not provide
-# the ending"), something asked of the assistant ("please provide some additional options"), a recent event
 # nor the pick's own praise, said with no subject ("Working out around 5 p.m. makes the most sense for me", "Option 1,
 # Chamberi, sounds right for me"): how the option strikes the speaker this time, not a disposition
 _PRAISE = re.compile(r"^(?:[\w'-]+,\s*)?(?:makes|sounds?|seems?|looks?|feels?|works?|fits?|suits?)\b", re.IGNORECASE)
+# nor a reason: a proposal or an instruction for the task at hand ("Let's work this out step by step:", "Do not provide
+# the ending"), something asked of the assistant ("please provide some additional options"), a recent event
 _PROPOSAL = re.compile(r"(?:let(?:'s| us)|(?:please\s+)?(?:do not|don't|never) (?:provide|give|show|tell|write|include|"
                        r"add|list|mention|make))\b", re.IGNORECASE)
 _ASKS = re.compile(r"\b(?:please|recently|wondering|wonder if)\b", re.IGNORECASE)
@@ -285,8 +285,8 @@ def candidates(messages: Sequence[tuple[str, str, str]], gate: Gate, embedder) -
     passed = [p >= (gate.threshold if floor is None else min(gate.threshold, floor)) for (_e, _s, floor), p in
               zip(todo, probs)]
     # a message none of whose sentences passes alone is read once more, whole (:func:`whole_messages`)
-    wholes = whole_messages(messages, {e for (e, _s, _f), ok in zip(todo, passed) if not ok}
-                            - {e for (e, _s, _f), ok in zip(todo, passed) if ok})[:MAX_READ - len(todo)]
+    took = {e for (e, _s, _f), ok in zip(todo, passed) if ok}
+    wholes = whole_messages(messages, {e for e, _s, _f in todo} - took)[:MAX_READ - len(todo)]
     whole_probs = gate.probabilities(embed_each(embedder, [t for _, t in wholes])) if wholes else []
     # a pick's reason is a preference of its own, like any sentence the gate takes ("I'm dyslexic, listening is just
     # way easier for me."): worded as a choice ("Asked ..., the user chose: ..."), the question's words made it
