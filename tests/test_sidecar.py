@@ -417,6 +417,34 @@ def test_the_sidecar_warms_up_its_vectors_before_it_serves(sidecar, tmp_path):
     assert files  # every entry embedded without a request
 
 
+def test_a_stop_signal_never_waits_for_a_lock_the_main_thread_holds():
+    """The signal handler runs on the main thread, which may be inside ``Event.wait`` holding the Event's lock: a
+    handler that calls ``stop.set()`` then waits for that lock and the sidecar never exits (it hung so in CI, a
+    SIGTERM right after the ready line). The handler only sets a flag; the wait sees it and sets the Event."""
+    import threading
+
+    from memtier_plugin.bridges.stopping import StopOnSignals
+
+    stop = threading.Event()
+    held, release, timed_out = threading.Event(), threading.Event(), []
+
+    def hold():  # stands for the main thread's own hold of the lock inside wait(): another holder, same lock
+        with stop._cond:
+            held.set()
+            timed_out.append(not release.wait(10))
+
+    with StopOnSignals(stop) as signals:
+        holder = threading.Thread(target=hold)
+        holder.start()
+        held.wait(5)
+        signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)  # what the interpreter runs on SIGTERM
+        release.set()
+        holder.join(15)
+        signals.wait()  # returns at once: the flag is set
+    assert timed_out == [False] and stop.is_set()
+    assert signal.getsignal(signal.SIGTERM) is not signals._handler  # the previous handler is back
+
+
 def test_a_sidecar_stopped_while_it_warms_up_exits_cleanly(sidecar, tmp_path):
     """SIGTERM right after the ready line lands while the warm-up may still be loading a model (bge-small,
     when set up): shutdown waits for it instead of exiting under it (which aborted the process)."""

@@ -8,6 +8,7 @@ Modules by purpose:
   ``/health``) the OpenClaw plugin talks to: the protocol, its connections and their limits;
 * :mod:`.sidecar`: what the sidecar answers, transport-free (a request in, one Host call, its JSON out);
 * :mod:`.serving`: running it for one workspace (lock, token, endpoint file, idle exit, clean shutdown);
+* :mod:`.stopping`: the main thread's wait for a server's stop, SIGTERM/SIGINT setting only a flag;
 * :mod:`.sidecar_token` holds the sidecar's shared secret (its private folder, the token file) and
   the challenge proof a client checks before it sends the token;
 * :mod:`.request_parsing`: untrusted request bodies (the sidecar's and the ui's) read into JSON

@@ -9,7 +9,6 @@ import errno
 import fcntl
 import logging
 import os
-import signal
 import threading
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from ..events import HookContext
 from .http import LOOPBACK, MAX_BODY, MAX_CONNECTIONS, REQUEST_TIMEOUT_S, SidecarServer
 from .sidecar import Sidecar, build_host
 from .sidecar_token import ensure_token, private_dir, sidecar_dir, write_private
+from .stopping import StopOnSignals
 
 log = logging.getLogger(__name__)
 
@@ -118,40 +118,35 @@ def serve(workspace: Path | str, memory_root: Path | str, *, host: str = "127.0.
                                token, max_body=max_body, max_connections=max_connections,
                                request_timeout=request_timeout)
         stop = stop or threading.Event()
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                previous[sig] = signal.signal(sig, lambda *_: stop.set())
-        loop = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                                name="memtier-sidecar", daemon=True)
-        loop.start()
-        if idle_exit_s > 0:
-            threading.Thread(target=_idle_watch, args=(server, stop, idle_exit_s), name="memtier-sidecar-idle",
-                             daemon=True).start()
-        endpoint = Endpoint(server.url, str(token_path.resolve()), os.getpid(), str(workspace))
-        ep_file = endpoint_path(memory_root)
-        write_private(ep_file, orjson.dumps(dataclasses.asdict(endpoint), option=orjson.OPT_INDENT_2))
-        try:
-            if on_ready:
-                on_ready(endpoint)
-            stop.wait()
-        finally:
-            log.info("sidecar: shutting down")
-            server.shutdown()  # no new connections are served from here on
-            server.drain()
-            server.server_close()
+        with StopOnSignals(stop) as signals:
+            loop = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                                    name="memtier-sidecar", daemon=True)
+            loop.start()
+            if idle_exit_s > 0:
+                threading.Thread(target=_idle_watch, args=(server, stop, idle_exit_s), name="memtier-sidecar-idle",
+                                 daemon=True).start()
+            endpoint = Endpoint(server.url, str(token_path.resolve()), os.getpid(), str(workspace))
+            ep_file = endpoint_path(memory_root)
+            write_private(ep_file, orjson.dumps(dataclasses.asdict(endpoint), option=orjson.OPT_INDENT_2))
             try:
-                if orjson.loads(ep_file.read_bytes()).get("pid") == os.getpid():
-                    ep_file.unlink()
-            except (OSError, ValueError):
-                pass
-            try:
-                mem.close()  # warm-up, Foresight and background embedding done: no model runs while we exit
-                mem.retriever.save()
-            except Exception:  # the index is derived; the next start rebuilds what is missing
-                log.warning("sidecar: could not save the index on shutdown", exc_info=True)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+                if on_ready:
+                    on_ready(endpoint)
+                signals.wait()
+            finally:
+                log.info("sidecar: shutting down")
+                server.shutdown()  # no new connections are served from here on
+                server.drain()
+                server.server_close()
+                try:
+                    if orjson.loads(ep_file.read_bytes()).get("pid") == os.getpid():
+                        ep_file.unlink()
+                except (OSError, ValueError):
+                    pass
+                try:
+                    mem.close()  # warm-up, Foresight and background embedding done: no model runs while we exit
+                    mem.retriever.save()
+                except Exception:  # the index is derived; the next start rebuilds what is missing
+                    log.warning("sidecar: could not save the index on shutdown", exc_info=True)
         return 0
     finally:
         os.close(lock_fd)

@@ -35,7 +35,6 @@ from __future__ import annotations
 import hmac
 import logging
 import secrets
-import signal
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -51,6 +50,7 @@ from ..store.paths import checked_id, is_valid_id
 from . import ui_views as views
 from .http import LOOPBACK
 from .request_parsing import RequestError, parse_body
+from .stopping import StopOnSignals
 
 log = logging.getLogger(__name__)
 
@@ -296,20 +296,15 @@ def serve(mem: Memory, *, host: str = "127.0.0.1", port: int = 0, on_ready: Call
         raise MemtierError(f"--host {host}: the page is served on loopback only (127.0.0.1 or ::1)")
     server = UIServer(("::1" if host == "::1" else "127.0.0.1", port), UI(mem), secrets.token_urlsafe(32))
     stop = stop or threading.Event()
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, lambda *_: stop.set())
-    loop = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="memtier-ui",
-                            daemon=True)
-    loop.start()
-    try:
-        if on_ready:
-            on_ready(server.url)
-        stop.wait()
-    finally:
-        server.shutdown()
-        server.server_close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with StopOnSignals(stop) as signals:
+        loop = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="memtier-ui",
+                                daemon=True)
+        loop.start()
+        try:
+            if on_ready:
+                on_ready(server.url)
+            signals.wait()
+        finally:
+            server.shutdown()
+            server.server_close()
     return 0
