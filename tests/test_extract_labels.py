@@ -365,6 +365,24 @@ def test_a_preference_said_for_one_occasion_is_not_standing():
     assert [t for t in standing if not extract(t, role="user")] == []
 
 
+def test_what_is_under_way_for_good_is_read_but_a_plan_or_a_promise_is_not():
+    """A progressive reads as a plan of the moment ("I'm doing a trip to Rome next week"); said for good ("I'm doing
+    low-carb long term, doctor's orders") it is a lasting state the learned gate may take. A promise said "from now
+    on" ("I'll try meditating before meals from now on") is not made one."""
+    from memtier_plugin.layers.extract import extract
+    from memtier_plugin.layers.gate import eligible
+
+    for_good = ["i'm doing low-carb long term, doctor's orders", "I'm eating plant-based for the foreseeable future.",
+                "I've been going gluten-free for good.", "I'm staying off dairy permanently."]
+    for_now = ["I'm doing a trip to Rome next week.", "I'm cooking pasta tonight.", "I'm eating out with friends.",
+               "I'm doing a long-term project at work this week."]
+    assert [t for t in for_good if not eligible(t)] == []
+    assert [t for t in for_now if eligible(t)] == []
+    for promise in ("I'll be sure to take good care of my leather shoes from now on.",
+                    "I'll try meditating before meals from now on."):  # LongMemEval-S's haystacks
+        assert extract(promise, role="user") == [], promise
+
+
 def test_a_rule_said_as_a_rule_a_fragment_for_every_time_and_how_to_answer_are_rules():
     """"House rule: no screens at dinner", "Window seat, always.", "Keep answers short.", "Skip the disclaimers",
     "Hard pass on anything with a timeshare pitch" (issue 25): each beside the sentence that shares its shape and

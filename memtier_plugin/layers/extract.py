@@ -485,6 +485,11 @@ _PICKED = re.compile(r"^(?:(?:ok(?:ay)?|yes|yeah|sure|great|perfect|then|so|alri
                      r"(?:go (?:for|with)|opt for|take|book|pick|choose|follow|try|get|stick (?:to|with)|order|grab|"
                      r"keep)\b|\bis the one I(?:'d| would|'ll| will)\s+(?:go for|pick|choose|take|get|book)\b",
                      re.IGNORECASE)
+# what is under way for good, not for now: "I'm doing low-carb long term", "I'm eating plant-based for the foreseeable
+# future" (a progressive otherwise reads as a plan of the moment, _PLAN)
+_FOR_GOOD = re.compile(r"\b(?:long[- ]term|for the (?:foreseeable future|long haul|rest of my life)|for good|for life|"
+                       r"permanently|indefinitely|(?:probably |likely |pretty much )?forever)\b", re.IGNORECASE)
+_UNDER_WAY = re.compile(r"^(?:\w+,\s*)?I(?:'m| am|'ve been| have been)\b", re.IGNORECASE)
 _LASTING = re.compile(r"\b(?:always|never|any day|every time|whenever|usually|only|over|rather|instead|anymore|"
                       r"from now on|for good|again)\b", re.IGNORECASE)
 # where a reason given for a standing item ends or starts (main_clause): a leading one ("Because …, "), one before
@@ -672,9 +677,16 @@ def _the_one(rest: str) -> bool:
 
 def _episodic(sent: str) -> bool:
     """The sentence tells of an occasion, not of a standing disposition: a past time, a recalled liking, an offer,
-    a promise, someone else's doing, or a bare hedge."""
+    a promise, someone else's doing, or a bare hedge ("I've been practising yoga twice a week" is a habit)."""
     return bool(_PAST.search(sent) or _RECALLED.search(sent) or _OFFER.search(sent)
-                or (_PLAN.search(sent) and not _habit(sent)))  # "I've been practising yoga twice a week": a habit
+                or (_PLAN.search(sent) and not _habit(sent) and not _under_way_for_good(sent)))
+
+
+def _under_way_for_good(sent: str) -> bool:
+    """Something under way for good, not a plan of the moment: "I'm doing low-carb long term" (a promise, "I'll take
+    good care of my shoes from now on", stays one)."""
+    m = _PLAN.search(sent)
+    return bool(m and _UNDER_WAY.match(m.group(0)) and _FOR_GOOD.search(sent) and not _MOMENT.search(sent))
 
 
 def _habit(sent: str) -> bool:
