@@ -23,7 +23,8 @@ SIGNALS = ("sem", "bm25", "decay", "cw", "tier")
 #: Pulse §3.3: what the pre-commit check does with a proposed call.
 ACTIONS = ("silent", "supplement", "intervene")
 #: MemSidecar §3.2: kinds of Global-layer knowledge nodes, and of semantic facts (MemTier §3.3).
-NODE_KINDS = ("preference", "constraint", "rule", "identity", "choice")
+# "pick": a bare pick of an offered option (layers/picks.py), delivered only to a prompt that asks for a choice
+NODE_KINDS = ("preference", "constraint", "rule", "identity", "choice", "pick")
 FACT_KINDS = ("preference", "constraint", "decision", "attribute", "event", "progress", "plan")
 #: The host's hooks (hookspecs.py), in the order of one turn.
 HOOK_NAMES = ("before_prompt_build", "pre_tool", "post_tool", "agent_end", "before_compaction", "session_end")

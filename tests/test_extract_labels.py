@@ -80,10 +80,11 @@ def load() -> list[dict]:
 
 
 def taken(rec: dict) -> list[str]:
-    """The kinds of the candidates the hooks' extractor takes from the labelled message (empty: not taken)."""
+    """The kinds of the standing candidates the hooks' extractor takes from the labelled message (empty: not taken).
+    A bare pick kept as a pick (layers/picks.py bare_pick) is no standing item: the set's bare picks stay negatives."""
     msgs = [(f"b{i}", m["role"], m["text"]) for i, m in enumerate(rec.get("before", []))]
     msgs.append(("t", "user", rec["text"]))
-    return [c.node_kind for c in from_session(msgs) if "t" in c.entry_ids]
+    return [c.node_kind for c in from_session(msgs) if "t" in c.entry_ids and c.node_kind != "pick"]
 
 
 def score(recs: list[dict]) -> tuple[float, float, list[str]]:

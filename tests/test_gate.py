@@ -206,7 +206,9 @@ def _score(recs, gate, emb):
     tp = fp = fn = 0
     for r in recs:
         msgs = [(f"b{i}", m["role"], m["text"]) for i, m in enumerate(r.get("before", []))] + [("t", "user", r["text"])]
-        got = any("t" in c.entry_ids for c in from_session(msgs))
+        # a bare pick is kept as a pick, not a standing item (layers/picks.py bare_pick): the labelled set's bare
+        # picks are negatives of standing knowledge, and stay so
+        got = any("t" in c.entry_ids for c in from_session(msgs) if c.node_kind != "pick")
         if not got and gate is not None:
             got = any("t" in c.entry_ids for c in G.candidates(msgs, gate, emb))
         tp += got and r["label"]

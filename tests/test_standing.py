@@ -287,10 +287,11 @@ def test_a_pick_is_a_preference_only_when_it_judges_the_others_or_says_a_disposi
 def test_an_occasions_pick_is_no_standing_item(pick):
     """A reply that takes one option for this occasion (probe_a's and probe_b's bare picks: "I'll go for the home
     game ticket package", "I'll take the budget hotel room") was a preference or a budget constraint that every
-    later question of its topic was handed; the choice rule reads a pick with the offer, and a bare one is none."""
+    later question of its topic was handed; the choice rule reads a pick with the offer, and a bare one is none: at
+    most a pick (layers/picks.py bare_pick), delivered only to a prompt that asks for a choice."""
     cands = from_session([("q", "user", "What kind of winter coat should I buy this year?"),
                           ("o", "assistant", COATS), ("s", "user", pick)])
-    assert cands == []
+    assert [c.node_kind for c in cands if c.node_kind != "pick"] == []
 
 
 @pytest.mark.parametrize("text, kind", [
@@ -671,3 +672,72 @@ def test_a_message_of_two_standing_sentences_is_delivered_once(host, workspace):
         return  # words alone may leave both under the threshold: nothing to merge
     assert len(lines) == 1 and "vegetarian" in lines[0] and "peanuts" in lines[0], block
     assert all(i in lines[0] for i in ids)
+
+
+DINNER = ("New Orleans has great food. Here are some ideas: 1. A crawfish boil at a seafood shack. "
+          "2. Dinner at a classic steakhouse in the French Quarter. 3. Shrimp and grits at a Creole bistro. "
+          "4. Char-grilled oysters at an oyster bar.")
+
+
+@pytest.mark.parametrize("reply, kind", [
+    ("Let's do the steakhouse.", "pick"),
+    ("Number 2.", "pick"),
+    ("I'll go with the Creole bistro.", "pick"),
+    ("The steakhouse. I don't eat seafood.", "choice"),  # a pick with its reason: a revealed preference
+    ("Sounds great!", None),
+    ("The steakhouse or the oyster bar, not sure yet.", None),  # two options named: no pick
+    ("Give me more options near the French Quarter.", None),  # a request, not a pick
+])
+def test_a_bare_pick_of_an_option_asked_for_is_kept_as_a_pick(reply, kind):
+    """PrefEval's choice form without a reason ("Let's do the steakhouse."): the user went for one option when asked,
+    which a later request of the kind can bear in mind; no reason says it holds for good, so it is a pick, not a
+    preference (layers/picks.py bare_pick)."""
+    cands = from_session([("q", "user", "Where should we go for dinner on our trip to New Orleans?"),
+                          ("o", "assistant", DINNER), ("s", "user", reply)])
+    assert [c.node_kind for c in cands if c.node_kind in ("pick", "choice")] == ([kind] if kind else [])
+
+
+def test_no_pick_is_read_in_a_long_answer_or_a_chat_that_asked_for_nothing():
+    """An assistant chat's long answers and follow-ups are no offer to pick from (LongMemEval-S dev's first 80
+    haystacks give no pick): the offer is a short numbered list, the question asks for a choice."""
+    long_offer = DINNER + " " + " ".join(["Each of these is lovely in the evening and worth a visit."] * 12)
+    for query, offer in (("Where should we go for dinner on our trip to New Orleans?", long_offer),
+                         ("We had dinner in New Orleans last night.", DINNER)):
+        cands = from_session([("q", "user", query), ("o", "assistant", offer), ("s", "user", "Let's do the steakhouse.")])
+        assert [c for c in cands if c.node_kind == "pick"] == [], query[:40]
+
+
+def test_a_pick_is_delivered_to_a_prompt_that_asks_for_a_choice_only(host, workspace):
+    ctx = HookContext(agent_id="assistant", session_id="s-pick", run_id="r1", project="trips",
+                      workspace_dir=str(workspace))
+    host.before_prompt_build(PromptEvent("Where should we go for dinner on our trip to New Orleans?", timestamp=T0), ctx)
+    host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": DINNER}], success=True, timestamp=T0 + 5),
+                   ctx)
+    ctx2 = HookContext(agent_id="assistant", session_id="s-pick", run_id="r2", project="trips",
+                       workspace_dir=str(workspace))
+    host.before_prompt_build(PromptEvent("Let's do the steakhouse.", timestamp=T0 + 60), ctx2)
+    host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": "Great, a steakhouse it is."}],
+                                 success=True, timestamp=T0 + 65), ctx2)
+    host.session_end(SessionEndEvent("done", timestamp=T0 + 70), ctx2)
+    store = GlobalStore(workspace / "memory", fsync=False)
+    store.refresh()
+    picks = [n.rec for n in store.current() if n.rec["node_kind"] == "pick"]
+    assert [r["provenance"]["form"] for r in picks] == ["pick"]
+    assert picks[0]["content"].endswith("the user chose: Let's do the steakhouse.")
+    # a later prompt that asks for a choice of the kind is handed it; one that asks for none is not, words shared
+    block = ask(host, workspace, "We're in Chicago for the weekend. Where should we go for dinner, a steakhouse or "
+                "something else?", project="trips", session="s2")
+    assert "a past pick" in block and "the user chose: Let's do the steakhouse." in block
+    assert "a past pick" not in ask(host, workspace, "The steakhouse dinner in New Orleans was lovely.",
+                                    project="trips", session="s3")
+
+
+def test_a_pick_needs_a_prompt_about_what_its_question_was_about():
+    """A pick's "Asked '...?'" reads as a question, near every question by raw cosine: with an embedder it needs the
+    prompt's vector less the common direction of prompts at PICK_CCOS or more; without one, the words decide."""
+    from memtier_plugin.layers.standing import PICK_CCOS, picked_for
+
+    assert picked_for({"asks": 1.0, "embedded": 1.0, "ccos": PICK_CCOS + 0.05})
+    assert not picked_for({"asks": 1.0, "embedded": 1.0, "ccos": PICK_CCOS - 0.03})
+    assert not picked_for({"asks": 0.0, "embedded": 1.0, "ccos": 0.4})  # a prompt that asks for no choice
+    assert picked_for({"asks": 1.0, "embedded": 0.0, "ccos": 0.0})  # lexical: routed by topic and words

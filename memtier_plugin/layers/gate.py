@@ -224,8 +224,9 @@ def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, flo
     """(entry id, sentence, floor) of every user sentence the rules take nothing from and that is
     :func:`eligible`. A reply that picks one of the options the assistant just offered is read only for the reason
     it gives besides the pick ("Audiobook. I'm dyslexic, listening is just way easier for me."; :func:`.picks.
-    reason_given`), and only when the choice rule took nothing from it: a bare pick, or one whose reason is of the
-    moment ("Uber this time, I've got two heavy suitcases"), shows no standing preference. ``floor``: None for a
+    reason_given`), and only when the choice rule took no choice from it (a bare pick it keeps as a pick has no
+    reason it read: "The salad. I'm vegan."): a reason of the moment ("Uber this time, I've got two heavy
+    suitcases") shows no standing preference. ``floor``: None for a
     sentence said on its own, the probability a pick's reason needs for one (PICK_THRESHOLD, RESTATED_THRESHOLD when
     it says the pick again: :func:`.picks.restates_pick`)."""
     out = []
@@ -238,7 +239,8 @@ def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, flo
         pick = None
         if prev[1] == "assistant" and picks_an_option(text, prev[2]):
             pick = (query, (prev[2], prev[0]), (text, eid))
-            taken = choice(*pick) is not None  # the choice rule read the reason already
+            found = choice(*pick)  # the choice rule read the reason already; a bare pick has none to read
+            taken = found is not None and found.node_kind == "choice"
             text = reason_given(text, prev[2]) if among_options(query, text) and not taken else ""
         query = (text if pick is None else pick[2][0], eid)
         for sent in sentences(text):

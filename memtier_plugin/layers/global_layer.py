@@ -3,11 +3,11 @@
 ``memory/global/knowledge.jsonl``, append-only JSONL like the other ledgers,
 readable by hand. A topic tree (:mod:`topics`) indexes knowledge nodes:
 
-* ``{"kind": "knowledge", "id": "gk-…", "node_kind": "preference|constraint|rule|identity|choice",
+* ``{"kind": "knowledge", "id": "gk-…", "node_kind": "preference|constraint|rule|identity|choice|pick",
   "content": <the user's words>, "attribute": <what a revision replaces, or "">,
   "topics": [...], "applies": {"projects": "*" | [names], "from": null, "until": null,
   "requests": <the kind of request it was said for, as said: "anything you book for me"; optional>},
-  "provenance": {"entry_ids": [...], "session_id", "agent_id", "speaker": "user", "form": "stated|choice"}}``
+  "provenance": {"entry_ids": [...], "session_id", "agent_id", "speaker": "user", "form": "stated|choice|pick"}}``
 * ``{"kind": "retired", "node_id": …, "by": <newer node>, "reason": …}``: a revision.
 
 Maintenance (:meth:`GlobalStore.upsert`, MemSidecar eq. A3–A4): a candidate

@@ -53,7 +53,10 @@ def maintain(global_store, messages: list[tuple[str, str, str]], *, config, clie
             candidates += model_candidates(client, messages, deadline=deadline)
         except Exception as exc:
             log.warning("model extraction of standing knowledge failed (%s); rules only", exc)
-    written = global_store.upsert(candidates, agent_id=agent_id, session_id=session_id, project=project, ts=ts)
+    from .picks import said_more
+
+    written = global_store.upsert(said_more(candidates), agent_id=agent_id, session_id=session_id, project=project,
+                                  ts=ts)
     if written and derive is not None:
         try:
             derive(written, ts)

@@ -3,9 +3,11 @@
 An assistant message offers options and the user's next message picks one: when the pick also turns the others
 down by a judgement of them ("the other options don't appeal to me", "the wool one seems a bit too formal for my
 taste") or says a disposition ("I prefer ...", "since I'm vegetarian"), the exchange is a standing preference
-(:func:`choice`). A bare pick, or a reason of the moment ("for now, since I'm just starting out"), is one
-occasion's. :func:`picks_an_option` tells recall that a short reply picks from the offer just made, so the reply
-is searched together with it.
+(:func:`choice`). A reason of the moment ("for now, since I'm just starting out") shows no lasting preference. A
+bare pick of one item of a short numbered offer made to a question that asked for a choice ("Let's watch the
+basketball game.") is kept as a *pick*: what the user went for when asked, delivered only to a later prompt that
+asks for a choice, never read as a preference nor held against a tool call (:func:`bare_pick`). :func:`picks_an_option`
+tells recall that a short reply picks from the offer just made, so the reply is searched together with it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from __future__ import annotations
 import re
 
 from ..tokenize import stem, tokenize
-from .extract import _HAVE, _INTENT, _OFFER, _PAST, _STATE, MAX_TEXT, Candidate, _cue
+from .extract import _HAVE, _INTENT, _OFFER, _PAST, _REQUEST, _STATE, MAX_TEXT, Candidate, _cue
+from .requests import asks_for_choice
 
 _CHOICE = re.compile(r"\b(?:I(?:'ll| will) (?:go|check|try|pick|take|choose|opt|stick|get|book|do|start)|"
                      r"I(?:'d| would) (?:go|prefer|choose|pick|rather|like to go)|I (?:choose|pick|select)|"
@@ -92,17 +95,62 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
     # the reason the pick gives: the whole reply when it says it picks ("I'll go with ..."), else what follows an
     # option's name at its start ("Fenway, obviously. Anything Bronx-related is out."); a name alone shows nothing
     reason = sel_text if _CHOICE.search(sel_text) else _after_the_pick(sel_text, opt_text)
-    if not reason:
-        return None
-    if not _reveals(reason) or _PAST.search(sel_text) or _OFFER.search(sel_text) \
+    kind = "choice"
+    if not reason or not _reveals(reason):
+        if not bare_pick(query, opt_text, sel_text):
+            return None  # "Sounds great!", a pick of the moment in a long chat: no choice shown
+        kind = "pick"  # a bare pick of an option asked for: what the user went for, not why
+    if _PAST.search(sel_text) or _OFFER.search(sel_text) \
             or re.match(r"\s*(?:maybe|perhaps)\b", sel_text, re.I) or not _names_an_option(sel_text, opt_text):
-        return None  # a bare pick of the moment, "Sounds great!", a past story: no standing preference shown
+        return None  # a past story, an offer, a hedge: no choice shown
     if not among_options(query, sel_text):
         return None  # a follow-up in a coding or writing task, not a choice among offered options
     asked = f"Asked {query[0].strip()[:200]!r}, " if query else ""
     ids = ([query[1]] if query else []) + [options[1], selection[1]]
-    return Candidate("choice", f"{asked}the user chose: {sel_text.strip()[:MAX_TEXT]}", "",
-                     [i for i in ids if i], form="choice")
+    return Candidate(kind, f"{asked}the user chose: {sel_text.strip()[:MAX_TEXT]}", "",
+                     [i for i in ids if i], form=kind)
+
+
+# a bare pick (:func:`bare_pick`): the question asks for a choice in at most QUESTION_CHARS, the offer lists 2-8
+# numbered options in at most OFFER_WORDS, the reply picks one in at most PICK_REPLY_WORDS, with no "!" and no request.
+# LongMemEval-S dev's first 80 haystacks: long answers and chatty follow-ups ("I'm excited to start learning!",
+# "More ideas", "I'll do my best to stay calm") are none of these
+QUESTION_CHARS, OFFER_WORDS, PICK_REPLY_WORDS = 300, 150, 12
+_LISTED = re.compile(r"(?:^|\s)([1-9])[.)]\s+(.+?)(?=\s+[1-9][.)]\s|$)", re.DOTALL)
+_PICK_FILLER = frozenset("the and for with that this one let lets let's i'll i'd".split())
+
+
+def bare_pick(query: tuple[str, str] | None, offer: str, reply: str) -> bool:
+    """``reply`` picks one item of a short numbered ``offer`` made to a question that asked for a choice, and says
+    no more ("Let's watch the basketball game.", "I'll take the private office.", "Number 3."): the user went for
+    it when asked, which later questions of the kind can bear in mind, though it says no reason that holds for good
+    (it is kept as a "pick", never a preference: docs/standing.md "Picks")."""
+    if query is None or len(query[0]) > QUESTION_CHARS or not asks_for_choice(query[0]):
+        return False
+    if len(reply.split()) > PICK_REPLY_WORDS or "!" in reply or _REQUEST.search(reply) or len(offer.split()) > OFFER_WORDS:
+        return False
+    return one_option(reply, offer)
+
+
+def one_option(reply: str, offer: str) -> bool:
+    """``reply`` names exactly one item of the numbered ``offer``: by number or place, or in words that are mostly
+    that item's, one of them that item's alone ("the basketball game" of "4. The college basketball game.")."""
+    items = [m.group(2) for m in _LISTED.finditer(offer)]
+    if not 2 <= len(items) <= 8:
+        return False
+    m = _BARE_NUMBER.match(reply)
+    if _BY_PLACE.search(reply) or (m and int(m.group(1)) <= len(items)):
+        return True
+    words = [stem(w) for w in tokenize(reply) if len(w) >= 3 and w not in _CHOICE_WORDS and w not in _PICK_FILLER]
+    if not words:
+        return False
+    sets = [{stem(w) for w in tokenize(it) if len(w) >= 3} for it in items]
+    best = max(range(len(items)), key=lambda i: sum(w in sets[i] for w in words))
+    mine = [w for w in words if w in sets[best]]
+    others = set().union(*(sets[:best] + sets[best + 1:]))
+    # and no word that only another item has ("the steakhouse or the oyster bar")
+    return (2 * len(mine) >= len(words) and any(w not in others for w in mine)
+            and not any(w in others and w not in sets[best] for w in words))
 
 
 def among_options(query: tuple[str, str] | None, selection: str) -> bool:
@@ -220,3 +268,10 @@ def restates_pick(sent: str, options: str) -> bool:
 def _offered(options: str) -> set[str]:
     """The offer's content words (stemmed; three letters or more: "bus", "500")."""
     return {stem(w) for w in tokenize(options) if len(w) >= 3}
+
+
+def said_more(candidates: list[Candidate]) -> list[Candidate]:
+    """``candidates`` without the picks whose reply also gave a standing item ("The salad. I'm vegan.": the reason,
+    read by the rules or the learned gate, says more than the pick)."""
+    said = {c.entry_ids[-1] for c in candidates if c.node_kind != "pick" and c.entry_ids}
+    return [c for c in candidates if not (c.node_kind == "pick" and c.entry_ids and c.entry_ids[-1] in said)]

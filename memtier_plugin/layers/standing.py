@@ -138,6 +138,19 @@ def reached_by_choice(item: Item, sig: dict) -> bool:
     return bool(sig.get("asks")) and bool(sig.get("nearest")) and item.label != "skill"
 
 
+# a pick (layers/picks.py bare_pick) says what the user went for when asked, not why: it is for a prompt that asks for
+# a choice again, about what the pick's question was about: the prompt's vector less the common direction of prompts
+# (``ccos``) at PICK_CCOS or more. Its "Asked '...?'" reads as a question, near every question by raw cosine, so the
+# calibrated probability alone handed picks to other questions of a topic (probe_b's choice form: 0.425 wrong items a
+# question without the floor, 0.312 at 0.05 for 0.013 fewer own ones; 0.1 cut more own: docs/evaluation.md "Picks")
+PICK_CCOS = 0.05
+
+
+def picked_for(sig: dict) -> bool:
+    """A pick applies to a prompt that asks for a choice, and (when embedded) one about what its question was about."""
+    return bool(sig.get("asks")) and (not sig.get("embedded") or sig.get("ccos", 0.0) >= PICK_CCOS)
+
+
 _HELD = ("preference", "constraint", "rule")  # a pick's "because" is what it reveals; skills and identity: as said
 
 
@@ -316,6 +329,8 @@ class StandingScorer:
             if not sig["requested"] and (ranked >= self.cfg.max_items or s < self.cfg.min_score):
                 break
             if not (routed(sig, sig["route"]) or reached_by_choice(it, sig) or sig["requested"]):
+                continue
+            if it.label == "pick" and not picked_for(sig):
                 continue
             ranked += not sig["requested"]
             signals = {k: {"value": v, "weight": getattr(self.cfg, k, 0.0), "contribution": v * getattr(self.cfg, k, 0.0)}

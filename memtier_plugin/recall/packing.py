@@ -84,6 +84,8 @@ class Hit:
             text = " ".join(self.content.split()).replace(CLOSE, "</ memtier-memory>")
             if self.role == "skill":  # history, dated by its last success: "skill (worked before for: …): …"
                 return f"- [{self.id} | last worked {self.timestamp[:10]}] {text}"
+            if self.role == "pick":  # what the user went for when asked, no reason said (layers/picks.py)
+                return f"- [{self.id} | a past pick · {self.timestamp[:10]}] {text}"
             scope = " ".join(self.said_for.split())[:80].replace(CLOSE, "</ memtier-memory>").replace("]", ")")
             return (f"- [{self.id} | standing {self.role or 'knowledge'} · since {self.timestamp[:10]}"
                     + (f" · said for: {scope}" if scope else "")
