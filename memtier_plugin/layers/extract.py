@@ -679,14 +679,14 @@ def _episodic(sent: str) -> bool:
     """The sentence tells of an occasion, not of a standing disposition: a past time, a recalled liking, an offer,
     a promise, someone else's doing, or a bare hedge ("I've been practising yoga twice a week" is a habit)."""
     return bool(_PAST.search(sent) or _RECALLED.search(sent) or _OFFER.search(sent)
-                or (_PLAN.search(sent) and not _habit(sent) and not _under_way_for_good(sent)))
+                or ((plan := _PLAN.search(sent)) is not None and not _habit(sent)
+                    and not _under_way_for_good(sent, plan.group(0))))
 
 
-def _under_way_for_good(sent: str) -> bool:
-    """Something under way for good, not a plan of the moment: "I'm doing low-carb long term" (a promise, "I'll take
-    good care of my shoes from now on", stays one)."""
-    m = _PLAN.search(sent)
-    return bool(m and _UNDER_WAY.match(m.group(0)) and _FOR_GOOD.search(sent) and not _MOMENT.search(sent))
+def _under_way_for_good(sent: str, plan: str) -> bool:
+    """Something under way for good, not a plan of the moment (``plan``: what _PLAN read): "I'm doing low-carb long
+    term" (a promise, "I'll take good care of my shoes from now on", stays one)."""
+    return bool(_UNDER_WAY.match(plan) and _FOR_GOOD.search(sent) and not _MOMENT.search(sent))
 
 
 def _habit(sent: str) -> bool:

@@ -117,7 +117,7 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
 # "More ideas", "I'll do my best to stay calm") are none of these
 QUESTION_CHARS, OFFER_WORDS, PICK_REPLY_WORDS = 300, 150, 12
 _LISTED = re.compile(r"(?:^|\s)([1-9])[.)]\s+(.+?)(?=\s+[1-9][.)]\s|$)", re.DOTALL)
-_PICK_FILLER = frozenset("the and for with that this one let lets let's i'll i'd".split())
+_PICK_FILLER = frozenset({"let", "lets", "one"})  # tokenize drops the stop words ("the", "I'll") already
 
 
 def bare_pick(query: tuple[str, str] | None, offer: str, reply: str) -> bool:
