@@ -47,6 +47,9 @@ def test_requests_for_advice_or_an_errand_ask_for_a_choice():
                    "I want to make a big batch of salsa for game day. Any recipes?",
                    "Can you create a playlist of songs for my next road trip?",
                    "Can you provide some effective dance fitness routines I can follow at home?",
+                   "What sports events are worth seeing in Spain?",  # what is worth doing, asked
+                   "How should I explore Tuscany's hill towns for a few days?",  # a place's, asked by the user
+                   "how should we see Rome's old town in a day?",
                    # an errand continued by a noun phrase alone, the next prompt of a request
                    "And a hotel near the venue for Dec 1 to Dec 4.",
                    "Also two tickets for the Sunday show."):
@@ -68,6 +71,8 @@ def test_questions_and_tasks_that_ask_for_no_choice_do_not():
                    "Would Caroline pursue writing as a career option?",
                    "What are Caroline's plans for the summer?",
                    "What is one of Joanna's favorite movies?",
+                   "Which of Caroline's books did she like best?",
+                   "Was the trip worth it?",  # asked about what was, not what is worth doing
                    "What kind of flooring is Jon looking for in his dance studio?",
                    "I finished the book you lent me.",  # "book" the noun is no errand
                    "I read a great book about flights of fancy.",  # "book about": no errand ("a" is no word here)

@@ -687,6 +687,12 @@ DINNER = ("New Orleans has great food. Here are some ideas: 1. A crawfish boil a
     ("Sounds great!", None),
     ("The steakhouse or the oyster bar, not sure yet.", None),  # two options named: no pick
     ("Give me more options near the French Quarter.", None),  # a request, not a pick
+    # the pick said first, a word of the user's own after it that names no other option
+    ("Let's do the steakhouse. That sounds like our kind of evening.", "pick"),
+    ("Option 3 sounds good, the shrimp and grits. I'll look at the bistro's menu tonight.", "pick"),
+    ("Option 2 sounds like a great night to me: a long steak dinner and then dessert somewhere cozy.", "pick"),
+    ("Let's do the steakhouse. Or maybe the oyster bar, we'll see later tonight.", None),  # another named after
+    ("I think the steakhouse in the French Quarter is closed on Mondays, so that's out.", None),  # told, no pick
 ])
 def test_a_bare_pick_of_an_option_asked_for_is_kept_as_a_pick(reply, kind):
     """PrefEval's choice form without a reason ("Let's do the steakhouse."): the user went for one option when asked,

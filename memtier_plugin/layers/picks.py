@@ -27,7 +27,8 @@ _CHOICE = re.compile(r"\b(?:I(?:'ll| will) (?:go|check|try|pick|take|choose|opt|
                      r"(?:other|rest of the) options?|the others?\b|I'll pass|(?:better|best) (?:choice|fit|option)|"
                      r"sounds? (?:most |really |more )?(?:appealing|interesting|intriguing|good|fun|right)|"
                      r"sounds? like (?:a|an|the) (?:\w+ ){0,2}(?:option|fit|choice|pick|match|idea)|"
-                     r"would be the (?:most|best) \w+|(?:is|are) the way to go|"
+                     r"would be the (?:most|best) \w+|(?:is|are) the way to go|makes? (?:the most|more) sense|"
+                     r"(?:is|are) the (?:one|ones) for (?:me|us)|"
                      r"(?:don't|doesn't|do not|does not) (?:really )?(?:appeal|interest|suit))\b",
                      re.IGNORECASE)
 _OPTIONS = re.compile(r"(?:^|\s)(?:1[.)]|\(1\)|option 1|first,)|\b(?:options?|choices|possibilities|ideas|"
@@ -112,45 +113,82 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
 
 
 # a bare pick (:func:`bare_pick`): the question asks for a choice in at most QUESTION_CHARS, the offer lists 2-8
-# numbered options in at most OFFER_WORDS, the reply picks one in at most PICK_REPLY_WORDS, with no "!" and no request.
-# LongMemEval-S dev's first 80 haystacks: long answers and chatty follow-ups ("I'm excited to start learning!",
-# "More ideas", "I'll do my best to stay calm") are none of these
-QUESTION_CHARS, OFFER_WORDS, PICK_REPLY_WORDS = 300, 150, 12
+# numbered options in at most OFFER_WORDS, the reply picks one in at most PICK_ALONE_WORDS, with no "!" and no
+# request, or opens with its pick and says a word of its own after it that names no other option, in at most
+# PICK_REPLY_WORDS ("Let's do the steakhouse. That sounds like our kind of evening."). LongMemEval-S dev's first
+# 80 haystacks: long answers and chatty follow-ups ("I'm excited to start learning!", "More ideas", "I'll do my best
+# to stay calm") are none of these
+QUESTION_CHARS, OFFER_WORDS, PICK_ALONE_WORDS, PICK_REPLY_WORDS = 300, 150, 12, 25
 _LISTED = re.compile(r"(?:^|\s)([1-9])[.)]\s+(.+?)(?=\s+[1-9][.)]\s|$)", re.DOTALL)
 _PICK_FILLER = frozenset({"let", "lets", "one"})  # tokenize drops the stop words ("the", "I'll") already
 
 
 def bare_pick(query: tuple[str, str] | None, offer: str, reply: str) -> bool:
     """``reply`` picks one item of a short numbered ``offer`` made to a question that asked for a choice, and says
-    no more ("Let's watch the basketball game.", "I'll take the private office.", "Number 3."): the user went for
-    it when asked, which later questions of the kind can bear in mind, though it says no reason that holds for good
-    (it is kept as a "pick", never a preference: docs/standing.md "Picks")."""
+    no reason that holds for good ("Let's watch the basketball game.", "I'll take the private office.", "Number 3.",
+    "Let's do the steakhouse. That sounds like our kind of evening."): the user went for it when asked, which later
+    questions of the kind can bear in mind (it is kept as a "pick", never a preference: docs/standing.md "Picks")."""
     if query is None or len(query[0]) > QUESTION_CHARS or not asks_for_choice(query[0]):
         return False
     if len(reply.split()) > PICK_REPLY_WORDS or "!" in reply or _REQUEST.search(reply) or len(offer.split()) > OFFER_WORDS:
         return False
-    return one_option(reply, offer)
+    items = _items(offer)
+    if len(reply.split()) <= PICK_ALONE_WORDS and _picked(reply, items) is not None:
+        return True
+    # a longer reply opens with its pick ("Let's do the steakhouse", "Option 3 sounds ideal") and what follows it
+    # names no other option: not a statement that shares the offer's words ("I think the vaccinations are due ...")
+    first, rest = (_PHRASE_END.split(reply.strip(), maxsplit=1) + [""])[:2]
+    if not (_CHOICE.search(first) or (len(first.split()) <= 6 and not _CLAUSE.search(first))):
+        return False
+    mine = _picked(first, items)
+    if mine is None:
+        return False
+    others = set().union(*(_words_of(it) for i, it in enumerate(items) if i != mine)) - _words_of(items[mine])
+    return not any(w in others for w in _pick_words(rest))
 
 
 def one_option(reply: str, offer: str) -> bool:
     """``reply`` names exactly one item of the numbered ``offer``: by number or place, or in words that are mostly
     that item's, one of them that item's alone ("the basketball game" of "4. The college basketball game.")."""
-    items = [m.group(2) for m in _LISTED.finditer(offer)]
+    return _picked(reply, _items(offer)) is not None
+
+
+_PLACES = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "first": 1, "second": 2, "third": 3, "fourth": 4}
+
+
+def _picked(reply: str, items: list[str]) -> int | None:
+    """The index of the one item of ``items`` that ``reply`` names (see :func:`one_option`), else None."""
     if not 2 <= len(items) <= 8:
-        return False
-    m = _BARE_NUMBER.match(reply)
-    if _BY_PLACE.search(reply) or (m and int(m.group(1)) <= len(items)):
-        return True
-    words = [stem(w) for w in tokenize(reply) if len(w) >= 3 and w not in _CHOICE_WORDS and w not in _PICK_FILLER]
+        return None
+    m = _BY_PLACE.search(reply) or _BARE_NUMBER.match(reply)
+    if m:
+        said = next(g for g in m.groups() if g).lower()
+        place = len(items) if said == "last" else _PLACES.get(said) or int(said)
+        return place - 1 if place <= len(items) else None
+    words = _pick_words(reply)
     if not words:
-        return False
-    sets = [{stem(w) for w in tokenize(it) if len(w) >= 3} for it in items]
+        return None
+    sets = [_words_of(it) for it in items]
     best = max(range(len(items)), key=lambda i: sum(w in sets[i] for w in words))
     mine = [w for w in words if w in sets[best]]
     others = set().union(*(sets[:best] + sets[best + 1:]))
     # and no word that only another item has ("the steakhouse or the oyster bar")
-    return (2 * len(mine) >= len(words) and any(w not in others for w in mine)
-            and not any(w in others and w not in sets[best] for w in words))
+    if (2 * len(mine) >= len(words) and any(w not in others for w in mine)
+            and not any(w in others and w not in sets[best] for w in words)):
+        return best
+    return None
+
+
+def _items(offer: str) -> list[str]:
+    return [m.group(2) for m in _LISTED.finditer(offer)]
+
+
+def _words_of(item: str) -> set[str]:
+    return {stem(w) for w in tokenize(item) if len(w) >= 3}
+
+
+def _pick_words(text: str) -> list[str]:
+    return [stem(w) for w in tokenize(text) if len(w) >= 3 and w not in _CHOICE_WORDS and w not in _PICK_FILLER]
 
 
 def among_options(query: tuple[str, str] | None, selection: str) -> bool:
@@ -236,9 +274,10 @@ def _offers(text: str) -> bool:
 BARE_NUMBER_WORDS = 25
 _BARE_NUMBER = re.compile(r"^\s*#?([1-9])\s*(?:[.,:;)!]|\s[-\u2014\u2013]|$)")
 # an option named by number or place ("option 2", "#3", "the second one", "go with the first")
-_BY_PLACE = re.compile(r"\b(?:option|number|choice) (?:\d|one|two|three|four|five)\b|#\d\b|\b(?:first|second|third|"
-                       r"fourth|last) (?:one|option|choice|idea|suggestion)\b|\b(?:pick|take|choose|go with|do|try) "
-                       r"(?:the )?(?:first|second|third|fourth|last)\b", re.IGNORECASE)
+_BY_PLACE = re.compile(r"\b(?:option|number|choice) (\d|one|two|three|four|five)\b|#(\d)\b|"
+                       r"\b(first|second|third|fourth|last) (?:one|option|choice|idea|suggestion)\b|"
+                       r"\b(?:pick|take|choose|go with|do|try) (?:the )?(first|second|third|fourth|last)\b",
+                       re.IGNORECASE)
 
 
 def _names_an_option(selection: str, options: str) -> bool:

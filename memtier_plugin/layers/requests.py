@@ -44,6 +44,8 @@ _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alterna
            r"easiest|good|ideal|right))|suits? me|for someone like me|"
            r"what(?:'s| is| are) (?:a|an|some)(?: [\w-]+){1,3} (?:i|we) (?:can|could|might) (?:make|cook|do|try)|"
            r"must-(?:try|see|visit|do|eat|have|read|watch|hear|buy)(?=[^.!?]*\?)|"
+           # what is worth doing, asked ("What sports events are worth seeing in Spain?")
+           r"(?:are|is) (?:\w+ )?worth (?:seeing|visiting|trying|doing|watching|reading|buying|a visit)(?=[^.!?]*\?)|"
            r"(?:give|send|show) (?:me|us) (?:a|an|some)(?: [\w-]+){0,3} recipes?|"
            # a thing of a kind the user would like, asked by what it should be ("What's a great baseball outing?",
            # "What's a quick, healthy lunch I can bring?", "What would be a romantic place to stay?", "What dog
@@ -82,11 +84,13 @@ _CONTINUED = re.compile(r"^\s*(?:and|also|plus)(?: also)?,? (?:a|an|some|one|two
 MAX_CHARS = 2000  # a pasted document is read at its start and its end only, where a request is
 # a question about what someone else did, said or likes ("Why did Caroline choose the agency?", "What book did
 # Melanie recommend?", "What are Caroline's plans for the summer?") asks for a fact about them, not for a choice
-# of the user's: its subject is a named third party (capitalised; I, we and you are the user and the agent)
+# of the user's: its subject is a named third party (capitalised; I, we and you are the user and the agent; "How
+# should I explore Tuscany's hill towns?" is the user's)
 _NOT_US = r"(?!(?:I|We|You|Me|Us)\b)"
 _ABOUT_SOMEONE = re.compile(
     rf"^\s*(?:\w+\s+){{0,4}}?(?i:did|does|do|is|are|was|were|has|have|had|would|will|might|may)\s+{_NOT_US}"
-    rf"[A-Z][a-z]+\b(?!\s*,)|^\s*(?i:what|which|how|why|when|where|who)\s+(?:\w+\s+){{0,4}}?{_NOT_US}[A-Z][a-z]+'s\b")
+    rf"[A-Z][a-z]+\b(?!\s*,)|"
+    rf"^\s*(?i:what|which|how|why|when|where|who)\s+(?:(?!(?i:i|we|you)\b)\w+\s+){{0,4}}?{_NOT_US}[A-Z][a-z]+'s\b")
 
 
 def asks_for_choice(prompt: str) -> float:
