@@ -703,6 +703,23 @@ def test_a_bare_pick_of_an_option_asked_for_is_kept_as_a_pick(reply, kind):
     assert [c.node_kind for c in cands if c.node_kind in ("pick", "choice")] == ([kind] if kind else [])
 
 
+@pytest.mark.parametrize("reply, option", [
+    ("Number 2.", "Dinner at a classic steakhouse in the French Quarter."),
+    ("The last one.", "Char-grilled oysters at an oyster bar."),
+    ("Option 3 sounds good, the shrimp and grits. I'll look at the bistro's menu tonight.",
+     "Shrimp and grits at a Creole bistro."),
+    ("I'll go with the crawfish boil.", "A crawfish boil at a seafood shack."),
+])
+def test_a_pick_says_which_option_it_took(reply, option):
+    """"Number 2." alone tells a reader of the ledger, and recall, nothing: a pick is written with the option it
+    took, as the offer worded it."""
+    cands = from_session([("q", "user", "Where should we go for dinner on our trip to New Orleans?"),
+                          ("o", "assistant", DINNER), ("s", "user", reply)])
+    assert [c.content for c in cands if c.node_kind == "pick"] == [
+        f"Asked 'Where should we go for dinner on our trip to New Orleans?', the user chose: {reply} (the option: "
+        f"{option})"]
+
+
 def test_no_pick_is_read_in_a_long_answer_or_a_chat_that_asked_for_nothing():
     """An assistant chat's long answers and follow-ups are no offer to pick from (LongMemEval-S dev's first 80
     haystacks give no pick): the offer is a short numbered list, the question asks for a choice."""
@@ -729,7 +746,8 @@ def test_a_pick_is_delivered_to_a_prompt_that_asks_for_a_choice_only(host, works
     store.refresh()
     picks = [n.rec for n in store.current() if n.rec["node_kind"] == "pick"]
     assert [r["provenance"]["form"] for r in picks] == ["pick"]
-    assert picks[0]["content"].endswith("the user chose: Let's do the steakhouse.")
+    assert picks[0]["content"].endswith("the user chose: Let's do the steakhouse. (the option: Dinner at a classic "
+                                        "steakhouse in the French Quarter.)")
     # a later prompt that asks for a choice of the kind is handed it; one that asks for none is not, words shared
     block = ask(host, workspace, "We're in Chicago for the weekend. Where should we go for dinner, a steakhouse or "
                 "something else?", project="trips", session="s2")

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..recall.packing import Hit
 from .extract import main_clause, requirement_attributes
+from .picks import as_said
 from .requests import asks_for_choice, errand_objects, in_scope, scope_object
 from ..tokenize import token_set
 from .topics import TopicTree, cosine
@@ -156,7 +157,10 @@ _HELD = ("preference", "constraint", "rule")  # a pick's "because" is what it re
 
 def embedded_text(item: Item) -> str:
     """What an item's embedding is computed from: a preference's, constraint's or rule's main clause (its reason's
-    words would bring it to prompts the reason is about: issue 25), anything else as said."""
+    words would bring it to prompts the reason is about: issue 25), a pick as the user said it (without the option
+    written beside it), anything else as said."""
+    if item.label == "pick":
+        return as_said(item.content)
     return main_clause(item.content) if item.label in _HELD else item.content
 
 
