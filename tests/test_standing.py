@@ -720,6 +720,14 @@ def test_a_pick_says_which_option_it_took(reply, option):
         f"{option})"]
 
 
+def test_the_option_written_is_the_items_own_words_not_what_the_offer_says_after_the_list():
+    cands = from_session([("q", "user", "Where should we go for dinner on our trip to New Orleans?"),
+                          ("o", "assistant", DINNER + " Let me know which one appeals to you."),
+                          ("s", "user", "The last one.")])
+    assert [c.content.split("(the option: ")[1] for c in cands if c.node_kind == "pick"] == [
+        "Char-grilled oysters at an oyster bar.)"]
+
+
 def test_no_pick_is_read_in_a_long_answer_or_a_chat_that_asked_for_nothing():
     """An assistant chat's long answers and follow-ups are no offer to pick from (LongMemEval-S dev's first 80
     haystacks give no pick): the offer is a short numbered list, the question asks for a choice."""

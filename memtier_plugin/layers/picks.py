@@ -110,7 +110,7 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
     asked = f"Asked {query[0].strip()[:200]!r}, " if query else ""
     ids = ([query[1]] if query else []) + [options[1], selection[1]]
     # a pick says which option it took ("Number 2." alone says nothing to a reader of the ledger or to recall)
-    took = f"{TOOK}{' '.join(option.split())[:OPTION_CHARS]})" if option is not None else ""
+    took = f"{TOOK}{_as_offered(option)})" if option is not None else ""
     return Candidate(kind, f"{asked}the user chose: {sel_text.strip()[:MAX_TEXT]}{took}", "",
                      [i for i in ids if i], form=kind)
 
@@ -124,14 +124,21 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
 QUESTION_CHARS, OFFER_WORDS, PICK_ALONE_WORDS, PICK_REPLY_WORDS = 300, 150, 12, 25
 OPTION_CHARS = 200  # the option a pick took, as the offer words it, written beside the reply
 TOOK = " (the option: "
+_LISTED = re.compile(r"(?:^|\s)([1-9])[.)]\s+(.+?)(?=\s+[1-9][.)]\s|$)", re.DOTALL)
+_PICK_FILLER = frozenset({"let", "lets", "one"})  # tokenize drops the stop words ("the", "I'll") already
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 
 
 def as_said(content: str) -> str:
     """A pick's content without the option written beside it: what the user said when asked. Its vector is made
     from this (the offer's wording near other questions' words handed probe_b's picks to 0.025 fewer own questions)."""
     return content.split(TOOK, 1)[0]
-_LISTED = re.compile(r"(?:^|\s)([1-9])[.)]\s+(.+?)(?=\s+[1-9][.)]\s|$)", re.DOTALL)
-_PICK_FILLER = frozenset({"let", "lets", "one"})  # tokenize drops the stop words ("the", "I'll") already
+
+
+def _as_offered(option: str) -> str:
+    """The option as the offer worded it, its first sentence: the last item runs on to what the offer says after
+    the list ("4. Char-grilled oysters at an oyster bar. Let me know which appeals!")."""
+    return _SENTENCE_END.split(" ".join(option.split()), maxsplit=1)[0][:OPTION_CHARS]
 
 
 def bare_pick(query: tuple[str, str] | None, offer: str, reply: str) -> bool:
