@@ -172,17 +172,13 @@ def picked_option(query: tuple[str, str] | None, offer: str, reply: str) -> str 
     return None if any(w in others for w in _pick_words(rest)) else items[mine]
 
 
-def one_option(reply: str, offer: str) -> bool:
-    """``reply`` names exactly one item of the numbered ``offer``: by number or place, or in words that are mostly
-    that item's, one of them that item's alone ("the basketball game" of "4. The college basketball game.")."""
-    return _picked(reply, _items(offer)) is not None
-
-
 _PLACES = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "first": 1, "second": 2, "third": 3, "fourth": 4}
 
 
 def _picked(reply: str, items: list[str]) -> int | None:
-    """The index of the one item of ``items`` that ``reply`` names (see :func:`one_option`), else None."""
+    """The index of the one item of ``items`` that ``reply`` names, else None: by number or place, or in words that
+    are mostly that item's, one of them that item's alone ("the basketball game" of "4. The college basketball
+    game.")."""
     if not 2 <= len(items) <= 8:
         return None
     m = _BY_PLACE.search(reply) or _BARE_NUMBER.match(reply)
