@@ -720,6 +720,34 @@ def test_a_pick_says_which_option_it_took(reply, option):
         f"{option})"]
 
 
+def test_a_choice_made_by_number_says_which_option_it_was():
+    """PrefEval's own choice form picks by number half the time ("I'll go with option 2. The other options seem to
+    focus on mainstream books"): the agent handed it must learn what option 2 was. A choice named in words says it."""
+    for reply, took in (("I'll go with option 2. The other options with seafood don't appeal to me.",
+                         " (the option: Dinner at a classic steakhouse in the French Quarter.)"),
+                        ("The steakhouse. I don't eat seafood.", "")):
+        cands = from_session([("q", "user", "Where should we go for dinner on our trip to New Orleans?"),
+                              ("o", "assistant", DINNER), ("s", "user", reply)])
+        assert [c.content for c in cands if c.node_kind == "choice"] == [
+            f"Asked 'Where should we go for dinner on our trip to New Orleans?', the user chose: {reply}{took}"]
+
+
+def test_the_option_written_is_for_the_reader_what_is_matched_is_what_the_user_said(tmp_path):
+    """The option beside a pick or choice is written for the agent and the ledger's reader; the item's words, topic
+    route and vector are what the user said (the offer's wording brought picks to other questions)."""
+    from memtier_plugin.layers.standing import StandingItems, embedded_text
+    from memtier_plugin.layers.topics import topic_tree
+    cands = from_session([("q", "user", "Where should we go for dinner on our trip to New Orleans?"),
+                          ("o", "assistant", DINNER), ("s", "user", "Number 2.")])
+    store = GlobalStore(tmp_path / "memory", fsync=False)
+    store.upsert(cands, agent_id="a", session_id="s", project="p", ts=T0)
+    store.refresh()
+    no_skills = type("NoSkills", (), {"refresh": lambda self: []})()
+    [item] = [it for it in StandingItems()(store, no_skills, topic_tree(), "p", T0 + 60) if it.label == "pick"]
+    assert "steakhouse" in item.content and "(the option:" in item.content
+    assert "steakhouse" not in embedded_text(item) and not any("steak" in t for t in item.tokens)
+
+
 def test_the_option_written_is_the_items_own_words_not_what_the_offer_says_after_the_list():
     cands = from_session([("q", "user", "Where should we go for dinner on our trip to New Orleans?"),
                           ("o", "assistant", DINNER + " Let me know which one appeals to you."),

@@ -102,6 +102,8 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
         if option is None:
             return None  # "Sounds great!", a pick of the moment in a long chat: no choice shown
         kind = "pick"  # a bare pick of an option asked for: what the user went for, not why
+    else:
+        option = _by_place(sel_text, opt_text)  # "I'll go with option 2. The others ...": which one it was
     if _PAST.search(sel_text) or _OFFER.search(sel_text) \
             or re.match(r"\s*(?:maybe|perhaps)\b", sel_text, re.I) or not _names_an_option(sel_text, opt_text):
         return None  # a past story, an offer, a hedge: no choice shown
@@ -109,7 +111,8 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
         return None  # a follow-up in a coding or writing task, not a choice among offered options
     asked = f"Asked {query[0].strip()[:200]!r}, " if query else ""
     ids = ([query[1]] if query else []) + [options[1], selection[1]]
-    # a pick says which option it took ("Number 2." alone says nothing to a reader of the ledger or to recall)
+    # a pick, or a choice made by number, says which option it took ("Number 2." alone says nothing to the agent or
+    # to a reader of the ledger)
     took = f"{TOOK}{_as_offered(option)})" if option is not None else ""
     return Candidate(kind, f"{asked}the user chose: {sel_text.strip()[:MAX_TEXT]}{took}", "",
                      [i for i in ids if i], form=kind)
@@ -130,8 +133,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 
 
 def as_said(content: str) -> str:
-    """A pick's content without the option written beside it: what the user said when asked. Its vector is made
-    from this (the offer's wording near other questions' words handed probe_b's picks to 0.025 fewer own questions)."""
+    """A pick's or choice's content without the option written beside it: what the user said when asked. Its vector
+    is made from this (the offer's wording near other questions' words handed probe_b's picks to 0.025 fewer own
+    questions)."""
     return content.split(TOOK, 1)[0]
 
 
@@ -170,6 +174,16 @@ def picked_option(query: tuple[str, str] | None, offer: str, reply: str) -> str 
         return None
     others = set().union(*(_words_of(it) for i, it in enumerate(items) if i != mine)) - _words_of(items[mine])
     return None if any(w in others for w in _pick_words(rest)) else items[mine]
+
+
+def _by_place(reply: str, offer: str) -> str | None:
+    """The item of the numbered ``offer`` that ``reply`` names by number or place ("I'll go with option 2."), else
+    None (an item named in words is said in the reply already)."""
+    items = _items(offer)
+    if not (_BY_PLACE.search(reply) or _BARE_NUMBER.match(reply)):
+        return None
+    i = _picked(reply, items)
+    return items[i] if i is not None else None
 
 
 _PLACES = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "first": 1, "second": 2, "third": 3, "fourth": 4}

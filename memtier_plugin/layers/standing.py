@@ -53,7 +53,7 @@ class Item:
 
     id: str
     content: str
-    label: str  # preference | constraint | rule | identity | choice | skill
+    label: str  # preference | constraint | rule | identity | choice | pick | skill
     tier: str  # global | procedural
     timestamp: str
     attribute: str = ""
@@ -83,9 +83,12 @@ class StandingItems:
             it = self._cache.get(n.id)
             if it is None:
                 r, prov = n.rec, n.rec.get("provenance") or {}
+                # a pick's or choice's option is written for the reader; what the user said is what is matched
+                said = as_said(r["content"]) if r["node_kind"] in _SAID else r["content"]
                 it = self._cache[n.id] = Item(r["id"], r["content"], r["node_kind"], "global", r["timestamp"],
                                               r.get("attribute", ""), list(prov.get("entry_ids") or []),
-                                              tree.route(r["content"]), n.tokens, prov.get("agent_id", ""),
+                                              tree.route(said), n.tokens if said == r["content"] else
+                                              frozenset(token_set(said)), prov.get("agent_id", ""),
                                               prov.get("session_id", ""),
                                               requests=str((r.get("applies") or {}).get("requests") or ""))
             items.append(it)
@@ -152,14 +155,15 @@ def picked_for(sig: dict) -> bool:
     return bool(sig.get("asks")) and (not sig.get("embedded") or sig.get("ccos", 0.0) >= PICK_CCOS)
 
 
+_SAID = ("pick", "choice")  # written with the option taken beside what the user said (layers/picks.py as_said)
 _HELD = ("preference", "constraint", "rule")  # a pick's "because" is what it reveals; skills and identity: as said
 
 
 def embedded_text(item: Item) -> str:
     """What an item's embedding is computed from: a preference's, constraint's or rule's main clause (its reason's
-    words would bring it to prompts the reason is about: issue 25), a pick as the user said it (without the option
-    written beside it), anything else as said."""
-    if item.label == "pick":
+    words would bring it to prompts the reason is about: issue 25), a pick or a choice as the user said it (without
+    the option written beside it), anything else as said."""
+    if item.label in _SAID:
         return as_said(item.content)
     return main_clause(item.content) if item.label in _HELD else item.content
 
