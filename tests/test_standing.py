@@ -737,13 +737,14 @@ def test_the_option_written_is_for_the_reader_what_is_matched_is_what_the_user_s
     route and vector are what the user said (the offer's wording brought picks to other questions)."""
     from memtier_plugin.layers.standing import StandingItems, embedded_text
     from memtier_plugin.layers.topics import topic_tree
+    from memtier_plugin.layers.workspace_layer import ProjectLedger
     cands = from_session([("q", "user", "Where should we go for dinner on our trip to New Orleans?"),
                           ("o", "assistant", DINNER), ("s", "user", "Number 2.")])
     store = GlobalStore(tmp_path / "memory", fsync=False)
     store.upsert(cands, agent_id="a", session_id="s", project="p", ts=T0)
     store.refresh()
-    no_skills = type("NoSkills", (), {"refresh": lambda self: []})()
-    [item] = [it for it in StandingItems()(store, no_skills, topic_tree(), "p", T0 + 60) if it.label == "pick"]
+    skills = ProjectLedger(tmp_path / "memory", "skills", "p", fsync=False)
+    [item] = [it for it in StandingItems()(store, skills, topic_tree(), "p", T0 + 60) if it.label == "pick"]
     assert "steakhouse" in item.content and "(the option:" in item.content
     assert "steakhouse" not in embedded_text(item) and not any("steak" in t for t in item.tokens)
 

@@ -98,7 +98,7 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
     reason = sel_text if _CHOICE.search(sel_text) else _after_the_pick(sel_text, opt_text)
     kind, option = "choice", None
     if not reason or not _reveals(reason):
-        option = picked_option(query, opt_text, sel_text)
+        option = bare_pick(query, opt_text, sel_text)
         if option is None:
             return None  # "Sounds great!", a pick of the moment in a long chat: no choice shown
         kind = "pick"  # a bare pick of an option asked for: what the user went for, not why
@@ -145,17 +145,12 @@ def _as_offered(option: str) -> str:
     return _SENTENCE_END.split(" ".join(option.split()), maxsplit=1)[0][:OPTION_CHARS]
 
 
-def bare_pick(query: tuple[str, str] | None, offer: str, reply: str) -> bool:
-    """``reply`` picks one item of a short numbered ``offer`` made to a question that asked for a choice, and says
-    no reason that holds for good ("Let's watch the basketball game.", "I'll take the private office.", "Number 3.",
-    "Let's do the steakhouse. That sounds like our kind of evening."): the user went for it when asked, which later
-    questions of the kind can bear in mind (it is kept as a "pick", never a preference: docs/standing.md "Picks")."""
-    return picked_option(query, offer, reply) is not None
-
-
-def picked_option(query: tuple[str, str] | None, offer: str, reply: str) -> str | None:
-    """The item of ``offer`` that ``reply`` picks as a bare pick (:func:`bare_pick`), as the offer words it; else
-    None."""
+def bare_pick(query: tuple[str, str] | None, offer: str, reply: str) -> str | None:
+    """The item of a short numbered ``offer`` made to a question that asked for a choice that ``reply`` picks, as the
+    offer words it, when the reply says no reason that holds for good ("Let's watch the basketball game.", "I'll take
+    the private office.", "Number 3.", "Let's do the steakhouse. That sounds like our kind of evening."); else None.
+    The user went for it when asked, which later questions of the kind can bear in mind (it is kept as a "pick",
+    never a preference: docs/standing.md "Picks")."""
     if query is None or len(query[0]) > QUESTION_CHARS or not asks_for_choice(query[0]):
         return None
     if len(reply.split()) > PICK_REPLY_WORDS or "!" in reply or _REQUEST.search(reply) or len(offer.split()) > OFFER_WORDS:
@@ -167,7 +162,7 @@ def picked_option(query: tuple[str, str] | None, offer: str, reply: str) -> str 
     # a longer reply opens with its pick ("Let's do the steakhouse", "Option 3 sounds ideal") and what follows it
     # names no other option: not a statement that shares the offer's words ("I think the vaccinations are due ...")
     first, rest = (_PHRASE_END.split(reply.strip(), maxsplit=1) + [""])[:2]
-    if not (_CHOICE.search(first) or (len(first.split()) <= 6 and not _CLAUSE.search(first))):
+    if not _pick_phrase(first):
         return None
     mine = _picked(first, items)
     if mine is None:
@@ -254,8 +249,12 @@ _PHRASE_END = re.compile(r"(?<=[.!;])\s+|\s+(?:[\u2014\u2013]|-{1,2})\s+|[\u2014
 def _is_the_pick(phrase: str, options: str) -> bool:
     """``phrase`` is a pick: "Audiobook.", "Number 4.", "Let's do the slow cooker one", "2"; not a clause of its
     own ("That's really helpful to know.", "My skin type is combination, ...": a reply to advice, not a pick)."""
-    return bool((_CHOICE.search(phrase) or (len(phrase.split()) <= 6 and not _CLAUSE.search(phrase)))
-                and not _INTENT.search(phrase) and _names_an_option(phrase, options))
+    return bool(_pick_phrase(phrase) and not _INTENT.search(phrase) and _names_an_option(phrase, options))
+
+
+def _pick_phrase(phrase: str) -> bool:
+    """``phrase`` is said as a pick: with a word of choosing, or short and no clause of its own."""
+    return bool(_CHOICE.search(phrase) or (len(phrase.split()) <= 6 and not _CLAUSE.search(phrase)))
 
 
 def _reveals(sel: str) -> bool:
