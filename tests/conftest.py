@@ -76,6 +76,20 @@ def workspace(tmp_path, monkeypatch) -> Path:
     return ws
 
 
+@pytest.fixture(params=["lexical", "default"])
+def mode_host(request, workspace, monkeypatch):
+    """The reference host with memtier; 'lexical' forces the no-embedding path of standing knowledge, 'default'
+    uses what is installed."""
+    from memtier_plugin import plugin
+    from memtier_plugin.host import Host
+
+    if request.param == "lexical":
+        monkeypatch.setenv("MEMTIER_STANDING__EMBEDDER", "none")
+    h = Host()
+    h.register(plugin, "memtier")
+    return h
+
+
 def run_cli(*args, env=None, input=None, check=True):
     """Run the real `memtier` command in a subprocess (python -m memtier_plugin)."""
     import subprocess

@@ -21,14 +21,10 @@ DAY = 86400.0
 T0 = 1_790_000_000.0
 
 
-@pytest.fixture(params=["lexical", "default"])
-def host(request, workspace, monkeypatch):
-    """The reference host with memtier; 'lexical' forces the no-embedding path, 'default' uses what is installed."""
-    if request.param == "lexical":
-        monkeypatch.setenv("MEMTIER_STANDING__EMBEDDER", "none")
-    h = Host()
-    h.register(plugin, "memtier")
-    return h
+@pytest.fixture
+def host(mode_host):
+    """The reference host with memtier, once on the no-embedding path and once with what is installed."""
+    return mode_host
 
 
 def say(host, ws, text, *, project, session, agent="assistant", day=0.0, assistant=None, success=True):
@@ -375,6 +371,22 @@ def test_preferences_in_many_wordings_are_extracted():
     ("I'm on a tight budget, so I always pick the cheapest way to get around.", True),
     ("The only competitive games I care about are esports.", True),
     ("They are the source of my joy, so I will always take care of them!", False),  # a promise
+    # a rule the user keeps for themselves
+    ("My vet says my beagle is overweight, so I'm being strict about treats and food portions.", True),
+    ("I'm very careful about what my dog eats.", True),
+    ("I'm careful with it.", False),  # about the thing at hand
+    ("I was careful about the wording yesterday.", False),
+    # what the user can do no more, what they must have, a kind said with "only"
+    ("Since my knee surgery I can't really do stairs anymore.", True),
+    ("I can no longer eat spicy food.", True),
+    ("I can't take it anymore!", False),  # an outburst
+    ("I can't find my keys anymore.", False),
+    ("A bathtub is a must for me.", True),
+    ("A shower-only room doesn't cut it for me.", True),
+    ("That doesn't cut it for me.", False),  # the thing at hand
+    ("The museum is a must.", False),
+    ("Firm mattresses only, please.", True),
+    ("Two tickets only.", False),  # an amount of the moment
 ])
 def test_standing_terms_in_the_wordings_of_other_topics(text, standing):
     assert bool(extract(text, role="user", entry_id="e")) is standing

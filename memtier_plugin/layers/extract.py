@@ -97,7 +97,7 @@ _PREF = re.compile(
     re.IGNORECASE)
 _STATE = re.compile(
     r"\bI(?:'m| am|(?:'ve| have)(?: always| long| really)? been)\s+"
-    r"(?:(?:a|an|very|really|strictly|severely|highly|quite|not|also|extremely|"
+    r"(?:(?:a|an|very|really|strictly|severely|highly|quite|not|also|extremely|being|"
     r"always|long|just|so|\w+ly)\s+){0,3}"
     r"(?:vegetarian|vegan|pescatarian|allergic|intolerant|lactose|gluten|afraid|scared|terrified|claustrophobic|"
     r"sensitive|(?:type ?[12] |t[12] )?diabetic|colou?r ?blind|left-handed|night owl|early bird|fan of|big fan|not a fan|into|passionate|"
@@ -105,6 +105,8 @@ _STATE = re.compile(
     r"uncomfortable|comfortable|interested|obsessed|picky|budget-conscious|environmentally|eco|committed|loyal to|"
     r"(?:light|heavy) sleeper|morning person|night person|early riser|late riser|germaphobe|introvert|extrovert|"
     r"homebody|digital nomad|non-?drinker|non-?smoker|teetotal(?:l?er)?|[\w-]+-phobic|sober|done with|"
+    # a rule the user keeps for themselves: "so I'm being strict about treats and food portions"
+    r"(?:strict|careful|cautious|particular|fussy) (?:about|with) (?!(?:it|this|that|him|her|them)\b)|"
     r"(?:die-?hard|lifelong|huge|massive|devoted) (?:[\w-]+ ){0,2}(?:fan|supporter)|"
     r"(?:a )?(?:beginner|novice|expert|visual|hands-on|auditory|kinesthetic)|"
     # a condition, a faith, a need that lasts: "I'm celiac", "I'm deaf in my left ear", "I'm Muslim and pray five times
@@ -328,6 +330,9 @@ _RULED_OUT = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she
                         r"(?:isn't|aren't|is not|are not)\s+(?:\w+\s+)?(?:an option|for me)|"
                         r"(?:don't|doesn't|do not|does not)\s+(?:really\s+)?(?:interest|appeal to|agree with|"
                         r"sit well with)\s+me|"
+                        # "A bathtub is a must for me", "a shower-only room doesn't cut it for me"
+                        r"(?:is|are|'s|'re)\s+(?:\w+\s+)?(?:a must|mandatory|essential|non-negotiable)\s+for me\b|"
+                        r"(?:don't|doesn't|do not|does not)\s+(?:really\s+)?cut it for me\b|"
                         # "Raw fish is a hard no for me", "Shared bathrooms are absolutely out", "Minimalism is my
                         # thing", "Long walks are really hard for me", "Golf is the dullest thing on earth to me",
                         # "Buying new is a waste of money", "Caffeine and I don't mix"
@@ -377,7 +382,12 @@ _CANNOT = re.compile(r"\bI (?:really |just |simply |physically )?(?:can't|cannot
                      r"for (?:long|hours|more than)\b|more than\b|long (?:walks|distances|hours|flights|drives)\b)|"
                      # "I can't sleep without blackout curtains", "I can't work without a second monitor"
                      r"\bI (?:really |just |simply )?(?:can't|cannot) (?:sleep|work|focus|function|relax|travel|"
-                     r"concentrate|start my day|write|cook) without\b",
+                     r"concentrate|start my day|write|cook) without\b|"
+                     # what the user can do no more: "since the knee surgery I can't really do stairs anymore"
+                     r"\bI (?:really |just |simply |physically )?(?:(?:can't|cannot) (?:really |even )?(?=(?:\w+ ){1,12}?"
+                     r"(?:anymore|any more|any longer)\b)|can no longer )"
+                     r"(?:do|handle|manage|eat|drink|have|take|walk|climb|sit|stand|lift|run|fly|ride|sleep|tolerate|"
+                     r"digest|wear|play|hike|carry)\b(?! (?:this|that|it|them|him|her|you|anymore)\b)",
                      re.IGNORECASE)
 # a condition of the speaker's set off by a kind of thing: "My asthma flares up with cold air", "My back acts up on
 # soft mattresses" (present tense; not "my back flared up yesterday")
@@ -389,7 +399,11 @@ _TRIGGERED = re.compile(r"^(?:my|our) (?:[\w-]+ ){0,2}?(?:asthma|allergy|allergi
 _MEANS_NO = re.compile(r"\bmeans? (?:no|not|never) [^,;:?]{2,40}?\bfor (?:me|us)\b", re.IGNORECASE)
 # "The only games I care about are esports": the one kind the speaker takes
 _ONLY_KIND = re.compile(r"^(?:the|my) only\s+(?:[\w-]+\s+){1,4}I\s+(?:\w+\s+)?(?:care about|like|love|enjoy|watch|"
-                        r"eat|read|play|wear|buy|trust|follow|drink)\b", re.IGNORECASE)
+                        r"eat|read|play|wear|buy|trust|follow|drink)\b|"
+                        # a kind said with "only" and nothing else: "Firm mattresses only.", "Window seats only, please."
+                        # (not an amount of the moment: "Two tickets only.")
+                        r"^(?!(?:\d+|one|two|three|four|five|six|a|an|the|this|these|those)\b)(?:[\w-]+\s+){0,3}"
+                        r"[\w-]+s\s+only(?:,?\s*(?:please|thanks))?[.!]*$", re.IGNORECASE)
 # a need said with its lasting reason: "Because of my bad knees, I need a car with a high seat" (a request of the
 # moment says when: _MOMENT)
 _LEAD_REASON = r"^(?:because|since|as|given|being)\b[^,;]{3,80},"  # "Because of my bad knees, ...", "Being a light sleeper, ..."
