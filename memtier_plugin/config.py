@@ -187,6 +187,9 @@ class StandingConfig:
     # standing items; auto: when the standing embedder is the one the center was computed with; none: raw cosines
     center: str = field(default="auto", metadata={"choices": ("auto", "none")})
     center_file: str = ""  # a center from `memtier train center` (relative: to the workspace); "" the shipped one
+    # what an item bears on by world knowledge (layers/implications.py: data/implications.yaml and the user's
+    # memory/global/implications.yaml): a request that names it reaches the item; false: words, topics, embedding only
+    implications: bool = True
     sem: float = field(default=1.0, metadata=_rng(0, 10))  # weight of the embedding cosine
     topic: float = field(default=0.3, metadata=_rng(0, 10))  # weight of the topic-route cosine
     lexical: float = field(default=0.2, metadata=_rng(0, 10))  # weight of the word overlap

@@ -9,7 +9,8 @@ Modules by purpose:
   follows from it, "No spoilers, ever"), :mod:`.picks` (a preference revealed by a pick among offered options),
   :mod:`.session` (a session's or run's candidates, a list's scope carried to its continuation),
   :mod:`.gate` (the learned gate: a sentence the rules pass over, read by a model over its embedding);
-* holding: :mod:`.topics` (the topic tree routing knowledge), :mod:`.global_layer`
+* holding: :mod:`.topics` (the topic tree routing knowledge), :mod:`.implications` (what an item bears
+  on by world knowledge: a tree-nut allergy on "a dairy-free milk"), :mod:`.global_layer`
   (``global/knowledge.jsonl``: nodes, retirement by attribute), :mod:`.workspace_layer`
   (``procedural/<project>.jsonl`` skills, ``state/<project>.jsonl`` working state);
 * reading a rule: :mod:`.rules` (what a standing rule bounds: action, days, time, amount,

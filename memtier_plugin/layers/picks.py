@@ -114,7 +114,7 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
     # a pick, or a choice made by number, says which option it took ("Number 2." alone says nothing to the agent or
     # to a reader of the ledger)
     took = f"{TOOK}{_as_offered(option)})" if option is not None else ""
-    return Candidate(kind, f"{asked}the user chose: {sel_text.strip()[:MAX_TEXT]}{took}", "",
+    return Candidate(kind, f"{asked}{CHOSE}{sel_text.strip()[:MAX_TEXT]}{took}", "",
                      [i for i in ids if i], form=kind)
 
 
@@ -127,6 +127,7 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
 QUESTION_CHARS, OFFER_WORDS, PICK_ALONE_WORDS, PICK_REPLY_WORDS = 300, 150, 12, 25
 OPTION_CHARS = 200  # the option a pick took, as the offer words it, written beside the reply
 TOOK = " (the option: "
+CHOSE = "the user chose: "  # after the question asked: what the user said when they chose
 _LISTED = re.compile(r"(?:^|\s)([1-9])[.)]\s+(.+?)(?=\s+[1-9][.)]\s|$)", re.DOTALL)
 _PICK_FILLER = frozenset({"let", "lets", "one"})  # tokenize drops the stop words ("the", "I'll") already
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
@@ -137,6 +138,12 @@ def as_said(content: str) -> str:
     is made from this (the offer's wording near other questions' words handed probe_b's picks to 0.025 fewer own
     questions)."""
     return content.split(TOOK, 1)[0]
+
+
+def reply_of(content: str) -> str:
+    """What the user said when they chose, without the question asked or the option written beside it."""
+    said = as_said(content)
+    return said.split(CHOSE, 1)[1] if CHOSE in said else said
 
 
 def _as_offered(option: str) -> str:

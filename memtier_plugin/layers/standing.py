@@ -32,7 +32,8 @@ import numpy as np
 
 from ..recall.packing import Hit
 from .extract import main_clause, requirement_attributes
-from .picks import as_said
+from .implications import Implications, implications
+from .picks import as_said, reply_of
 from .requests import asks_for_choice, errand_objects, in_scope, scope_object
 from ..tokenize import token_set
 from .topics import TopicTree, cosine
@@ -155,6 +156,12 @@ def picked_for(sig: dict) -> bool:
     return bool(sig.get("asks")) and (not sig.get("embedded") or sig.get("ccos", 0.0) >= PICK_CCOS)
 
 
+def bears_on(sig: dict) -> bool:
+    """The prompt asks for a choice and names what the item bears on by world knowledge (``implied``:
+    layers/implications.py): "a dairy-free milk" and "I have a tree nut allergy" (calibration.IMPLIED_LOGIT)."""
+    return bool(sig.get("asks")) and bool(sig.get("implied"))
+
+
 _SAID = ("pick", "choice")  # written with the option taken beside what the user said (layers/picks.py as_said)
 _HELD = ("preference", "constraint", "rule")  # a pick's "because" is what it reveals; skills and identity: as said
 
@@ -197,6 +204,9 @@ class StandingScorer:
     def __init__(self, config, tree: TopicTree, embedder=None, *, center=None):
         self.cfg = config.standing
         self.tree = tree
+        # what items bear on by world knowledge (layers/implications.py): the built-in concepts and the user's
+        self.bears: Implications = implications(config.memory_root)
+        self._concepts: dict[str, frozenset] = {}  # item id → the concepts its text holds
         self.embedder = embedder
         self.center = center  # layers/center.Center: the common direction of prompts, or None (raw cosines)
         self._vectors: dict[str, np.ndarray] = {}
@@ -267,6 +277,8 @@ class StandingScorer:
         w_sem = self.cfg.sem if sem is not None else 0.0
         total = w_sem + self.cfg.topic + self.cfg.lexical
         asks = asks_for_choice(query)
+        # the concepts whose objects the prompt names (standing.implications: false, none)
+        named = self.bears.named(query) if self.cfg.implications else frozenset()
         # what the request is about, for the items said for a kind of request (same_errand)
         about = self.tree.route(errand_objects(query)) if any(it.requests for it in items) else qroute
         # margin and nearest compare an item with the nearest item of its own kind: a skill's text holds the prompt
@@ -289,6 +301,8 @@ class StandingScorer:
             sig["ccos"] = float(ccos[i]) if ccos is not None else 0.0
             sig["prompt_words"] = min(len(qtoks), 20) / 20  # a prompt of few words embeds unreliably
             sig["asks"] = asks  # the prompt asks for a choice (layers/requests.py)
+            # the item holds a concept whose objects the prompt names: it bears on it by world knowledge
+            sig["implied"] = 1.0 if named and it.label != "skill" and self._held(it) & named else 0.0
             # how far the item's cosine (``ccos``) is under this prompt's nearest item's (0 for the nearest): one
             # preference usually answers a question, but several close ones may all apply, so it is graded
             sig["margin"] = float(ccos[i]) - best[int(group[i])] if ccos is not None else 0.0
@@ -308,6 +322,15 @@ class StandingScorer:
             out.append((it, s, sig))
         out.sort(key=lambda t: (-t[1], t[0].id))
         return out
+
+    def _held(self, item: Item) -> frozenset:
+        """The concepts an item's text holds, once per item: of a pick or choice, the reply the user chose with (the
+        question asked is about what was offered, "What coffee should I try?", and the option is the offer's)."""
+        got = self._concepts.get(item.id)
+        if got is None:
+            got = self._concepts[item.id] = self.bears.concepts(
+                reply_of(item.content) if item.label in _SAID else item.content)
+        return got
 
     def _object_applies(self, phrase: str, about: dict[str, float]) -> bool:
         """A scope that names what its errands are about ("whenever you book a restaurant", "book flights") holds
@@ -334,13 +357,15 @@ class StandingScorer:
         scored = self.score(query, items)  # best first; the items the prompt's kind of request names go first
         ranked = 0  # the items k bounds: an item the prompt's kind of request names is not one of them
         for it, s, sig in sorted(scored, key=lambda t: -t[2]["requested"]):
-            if not sig["requested"] and (ranked >= self.cfg.max_items or s < self.cfg.min_score):
-                break
-            if not (routed(sig, sig["route"]) or reached_by_choice(it, sig) or sig["requested"]):
+            # an item the user's word or world knowledge puts on this request is a candidate whatever its score
+            named = sig["requested"] or bears_on(sig)
+            if not named and (ranked >= self.cfg.max_items or s < self.cfg.min_score):
+                continue
+            if not (routed(sig, sig["route"]) or reached_by_choice(it, sig) or named):
                 continue
             if it.label == "pick" and not picked_for(sig):
                 continue
-            ranked += not sig["requested"]
+            ranked += not named
             signals = {k: {"value": v, "weight": getattr(self.cfg, k, 0.0), "contribution": v * getattr(self.cfg, k, 0.0)}
                        for k, v in sig.items()}
             out.append(Hit(id=it.id, content=it.content, timestamp=it.timestamp, session_id=it.session_id,

@@ -87,15 +87,21 @@ def _parse(doc, where: str) -> dict[str, list[str]]:
     for topic, body in doc.items():
         if not isinstance(topic, str) or not TOPIC_RE.fullmatch(topic):
             raise ConfigError(f"{where}: topic {str(topic)[:40]!r}: expected lower-case words joined by '/'")
-        words = body.get("words") if isinstance(body, dict) else None
-        if not isinstance(words, list) or not words or len(words) > MAX_WORDS \
-                or not all(isinstance(w, str) and 0 < len(w) <= 40 for w in words):
-            raise ConfigError(f"{where}: topic {topic}: 'words' must be a list of 1-{MAX_WORDS} short strings")
-        long = next((w for w in words if len(w.split()) > 4), None)
-        if long is not None:
-            raise ConfigError(f"{where}: topic {topic}: {long[:40]!r}: a phrase has at most 4 words")
-        out[topic] = words
+        out[topic] = word_list(body.get("words") if isinstance(body, dict) else None, f"{where}: topic {topic}",
+                               "'words'")
     return out
+
+
+def word_list(words, where: str, key: str) -> list[str]:
+    """``words`` when they are a list of 1-MAX_WORDS short strings, each a word or a phrase of at most 4 words;
+    ConfigError naming ``where`` (and ``key``) otherwise."""
+    if not isinstance(words, list) or not words or len(words) > MAX_WORDS \
+            or not all(isinstance(w, str) and 0 < len(w) <= 40 for w in words):
+        raise ConfigError(f"{where}: {key} must be a list of 1-{MAX_WORDS} short strings")
+    long = next((w for w in words if len(w.split()) > 4), None)
+    if long is not None:
+        raise ConfigError(f"{where}: {long[:40]!r}: a phrase has at most 4 words")
+    return words
 
 
 def _build(spec: dict[str, list[str]]) -> TopicTree:
@@ -131,12 +137,18 @@ def _tree(user_file: str, mtime_ns: int) -> TopicTree:
 
 def topic_tree(memory_root: Path | str | None = None) -> TopicTree:
     """The built-in tree, extended by ``<memory_root>/global/topics.yaml`` when it exists."""
+    return user_extended(memory_root, "topics.yaml", _tree)
+
+
+def user_extended(memory_root: Path | str | None, name: str, build):
+    """``build(user_file, mtime_ns)`` for ``<memory_root>/global/<name>`` when it exists (a file that cannot be read
+    or is not valid is ignored with a warning), else ``build("", 0)``: the built-in data alone."""
     if memory_root is not None:
-        user = Path(memory_root) / "global" / "topics.yaml"
+        user = Path(memory_root) / "global" / name
         try:
-            return _tree(str(user), user.stat().st_mtime_ns)
+            return build(str(user), user.stat().st_mtime_ns)
         except FileNotFoundError:
             pass
         except (OSError, UnicodeDecodeError, ConfigError) as exc:
-            log.warning("%s: ignored (%s); using the built-in topics", user, exc)
-    return _tree("", 0)
+            log.warning("%s: ignored (%s); using the built-in %s", user, exc, name.rsplit(".", 1)[0])
+    return build("", 0)

@@ -68,6 +68,15 @@ class Hit:
         return self.tier == "global" and (self.signals.get("requested") or {}).get("value", 0.0) >= 1.0
 
     @property
+    def implied(self) -> bool:
+        """A Global item that bears on this prompt's request by world knowledge (layers/standing.py ``bears_on``:
+        "a dairy-free milk" and "I have a tree nut allergy"): its logit is lifted (recall/calibration.py IMPLIED_LOGIT),
+        and it is counted in k."""
+        sig = self.signals
+        return self.tier == "global" and (sig.get("implied") or {}).get("value", 0.0) >= 1.0 \
+            and (sig.get("asks") or {}).get("value", 0.0) >= 1.0
+
+    @property
     def due(self) -> bool:
         """A hook's entry or the project's working state: due by construction, on a fixed probability
         (recall/calibration.py ``FIXED``), not a ranked candidate."""
