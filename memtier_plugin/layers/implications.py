@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import ConfigError
-from .topics import TopicTree, _build, user_extended, word_list
+from .topics import TopicTree, build_tree, user_extended, word_list
 
 BUILTIN = Path(__file__).resolve().parent.parent / "data" / "implications.yaml"
 CONCEPT_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
@@ -79,8 +79,8 @@ def _implications(user_file: str, mtime_ns: int) -> Implications:
             old = spec.setdefault(name, {k: [] for k in KEYS})
             for k in KEYS:
                 old[k] = old[k] + entry[k]
-    return Implications(_build({c: e["said"] for c, e in spec.items()}),
-                        _build({c: e["bears_on"] for c, e in spec.items()}))
+    return Implications(build_tree({c: e["said"] for c, e in spec.items()}),
+                        build_tree({c: e["bears_on"] for c, e in spec.items()}))
 
 
 def implications(memory_root: Path | str | None = None) -> Implications:

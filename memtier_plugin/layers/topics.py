@@ -104,7 +104,8 @@ def word_list(words, where: str, key: str) -> list[str]:
     return words
 
 
-def _build(spec: dict[str, list[str]]) -> TopicTree:
+def build_tree(spec: dict[str, list[str]]) -> TopicTree:
+    """A tree from topic → its words and phrases (each listed word weighs 1 / the number of topics listing it)."""
     words = {t: frozenset(tokenize(" ".join(w for w in ws if len(w.split()) == 1))) for t, ws in spec.items()}
     phrases = {t: frozenset(" ".join(p) for p in (tokenize(w, stop=False) for w in ws if len(w.split()) > 1)
                             if 2 <= len(p) <= 4) for t, ws in spec.items()}
@@ -132,7 +133,7 @@ def _tree(user_file: str, mtime_ns: int) -> TopicTree:
         path = Path(user_file)
         for topic, ws in _parse(parse_yaml(path.read_text(encoding="utf-8"), str(path)), str(path)).items():
             spec[topic] = spec.get(topic, []) + ws
-    return _build(spec)
+    return build_tree(spec)
 
 
 def topic_tree(memory_root: Path | str | None = None) -> TopicTree:
