@@ -187,6 +187,10 @@ class StandingConfig:
     # standing items; auto: when the standing embedder is the one the center was computed with; none: raw cosines
     center: str = field(default="auto", metadata={"choices": ("auto", "none")})
     center_file: str = ""  # a center from `memtier train center` (relative: to the workspace); "" the shipped one
+    # the request model (layers/asking.py): a prompt the request rules do not read as asking for a choice asks when a
+    # model over its embedding says so; auto: when the standing embedder is the one it was fitted with; none: rules
+    request_model: str = field(default="auto", metadata={"choices": ("auto", "none")})
+    request_model_file: str = ""  # a model from `memtier train requests` (relative: to the workspace); "" the shipped one
     # what an item bears on by world knowledge (layers/implications.py: data/implications.yaml and the user's
     # memory/global/implications.yaml): a request that names it reaches the item; false: words, topics, embedding only
     implications: bool = True

@@ -44,6 +44,10 @@ class Rooms:
             from .layers.center import for_config as center_for_config
 
             center_for_config(config)  # a bad center file stops startup, naming standing.center_file
+        if config.standing.enabled and config.standing.request_model != "none" and config.standing.request_model_file:
+            from .layers.asking import for_config as request_model_for_config
+
+            request_model_for_config(config)  # a bad model file stops startup, naming standing.request_model_file
         self._step = self._step_worker = None  # memory for the step (scheduling/step.py)
         self._workspace: dict[tuple[str, str], Any] = {}
         self._warm_thread: threading.Thread | None = None
@@ -106,10 +110,11 @@ class Rooms:
             emb, note = standing_embedder(self.config, self._retriever.embedder if self._retriever else None)
             if note:
                 log.warning("%s", note)
-            from .layers.center import resolve
+            from .layers import asking, center
 
             return StandingScorer(self.config, topic_tree(self.config.memory_root), emb,
-                                  center=resolve(self.config, emb))
+                                  center=center.resolve(self.config, emb),
+                                  request_model=asking.resolve(self.config, emb))
         return self._once("_scorer", make)
 
     @property

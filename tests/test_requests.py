@@ -52,7 +52,22 @@ def test_requests_for_advice_or_an_errand_ask_for_a_choice():
                    "how should we see Rome's old town in a day?",
                    # an errand continued by a noun phrase alone, the next prompt of a request
                    "And a hotel near the venue for Dec 1 to Dec 4.",
-                   "Also two tickets for the Sunday show."):
+                   "Also two tickets for the Sunday show.",
+                   # asked the way people ask each other: what would help or fit, what there is to do, where to
+                   # start or go, what the agent would do, thoughts, what should be; a thing needed, said
+                   "I keep nodding off in afternoon meetings. What can help?",
+                   "What kind of dog fits a busy family?", "Which streaming service is right for me?",
+                   "I'm in Lisbon for three days. What's worth doing?", "What's there to do in Denver in winter?",
+                   "What do people usually do in Kyoto in autumn?", "I want to learn Spanish. Where do I start?",
+                   "I'm in Rome for one night. Where to eat?", "Got a free evening in Seattle, what would you do?",
+                   "Is there a laptop you'd point me to for video editing?", "Thinking about a new phone. Thoughts?",
+                   "I'm hosting eight people on Friday. What should be on the menu?",
+                   "I need a gift for my sister's birthday.", "I need a new winter coat.",
+                   "I need a good app for tracking my runs.", "I need new windows for the cabin.",
+                   "I'm looking to get in shape before summer.", "I'm stuck on what to get her for her birthday.",
+                   "My son wants an instrument. Which one is easiest to begin with?",
+                   "How do I spend a layover in Istanbul?", "How do I make my small apartment feel bigger?",
+                   "I'm trying to cut back on screen time. Any strategies?", "What are your go-to weeknight dinners?"):
         assert asks_for_choice(prompt) == 1.0, prompt
 
 
@@ -90,6 +105,12 @@ def test_questions_and_tasks_that_ask_for_no_choice_do_not():
                    "It was a great game, what a finish!",
                    "And a car was waiting for us at the station.",  # told: a story goes on
                    "She ordered pasta and a salad.",  # "and a" inside a sentence, not a continued request
+                   # wanting said about code, tools or text asks for knowledge; "how do I" asks for either (the
+                   # request model reads it by the prompt's embedding: layers/asking.py)
+                   "I need a new function that parses the dates in this CSV.",
+                   "I'd like a summary of this paragraph.", "I'd like a list of every log file in max_items.yaml.",
+                   "How do I cite a website in APA format?", "How do I meet people in a new city?",
+                   "What a great thought.", "Where to put the config file is up to you.",
                    ""):
         assert asks_for_choice(prompt) == 0.0, prompt
 

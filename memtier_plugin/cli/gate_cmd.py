@@ -69,6 +69,38 @@ def config_and_embedder(state, needs: str):
     return cfg, embedder
 
 
+def fit_embedded(texts: list[str], labels: list[bool], embed_one, embedder: str, *, l2: float, threshold: float,
+                 meta: dict):
+    """(a logistic model over each text's vector (``embed_one``), its precision and recall on its own texts at
+    ``threshold``), with a progress bar on stderr: the gate's and the request model's fit."""
+    import numpy as np
+
+    from ..layers.gate import Gate, fit
+
+    with click.progressbar(length=len(texts), label="embedding", file=click.get_text_stream("stderr")) as bar:
+        vecs = []
+        for t in texts:
+            vecs.append(np.asarray(embed_one(t), dtype=np.float64))
+            bar.update(1)
+    X = np.vstack(vecs)
+    weights, bias = fit(X, labels, l2=l2)
+    model = Gate(weights, bias, threshold, embedder, meta=dict(meta))
+    model.meta["train"] = _scores(model.probabilities(X), labels, threshold)
+    return model, model.meta["train"]
+
+
+def write_model(cfg, out_path, default_name: str, marker: str, model, header: str, kind: str) -> Path:
+    """Write ``model`` under ``marker`` to ``out_path`` (default: the workspace's ``default_name``); never over the
+    config file."""
+    from ..store.artifacts import write_artifact
+
+    out = Path(out_path) if out_path else cfg.workspace / default_name
+    src = cfg.source if cfg.source and cfg.source != "<defaults>" else ""
+    write_artifact(out, marker, model.to_doc(marker), header=header, kind=kind, config_source=src,
+                   refuse_config_name=True)
+    return out
+
+
 @click.command("gate")
 @click.argument("labels_path", metavar="LABELS", type=click.Path(exists=True, dir_okay=False))
 @click.option("--exclude-split", "exclude", multiple=True, default=("colloquial_heldout",), show_default=True,
@@ -91,29 +123,16 @@ def gate(state, labels_path, exclude, l2, threshold, out_path, as_json):
     says whether it states something lasting. The file goes to its own YAML:
     name it as standing.gate_file.
     """
-    from ..layers.gate import MARKER, Gate, embed_each, embedder_name, fit
-    from ..store.artifacts import write_artifact
+    from ..layers.gate import MARKER, embed_each, embedder_name
 
     cfg, embedder = config_and_embedder(state, "the gate reads an embedding")
     texts, labels, _splits = read_labels(Path(labels_path), exclude=tuple(exclude))
-    with click.progressbar(length=len(texts), label="embedding", file=click.get_text_stream("stderr")) as bar:
-        vecs = []
-        for t in texts:
-            vecs.append(embed_each(embedder, [t])[0])
-            bar.update(1)
-    import numpy as np
-
-    X = np.vstack(vecs)
-    weights, bias = fit(X, labels, l2=l2)
-    name = embedder_name(embedder)
-    g = Gate(weights, bias, threshold, name, meta={"sentences": len(texts), "positives": int(sum(labels)), "l2": l2,
-                                                     "excluded_splits": list(exclude)})
-    train = _scores(g.probabilities(X), labels, threshold)
-    g.meta["train"] = train
-    out = Path(out_path) if out_path else cfg.workspace / DEFAULT_GATE_OUT
-    src = cfg.source if cfg.source and cfg.source != "<defaults>" else ""
-    write_artifact(out, MARKER, g.to_doc(), header="memtier standing gate (memtier train gate); name it as "
-                   "standing.gate_file", kind="a standing gate file", config_source=src, refuse_config_name=True)
+    g, train = fit_embedded(texts, labels, lambda t: embed_each(embedder, [t])[0], embedder_name(embedder),
+                            l2=l2, threshold=threshold, meta={"sentences": len(texts), "positives": int(sum(labels)),
+                                                              "l2": l2, "excluded_splits": list(exclude)})
+    name = g.embedder
+    out = write_model(cfg, out_path, DEFAULT_GATE_OUT, MARKER, g, "memtier standing gate (memtier train gate); name it "
+                      "as standing.gate_file", "a standing gate file")
     report = {"out": str(out), "embedder": name, "sentences": len(texts), "positives": int(sum(labels)),
               "threshold": threshold, "train": train}
     if as_json:

@@ -1,7 +1,8 @@
 """`memtier train`: learn the retrieval weight vector with PPO (MemTier §3.5). `memtier train policy` (the
 intervention policy with GRPO, Pulse §3.4) is :mod:`.policy_cmd`'s, `memtier train calibration`
-:mod:`.calibration_cmd`'s, `memtier train gate` (the learned standing gate) :mod:`.gate_cmd`'s and `memtier train
-center` (the common direction of prompts) :mod:`.center_cmd`'s, all added to this group."""
+:mod:`.calibration_cmd`'s, `memtier train gate` (the learned standing gate) :mod:`.gate_cmd`'s, `memtier train
+center` (the common direction of prompts) :mod:`.center_cmd`'s and `memtier train requests` (the request model)
+:mod:`.requests_cmd`'s, all added to this group."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ..errors import ConfigError, MemtierError
 from .calibration_cmd import calibration
 from .center_cmd import center
 from .gate_cmd import gate
+from .requests_cmd import requests
 from .policy_cmd import policy
 
 DEFAULT_OUT = "memtier-learned-weights.yaml"
@@ -242,3 +244,4 @@ train.add_command(calibration)  # `memtier train calibration`: its own module, o
 train.add_command(policy)  # `memtier train policy`: the intervention policy, :mod:`.policy_cmd`'s
 train.add_command(gate)  # `memtier train gate`: the learned standing gate, :mod:`.gate_cmd`'s
 train.add_command(center)  # `memtier train center`: the common direction of prompts, :mod:`.center_cmd`'s
+train.add_command(requests)  # `memtier train requests`: the request model, :mod:`.requests_cmd`'s

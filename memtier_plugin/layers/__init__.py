@@ -16,7 +16,8 @@ Modules by purpose:
 * reading a rule: :mod:`.rules` (what a standing rule bounds: action, days, time, amount,
   production; the one grammar Hooks and the pre-commit check share);
 * delivering: :mod:`.standing` (the items in scope, what applies to this prompt, with no time decay),
-  :mod:`.requests` (whether a prompt asks for a choice, which calibration reads), :mod:`.center` (the
+  :mod:`.requests` (whether a prompt asks for a choice, which calibration reads), :mod:`.asking` (the
+  request model: what the request rules' forms miss, read from the prompt's vector), :mod:`.center` (the
   common direction of prompts, taken out of a prompt's vector before it is compared with the items);
 * maintaining: :mod:`.maintain` (the one path the hooks and the daemon share: extraction at task
   boundaries, skills, working state, revised labels).

@@ -120,8 +120,8 @@ class Gate:
         z = np.asarray(vectors, dtype=np.float64) @ self.weights + self.bias
         return 1.0 / (1.0 + np.exp(-np.clip(z, -60, 60)))
 
-    def to_doc(self) -> dict[str, Any]:
-        return {MARKER: VERSION, "embedder": self.embedder, "threshold": round(float(self.threshold), 6),
+    def to_doc(self, marker: str = MARKER) -> dict[str, Any]:
+        return {marker: VERSION, "embedder": self.embedder, "threshold": round(float(self.threshold), 6),
                 "bias": round(float(self.bias), 6), "weights": [round(float(w), 6) for w in self.weights],
                 **({"meta": self.meta} if self.meta else {})}
 
@@ -130,16 +130,17 @@ def _number(value: Any, where: str) -> float:
     return bounded_number(value, where, MAX_WEIGHT)
 
 
-def from_doc(doc: Any, source: str) -> Gate:
-    """A validated gate from a parsed document; ConfigError (one line naming the key) otherwise."""
-    if not isinstance(doc, dict) or doc.get(MARKER) != VERSION:
-        raise ConfigError(f"{source}: not a standing gate file (no '{MARKER}: {VERSION}' key)")
-    extra = sorted(set(doc) - {MARKER, "embedder", "threshold", "bias", "weights", "meta"})
+def from_doc(doc: Any, source: str, *, marker: str = MARKER, what: str = "standing gate") -> Gate:
+    """A validated gate from a parsed document; ConfigError (one line naming the key) otherwise. ``marker`` and
+    ``what``: another logistic model over an embedding in the same shape (:mod:`.asking`'s request model)."""
+    if not isinstance(doc, dict) or doc.get(marker) != VERSION:
+        raise ConfigError(f"{source}: not a {what} file (no '{marker}: {VERSION}' key)")
+    extra = sorted(set(doc) - {marker, "embedder", "threshold", "bias", "weights", "meta"})
     if extra:
         raise ConfigError(f"{source}: {extra[0]}: unknown key (expected embedder, threshold, bias, weights, meta)"[:300])
     name = doc.get("embedder")
     if not isinstance(name, str) or not name.strip():
-        raise ConfigError(f"{source}: embedder: expected the name of the embedder the gate was fitted with")
+        raise ConfigError(f"{source}: embedder: expected the name of the embedder the {what} was fitted with")
     threshold = _number(doc.get("threshold"), f"{source}: threshold")
     if not 0.0 <= threshold <= 1.0:
         raise ConfigError(f"{source}: threshold: expected a probability in [0, 1], got {threshold}")

@@ -58,11 +58,50 @@ _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alterna
            # something made for the user, asked of the agent ("Can you create a playlist for my road trip?", "Could
            # you provide some routines I can follow at home?")
            r"(?:can|could|would|will) you (?:please )?(?:create|make|put together|provide|design|compose|curate|"
-           r"come up with|draw up|build)(?: [\w-]+){0,6} (?:for (?:me|my|us|our)\b|(?:i|we) (?:can|could) )")
+           r"come up with|draw up|build)(?: [\w-]+){0,6} (?:for (?:me|my|us|our)\b|(?:i|we) (?:can|could) )|"
+           # asked the way people ask each other, not the way a form asks (a fresh author's questions, 2026-12-07):
+           # what would help or fit ("What can help?", "What kind of dog fits a busy family?", "Which streaming
+           # service is right for me?"), what is there to do ("What's worth doing?", "What's there to do in Denver?",
+           # "What do people usually do in Kyoto?"), where to start or go ("Where do I start?", "Where to eat?"),
+           # what the agent would do or point to ("what would you do?", "a laptop you'd point me to"), thoughts asked
+           # for ("Thoughts?", "Any thoughts on where to go?"), what should be ("What should be on the menu?")
+           r"(?:what|anything|something) (?:\w+ )?(?:can|could|would|might|will) help(?=[^.!?]*\?)|"
+           r"(?:fits?|suits?) (?:a|an|me|us|my|our)\b(?=[^.!?]*\?)|(?:right|best|ideal) for (?:me|us)\b(?=[^.!?]*\?)|"
+           r"what(?:'s| is) (?:\w+ )?worth\b(?=[^.!?]*\?)|what(?:'s| is) there to (?:do|see|eat|try)|"
+           r"things to (?:do|see|eat|try)\b(?=[^.!?]*\?)|what do (?:people|locals|folks) (?:\w+ )?do\b(?=[^.!?]*\?)|"
+           r"where (?:do|should|can) (?:i|we) (?:start|begin)|where to(?:\s+\w+)?(?=\s*\?)|"
+           r"(?:what|where|which) would you (?:do|go|pick|choose|get|order|try|eat|stay|take)\b|point (?:me|us) (?:to|toward)|"
+           r"your go-to\b|any (?:strateg(?:y|ies)|pointers)\b|"
+           r"thoughts(?=\s*\?)|any thoughts on (?:where|what|which|how)|"
+           r"(?:what|which) (?:\w+ )?should (?:be|go)\b(?=[^.!?]*\?)")
 # errands done on the user's behalf, where their standing choices apply ("book me a flight", "plan our trip")
 # ("book" as a verb only: "book me a flight", "book two tickets", not "read the book" or "what book did she like")
 _ERRANDS = (r"plan\w*|book(?=\s+(?:me|us|him|her|them|it|a|an|the|my|our|this|that|one|two|three|four|\d+)\b)|booking|"
             r"reserve|order(?! to\b)|buy|purchase|pick|choose|find me|get me|schedule")
+# a thing needed, wanted or sought, said rather than asked ("I need a gift for my sister's birthday.", "I'd like a
+# new hobby that gets me off the couch", "I'm looking to get in shape", "I'm stuck on what to get her"), time or a
+# place to make something of ("How do I spend a layover in Istanbul?", "make my small apartment feel bigger"):
+# requests for a choice unless they are about code, tools or text ("I need a function that parses dates"), which
+# ask for knowledge. "How do I ...?" asks for either ("How do I meet people?", "How do I cite a website in APA
+# format?"): the words do not tell them apart, the prompt's embedding does (:mod:`.asking`)
+_WANTS = re.compile(
+    r"\b(?:(?:i|we) need (?:a |an |some )?(?:new |good )?[\w-]+(?: [\w-]+)? (?:for|to wear)\b|(?:i|we) need (?:a )?new\b|"
+    r"(?:i'd|i would|we'd|we would) (?:like|love) (?:a|an|some)\b|(?:i'm|i am|we're|we are) looking to\b|"
+    r"how (?:do|would|should) (?:i|we) spend\b|what to (?:get|buy|give|wear|cook|make|bring|eat|order|read|watch|see|pack)\b|"
+    r"(?:which|what)(?: [\w-]+){0,3} (?:is|are|would be) (?:the )?(?:easiest|best|simplest|safest|most [\w-]+)\b"
+    r"(?=[^.!?]*\?)|make (?:my|our) (?:[\w-]+ ){1,3}(?:feel|look)\b|keep (?:my|our|the|everyone)(?: [\w-]+){0,2} "
+    r"(?:entertained|busy|occupied|happy)\b)", re.IGNORECASE)
+# code, tools or text: a request about them asks for knowledge, whatever its words of wanting (picks.py reads code
+# alike): code's marks, a file name or an identifier ("parser.py", "max_items"), or a word of the trade that names
+# nothing else (not "app", "build" or "windows": "I need a good app for tracking runs" asks for a choice)
+_TECHNICAL = re.compile(
+    r"[{};`]|\(\)|\b\w+\.(?:py|js|ts|go|rs|java|cpp|rb|sh|ya?ml|json|toml|sql|md|csv|html|css|txt)\b|\b[a-z]+_[a-z_]+\b|"
+    r"\b(?:code|function|method|class|variable|error|exception|bug|compile[rd]?|script|python|java|javascript|"
+    r"typescript|rust|golang|sql|query|regex|api|json|yaml|csv|html|css|array|string|integer|loop|database|server|"
+    r"git|bash|shell|terminal|command line|cli|excel|spreadsheet|formula|algorithm|library|package|framework|deploy|"
+    r"install|configure|config|docker|container|kubernetes|flask|django|react|npm|pip|linux|macos|repo|repository|"
+    r"commit|branch|merge|rebase|debug|endpoint|backend|frontend|pytest|test suite|stack trace|dataframe|pandas|numpy|"
+    r"migration|schema|essay|sentence|paragraph|translate|equation|grammar)s?\b", re.IGNORECASE)
 _CUE = re.compile(rf"\b(?:{_ADVICE}|{_ERRANDS})\b", re.IGNORECASE)
 # errands in the imperative, as an agent is told them ("Fly out from SFO on the 9th", "Last piece: fly me home",
 # "can you push it to production?"): a verb of acting in the world for the user where a request starts. Only
@@ -100,7 +139,9 @@ def asks_for_choice(prompt: str) -> float:
     text = _bounded(prompt)
     if about_someone(text):
         return 0.0
-    return 1.0 if _CUE.search(text) or _ACT.search(text) or _PICK.search(text) or _CONTINUED.search(text) else 0.0
+    if _CUE.search(text) or _ACT.search(text) or _PICK.search(text) or _CONTINUED.search(text):
+        return 1.0
+    return 1.0 if _WANTS.search(text) and not _TECHNICAL.search(text) else 0.0
 
 
 def _bounded(prompt: str) -> str:

@@ -34,6 +34,7 @@ from ..recall.packing import Hit
 from .extract import main_clause, requirement_attributes
 from .implications import Implications, implications
 from .picks import as_said, reply_of
+from .asking import asks as model_asks
 from .requests import asks_for_choice, errand_objects, in_scope, scope_object
 from ..tokenize import token_set
 from .topics import TopicTree, cosine
@@ -201,7 +202,7 @@ def nearest_topics(sims: np.ndarray) -> np.ndarray:
 class StandingScorer:
     """Scores items for a prompt; holds the embedder and the item vectors it has computed."""
 
-    def __init__(self, config, tree: TopicTree, embedder=None, *, center=None):
+    def __init__(self, config, tree: TopicTree, embedder=None, *, center=None, request_model=None):
         self.cfg = config.standing
         self.tree = tree
         # what items bear on by world knowledge (layers/implications.py): the built-in concepts and the user's
@@ -209,6 +210,8 @@ class StandingScorer:
         self._concepts: dict[str, frozenset] = {}  # item id → the concepts its text holds
         self.embedder = embedder
         self.center = center  # layers/center.Center: the common direction of prompts, or None (raw cosines)
+        # layers/asking: whether a prompt the rules do not read as asking asks, by its query vector; None: rules only
+        self.request_model = request_model
         self._vectors: dict[str, np.ndarray] = {}
         self._routes: dict[str, np.ndarray] = {}  # item id → its embedding route (nearest_topics)
         self._object_routes: dict[str, dict[str, float]] = {}  # stated scope → the topic route of its object
@@ -232,10 +235,10 @@ class StandingScorer:
             self._topics = vecs
         return self._topics
 
-    def _sem(self, query: str, items: list[Item]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def _sem(self, query: str, items: list[Item]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """(embedding cosine of prompt and item, cosine of the embedding routes, cosine with the prompt's vector
-        less the common direction of prompts (:mod:`.center`; the raw cosine without a center)) per item, or
-        None."""
+        less the common direction of prompts (:mod:`.center`; the raw cosine without a center)) per item, and the
+        prompt's query vector; or None."""
         if self.embedder is None or self._failed or not items or self.cfg.sem <= 0:
             return None
         try:
@@ -262,7 +265,7 @@ class StandingScorer:
             self._failed = True
             return None
         # bge-small puts unrelated text at ~0.30-0.40 and an applicable preference at ~0.45-0.55
-        return cos, routes, ccos
+        return cos, routes, ccos, qv
 
     def score(self, query: str, items: list[Item]) -> list[tuple[Item, float, dict]]:
         """(item, applicability, signals) for every item the prompt can bear on (not one said for another topic's
@@ -272,11 +275,12 @@ class StandingScorer:
         qroute = self.tree.route(query)
         qtoks = frozenset(token_set(query))
         sem = self._sem(query, items)
-        cos, routes, ccos = sem if sem is not None else (None, None, None)
+        cos, routes, ccos, qv = sem if sem is not None else (None, None, None, None)
         sem = np.clip((cos - SEM_FLOOR) / SEM_SPAN, 0.0, 1.0) if cos is not None else None
         w_sem = self.cfg.sem if sem is not None else 0.0
         total = w_sem + self.cfg.topic + self.cfg.lexical
-        asks = asks_for_choice(query)
+        # the rules' request forms, else the request model over the prompt's vector (layers/asking.py)
+        asks = asks_for_choice(query) or (1.0 if model_asks(self.request_model, qv) else 0.0)
         # the concepts whose objects the prompt names (standing.implications: false, none)
         named = self.bears.named(query) if self.cfg.implications else frozenset()
         # what the request is about, for the items said for a kind of request (same_errand)
