@@ -80,8 +80,8 @@ def requests(state, labels_path, prefeval, locomo, exclude, l2, threshold, out_p
     asking, not_asking = data_prompts(prefeval, locomo)
     texts, labels = texts + asking + not_asking, labels + [True] * len(asking) + [False] * len(not_asking)
     embed_query = getattr(embedder, "embed_query", None)  # a prompt is embedded as a query, as the scorer does
-    model, train = fit_embedded(texts, labels, (lambda t: embed_query(t)) if embed_query else
-                                (lambda t: embedder.embed([t])[0]), embedder_name(embedder), l2=l2,
+    model, train = fit_embedded(texts, labels, embed_query or (lambda t: embedder.embed([t])[0]),
+                                embedder_name(embedder), l2=l2,
                                 threshold=threshold, meta={"prompts": len(texts), "asking": int(sum(labels)),
                                                            "l2": l2, "excluded_splits": list(exclude)})
     name = model.embedder
