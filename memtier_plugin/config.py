@@ -187,6 +187,8 @@ class StandingConfig:
     # standing items; auto: when the standing embedder is the one the center was computed with; none: raw cosines
     center: str = field(default="auto", metadata={"choices": ("auto", "none")})
     center_file: str = ""  # a center from `memtier train center` (relative: to the workspace); "" the shipped one
+    # the center file's learned map of what prompts are about (layers/center.py), when it holds one; false: left out
+    center_map: bool = True
     # the request model (layers/asking.py): a prompt the request rules do not read as asking for a choice asks when a
     # model over its embedding says so; auto: when the standing embedder is the one it was fitted with; none: rules
     request_model: str = field(default="auto", metadata={"choices": ("auto", "none")})

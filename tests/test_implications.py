@@ -89,17 +89,18 @@ def test_world_knowledge_lifts_an_items_logit_and_frees_it_from_the_share_of_a_n
 
     c = cal.load(cal.shipped_path("paper"))
     logit = lambda p: math.log(p / (1 - p))  # noqa: E731
-    lifted, plain = c.probability(_hit("g1", True)), c.probability(_hit("g1", False))
+    # an allergy a little nearer the prompt than an unrelated item (ccos 0.05), far under the nearest one (margin)
+    lifted, plain = c.probability(_hit("g1", True, ccos=0.05)), c.probability(_hit("g1", False, ccos=0.05))
     assert math.isclose(logit(lifted) - logit(plain), cal.IMPLIED_LOGIT, abs_tol=1e-9)
     assert c.probability(_hit("g1", True, asks=False)) == c.probability(_hit("g1", False, asks=False))  # no request
     # beside a far nearer preference ("I avoid dairy"), the share of the best one would leave the allergy out
     near = _hit("g0", False, ccos=0.3)
     near.signals["margin"]["value"], near.signals["nearest"]["value"] = 0.0, 1.0
     best = c.model_probability(near)
-    assert plain < c.choice["relative"] * best and lifted >= c.thresholds["global"]
-    kept, _ = c.apply([near, _hit("g1", True)])
+    assert plain < c.choice["relative"] * best and plain < c.thresholds["global"] <= lifted
+    kept, _ = c.apply([near, _hit("g1", True, ccos=0.05)])
     assert [h.id for h in kept] == ["g0", "g1"]
-    kept, left = c.apply([near, _hit("g1", False)])
+    kept, left = c.apply([near, _hit("g1", False, ccos=0.05)])
     assert [h.id for h in kept] == ["g0"] and "asks for a choice" in left[0]
 
 
