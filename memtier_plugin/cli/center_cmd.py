@@ -99,13 +99,13 @@ def preference_groups(sets: list[tuple[Path, tuple[int, int] | None]], embedder,
         for topic_items in pe.load_items(root, "explicit", sl):
             for it in topic_items:
                 users.setdefault((n, it.index), []).append((it.exchange[0][1], it.question))
-    pairs = [(u, pairs) for u, pairs in sorted(users.items()) if len(pairs) >= 2]
-    total = sum(len(p) for _, p in pairs)
+    held = [mine for _, mine in sorted(users.items()) if len(mine) >= 2]
+    total = sum(len(mine) for mine in held)
     embed_query = getattr(embedder, "embed_query", None)
     out = []
     with click.progressbar(length=total, label="embedding preferences",
                            file=click.get_text_stream("stderr")) as bar:
-        for _, user in pairs:
+        for user in held:
             items = np.vstack([embedder.embed([pref])[0] for pref, _ in user]).astype(np.float32)
             for own, (_, question) in enumerate(user):
                 qv = embed_query(question) if embed_query is not None else embedder.embed([question])[0]
