@@ -93,6 +93,8 @@ def preference_groups(sets: list[tuple[Path, tuple[int, int] | None]], embedder,
     import numpy as np
 
     from ..evaluation import prefeval as pe
+    from ..layers.gate import embed_each
+    from ..models.embedders import embed_as_query
 
     users: dict[tuple[int, int], list] = {}
     for n, (root, sl) in enumerate(sets):
@@ -101,15 +103,13 @@ def preference_groups(sets: list[tuple[Path, tuple[int, int] | None]], embedder,
                 users.setdefault((n, it.index), []).append((it.exchange[0][1], it.question))
     held = [mine for _, mine in sorted(users.items()) if len(mine) >= 2]
     total = sum(len(mine) for mine in held)
-    embed_query = getattr(embedder, "embed_query", None)
     out = []
     with click.progressbar(length=total, label="embedding preferences",
                            file=click.get_text_stream("stderr")) as bar:
         for user in held:
-            items = np.vstack([embedder.embed([pref])[0] for pref, _ in user]).astype(np.float32)
+            items = embed_each(embedder, [pref for pref, _ in user]).astype(np.float32)
             for own, (_, question) in enumerate(user):
-                qv = embed_query(question) if embed_query is not None else embedder.embed([question])[0]
-                q = center.apply(qv)
+                q = center.apply(embed_as_query(embedder, question))
                 if q is not None:
                     out.append((q, items, own))
                 bar.update(1)
@@ -150,17 +150,15 @@ def center(state, prompts_path, limit, preference_sets, rank, l2, steps, out_pat
     """
     from ..layers.center import MARKER, fit, fit_map, nearest_share, parse
     from ..layers.gate import embedder_name
+    from ..models.embedders import embed_as_query
     from .gate_cmd import config_and_embedder
     from ..store.artifacts import write_artifact
 
     cfg, embedder = config_and_embedder(state, "the center is a mean of embeddings")
     path = Path(prompts_path)
     prompts = spread(read_prompts(path), limit)
-    embed_query = getattr(embedder, "embed_query", None)
-    vecs = []
     with click.progressbar(prompts, label="embedding", file=click.get_text_stream("stderr")) as bar:
-        for t in bar:
-            vecs.append(embed_query(t) if embed_query is not None else embedder.embed([t])[0])
+        vecs = [embed_as_query(embedder, t) for t in bar]
     name = embedder_name(embedder)
     c = fit(vecs, name, meta={"from": path.name})
     mapped = {}

@@ -74,13 +74,14 @@ def requests(state, labels_path, prefeval, locomo, exclude, l2, threshold, out_p
     """
     from ..layers.asking import MARKER
     from ..layers.gate import embedder_name
+    from ..models.embedders import embed_as_query
 
     cfg, embedder = config_and_embedder(state, "the request model reads an embedding")
     texts, labels, _splits = read_labels(Path(labels_path), exclude=tuple(exclude))
     asking, not_asking = data_prompts(prefeval, locomo)
     texts, labels = texts + asking + not_asking, labels + [True] * len(asking) + [False] * len(not_asking)
-    embed_query = getattr(embedder, "embed_query", None)  # a prompt is embedded as a query, as the scorer does
-    model, train = fit_embedded(texts, labels, embed_query or (lambda t: embedder.embed([t])[0]),
+    # a prompt is embedded as a query, as the scorer does
+    model, train = fit_embedded(texts, labels, lambda t: embed_as_query(embedder, t),
                                 embedder_name(embedder), l2=l2,
                                 threshold=threshold, meta={"prompts": len(texts), "asking": int(sum(labels)),
                                                            "l2": l2, "excluded_splits": list(exclude)})

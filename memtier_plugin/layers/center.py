@@ -87,7 +87,7 @@ class Center:
             if n <= 1e-6:
                 return None
             r = r / n
-        return r.astype(np.float32)
+        return r.astype(np.float32, copy=False)
 
     def without_map(self) -> "Center":
         return replace(self, map=None) if self.map is not None else self

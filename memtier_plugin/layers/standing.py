@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..models.embedders import embed_as_query
 from ..recall.packing import Hit
 from .extract import main_clause, requirement_attributes
 from .implications import Implications, implications
@@ -252,9 +253,7 @@ class StandingScorer:
                 for it, v in zip(missing, vecs):
                     v = self._vectors[it.id] = np.asarray(v, dtype=np.float32)
                     self._routes[it.id] = nearest_topics(topics @ v)
-            embed_query = getattr(self.embedder, "embed_query", None)
-            qv = np.asarray(embed_query(query) if embed_query is not None else self.embedder.embed([query])[0],
-                            dtype=np.float32)
+            qv = np.asarray(embed_as_query(self.embedder, query), dtype=np.float32)
             cos = np.array([float(self._vectors[it.id] @ qv) for it in items])
             qc = self.center.apply(qv) if self.center is not None else None
             ccos = cos if qc is None else np.array([float(self._vectors[it.id] @ qc) for it in items])

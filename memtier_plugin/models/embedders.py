@@ -75,6 +75,13 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
+def embed_as_query(embedder, text: str) -> np.ndarray:
+    """``text``'s vector as a query: ``embed_query`` when the embedder embeds queries differently (bge-small's
+    instruction prefix, cached per model), else as any text."""
+    embed_query = getattr(embedder, "embed_query", None)
+    return embed_query(text) if embed_query is not None else embedder.embed([text])[0]
+
+
 def onnx_runtime_present() -> bool:
     """True when onnxruntime and tokenizers (the ``embed`` extra) can be imported."""
     import importlib.util

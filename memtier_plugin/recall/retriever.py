@@ -321,8 +321,9 @@ class Retriever:
 
     def embed_query(self, query: str) -> np.ndarray:
         """The query's vector: ``embed_query`` when the backend embeds queries differently (an instruction prefix)."""
-        embed_query = getattr(self.embedder, "embed_query", None)
-        return embed_query(query) if embed_query is not None else self.embedder.embed([query])[0]
+        from ..models.embedders import embed_as_query
+
+        return embed_as_query(self.embedder, query)
 
     # ---- cross-encoder re-ranking ----------------------------------------
     def set_reranker(self, reranker) -> None:
