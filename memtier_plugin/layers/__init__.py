@@ -5,7 +5,9 @@ Config section: ``standing.*``.
 Modules by purpose:
 
 * extracting: :mod:`.extract` (preferences, constraints, rules and identity from the user's own
-  words, one attribute each), :mod:`.fragments` (what is said for good in a phrase: a label and what
+  words, one attribute each), :mod:`.forms` (the sentence forms it reads: one pattern per form, with the
+  sentences each is for and is not), :mod:`.proposals` (what the configured model proposes, kept when it
+  quotes the user), :mod:`.fragments` (what is said for good in a phrase: a label and what
   follows from it, "No spoilers, ever"), :mod:`.picks` (a preference revealed by a pick among offered options),
   :mod:`.session` (a session's or run's candidates, a list's scope carried to its continuation),
   :mod:`.gate` (the learned gate: a sentence the rules pass over, read by a model over its embedding);

@@ -184,7 +184,7 @@ def with_subject(sent: str) -> str | None:
 
 
 def phrase_kind(sent: str) -> str | None:
-    """The kind of what ``sent`` (one sentence, as extract._clean leaves it, with no moment in it) says for good in a
+    """The kind of what ``sent`` (one sentence, as extract.clean leaves it, with no moment in it) says for good in a
     phrase, or None."""
     if _WHO.search(sent):
         return "identity"

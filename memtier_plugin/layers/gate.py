@@ -41,7 +41,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..store.artifacts import FileCache, bounded_number, load_named, read_artifact
-from .extract import Candidate, _clean, _episodic, _OCCASION, _REQUEST, extract, sentences
+from . import forms
+from .extract import Candidate, clean, episodic, extract, sentences
 from .picks import among_options, choice, picks_an_option, reason_given, restates_pick
 
 log = logging.getLogger(__name__)
@@ -199,15 +200,15 @@ def embedder_name(embedder) -> str:
 def eligible(sent: str, *, own: bool = False) -> bool:
     """Whether a sentence could state something lasting about the speaker: their own words (first person, not
     someone else's liking), no question, no past occasion, moment, plan or offer, no request, of a sentence's length
-    (``sent`` as extract._clean leaves it: plain apostrophes). ``own``: the sentence is the reason a pick gives, the
+    (``sent`` as extract.clean leaves it: plain apostrophes). ``own``: the sentence is the reason a pick gives, the
     speaker's view without a first person ("Big chain hotels all feel the same", "Blue cheese is the worst thing
     ever invented"), unless it addresses the assistant, and only when it could hold beyond the pick
     (:func:`lasting_reason`)."""
     return (len(sent) >= MIN_CHARS and len(sent.split()) <= MAX_WORDS and not sent.rstrip().endswith("?")
             and (bool(_FIRST.search(sent)) or (own and not _YOU.search(sent))) and not _OTHER.match(sent)
-            and not _episodic(sent)
-            and not _OCCASION.search(sent)
-            and not _REQUEST.search(sent)
+            and not episodic(sent)
+            and not forms.OCCASION.search(sent)
+            and not forms.REQUEST.search(sent)
             and (not own or lasting_reason(sent)))
 
 
@@ -245,7 +246,7 @@ def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, flo
             text = reason_given(text, prev[2]) if among_options(query, text) and not taken else ""
         query = (text if pick is None else pick[2][0], eid)
         for sent in sentences(text):
-            sent = _clean(sent)
+            sent = clean(sent)
             if eligible(sent, own=pick is not None) and not extract(sent, role="user"):
                 out.append((eid, sent, _floor(sent, pick)))
     return out
@@ -319,12 +320,12 @@ def whole_messages(messages: Sequence[tuple[str, str, str]], ids: set[str]) -> l
     for eid, role, text in messages:
         if eid not in ids or role != "user" or not isinstance(text, str) or len(text) > 20_000:
             continue
-        whole = _clean(" ".join(text.split()))
-        parts = [_clean(s) for s in sentences(whole)]
+        whole = clean(" ".join(text.split()))
+        parts = [clean(s) for s in sentences(whole)]
         if (len(parts) >= WHOLE_MIN_SENTENCES and len(whole.split()) <= MAX_WORDS and "!" not in whole
                 and _FIRST.search(whole) and not _OTHER.match(whole) and not _YOU.search(whole)
                 and not _REACTION.match(whole)
-                and not any(s.rstrip().endswith("?") or _episodic(s) or _OCCASION.search(s) or extract(s, role="user")
+                and not any(s.rstrip().endswith("?") or episodic(s) or forms.OCCASION.search(s) or extract(s, role="user")
                             for s in parts)):
             out.append((eid, whole))
     return out

@@ -31,7 +31,7 @@ def maintain(global_store, messages: list[tuple[str, str, str]], *, config, clie
     reads), asked about the user sentences the rules pass over (layers/gate.py). The records written."""
     if not config.standing.enabled or not messages:
         return []
-    from .extract import model_candidates
+    from .proposals import model_candidates
     from .session import from_session
 
     candidates = from_session(messages)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 
 from ..tokenize import stem, tokenize
-from .extract import _HAVE, _INTENT, _OFFER, _PAST, _REQUEST, _STATE, MAX_TEXT, Candidate, _cue
+from . import forms
+from .extract import MAX_TEXT, Candidate, find_cue
 from .requests import asks_for_choice
 
 _CHOICE = re.compile(r"\b(?:I(?:'ll| will) (?:go|check|try|pick|take|choose|opt|stick|get|book|do|start)|"
@@ -104,7 +105,7 @@ def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: t
         kind = "pick"  # a bare pick of an option asked for: what the user went for, not why
     else:
         option = _by_place(sel_text, opt_text)  # "I'll go with option 2. The others ...": which one it was
-    if _PAST.search(sel_text) or _OFFER.search(sel_text) \
+    if forms.PAST.search(sel_text) or forms.OFFER.search(sel_text) \
             or re.match(r"\s*(?:maybe|perhaps)\b", sel_text, re.I) or not _names_an_option(sel_text, opt_text):
         return None  # a past story, an offer, a hedge: no choice shown
     if not among_options(query, sel_text):
@@ -160,7 +161,7 @@ def bare_pick(query: tuple[str, str] | None, offer: str, reply: str) -> str | No
     never a preference: docs/standing.md "Picks")."""
     if query is None or len(query[0]) > QUESTION_CHARS or not asks_for_choice(query[0]):
         return None
-    if len(reply.split()) > PICK_REPLY_WORDS or "!" in reply or _REQUEST.search(reply) or len(offer.split()) > OFFER_WORDS:
+    if len(reply.split()) > PICK_REPLY_WORDS or "!" in reply or forms.REQUEST.search(reply) or len(offer.split()) > OFFER_WORDS:
         return None
     items = _items(offer)
     alone = _picked(reply, items) if len(reply.split()) <= PICK_ALONE_WORDS else None
@@ -256,7 +257,7 @@ _PHRASE_END = re.compile(r"(?<=[.!;])\s+|\s+(?:[\u2014\u2013]|-{1,2})\s+|[\u2014
 def _is_the_pick(phrase: str, options: str) -> bool:
     """``phrase`` is a pick: "Audiobook.", "Number 4.", "Let's do the slow cooker one", "2"; not a clause of its
     own ("That's really helpful to know.", "My skin type is combination, ...": a reply to advice, not a pick)."""
-    return bool(_pick_phrase(phrase) and not _INTENT.search(phrase) and _names_an_option(phrase, options))
+    return bool(_pick_phrase(phrase) and not forms.INTENT.search(phrase) and _names_an_option(phrase, options))
 
 
 def _pick_phrase(phrase: str) -> bool:
@@ -267,8 +268,8 @@ def _pick_phrase(phrase: str) -> bool:
 def _reveals(sel: str) -> bool:
     """The pick says what the user holds to: a judgement of the options turned down, or a disposition."""
     sel = sel.replace("\u2019", "'")
-    return bool(_JUDGED.search(sel) or _DISPOSED.search(sel) or _PICK_REASON.search(sel) or _cue(sel, _STATE)
-                or _cue(sel, _HAVE))
+    return bool(_JUDGED.search(sel) or _DISPOSED.search(sel) or _PICK_REASON.search(sel) or find_cue(sel, forms.STATE)
+                or find_cue(sel, forms.HAVE))
 
 
 def _after_the_pick(sel: str, options: str) -> str:
@@ -280,7 +281,7 @@ def _after_the_pick(sel: str, options: str) -> str:
     if len(parts) < 2 or "\n" in sel.strip():  # one phrase alone, or a pasted text: no pick and reason
         return ""
     first, rest = parts
-    if len(first.split()) > 12 or _INTENT.search(first) or not _names_an_option(first, options):
+    if len(first.split()) > 12 or forms.INTENT.search(first) or not _names_an_option(first, options):
         return ""
     return rest
 
