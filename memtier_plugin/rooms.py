@@ -183,7 +183,7 @@ class Rooms:
 
         return self._once("_derived", lambda: DerivedHooks(
             self.config.memory_root, lambda: [n.rec for n in self.global_store.current()],
-            lambda project: {r["id"] for r in current_skills(self.workspace_store("procedural", project))},
+            lambda project: current_skills(self.workspace_store("procedural", project)),
             fsync=self.ledger.fsync))
 
     def derive_hooks(self, records: list[dict], ts: float) -> None:

@@ -319,6 +319,27 @@ def test_a_skills_precondition_becomes_a_hook_retired_when_the_skill_is_revised(
     assert f"[precondition | {revised['id']}]" in again.supplement and skill["id"] not in again.supplement
 
 
+def test_a_skills_first_call_is_a_precondition_only_when_it_acts_on_what_the_last_one_does():
+    """A backup of the database the migration runs on is a precondition; a train booked before a hotel, or a
+    file edited before a deploy, is just what that run did (the demo handed a hotel booking "book_train(...) →
+    book_hotel(...)" as a precondition)."""
+    from memtier_plugin.scheduling.rule_hooks import skill_proposal
+
+    def skill(*steps):
+        return {"kind": "skill", "id": "sk-20261018-076b6f9bb852", "project": "travel",
+                "steps": [{"tool": t, "params": p} for t, p in steps]}
+
+    backup = skill(("db_backup", {"db": "atlas"}), ("db_migrate", {"db": "atlas", "version": "0042"}))
+    assert skill_proposal(backup)["hook"]["id"] == "precondition"
+    across = skill(("snapshot", {"database": "atlas"}), ("deploy", {"app": "atlas", "env": "staging"}))
+    assert skill_proposal(across) is not None  # the same target under another argument's name
+    assert skill_proposal(skill(("book_train", {"train": "AP 124", "date": "2026-11-14"}),
+                                ("book_hotel", {"hotel_id": "infante-sagres", "room": "deluxe double"}))) is None
+    assert skill_proposal(skill(("edit_file", {"path": "migrations/0042.sql"}), ("git_commit", {"message": "m"}),
+                                ("deploy", {"app": "atlas", "env": "staging"}))) is None
+    assert skill_proposal(skill(("db_backup", {"db": "billing"}), ("db_migrate", {"db": "atlas"}))) is None
+
+
 def test_a_skill_id_in_a_hooks_answer_is_not_taken_for_an_api_key():
     from memtier_plugin.redact import redact
 

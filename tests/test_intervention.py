@@ -33,6 +33,11 @@ def item(content, label="rule", attribute=""):
      {"hotel_id": "x", "price_per_night_usd": 420}, MON, True),
     ("I've changed my mind on hotels: my budget is now up to $300 a night.", "book_hotel",
      {"hotel_id": "x", "price_per_night_usd": 165}, MON, False),
+    # "over" under a "never" is a cap, not a floor: a $250 room is within it
+    ("Never book a hotel over $300 a night.", "book_hotel", {"hotel_id": "x", "price_per_night": 420}, MON, True),
+    ("Never book a hotel over $300 a night.", "book_hotel", {"hotel_id": "x", "price_per_night": 250}, MON, False),
+    ("Only book hotels at least $80 a night, cheaper ones are grim.", "book_hotel",
+     {"hotel_id": "x", "price_per_night": 60}, MON, True),
 ])
 def test_a_call_is_held_only_when_its_arguments_conflict(content, tool, params, ts, held):
     assert (conflicts(item(content), tool, params, ts) is not None) == held

@@ -686,6 +686,65 @@ def test_rules_and_constraints_that_name_an_action_become_hooks_others_do_not():
     assert len(rule_hooks([node("Never deploy on Fridays."), node("Always answer in French.")])) == 1
 
 
+def test_a_booking_rule_that_names_what_it_books_binds_only_to_calls_about_that():
+    """"never book flights before 8am" is about flights: a hotel search is not handed it (the demo's search_hotels
+    was, through this hook); "hotels under $200 a night" does not bind a $450 flight. A booking rule that names
+    nothing booked binds every booking call, as before."""
+    s = HookScheduler()
+
+    def fires(tool, params=None, key=""):
+        return bool(s.match("pre_tool", {}, tool_name=tool, params=params or {}, task_key=key or tool))
+
+    s.set_hooks("rules", [hook_from_node(node("never book flights before 8am, I'm useless that early."))])
+    assert fires("search_flights") and fires("book_flight")
+    assert fires("bash", {"command": "travelctl flight book UA8802"})
+    assert not fires("search_hotels") and not fires("book_hotel") and not fires("book_train")
+    s.set_hooks("rules", [hook_from_node(node("I always want hotels under $200 a night", kind="constraint"))])
+    assert fires("book_hotel", {"price_per_night": 250}, "h1") and fires("reserve_room", {"rate": 240}, "h2")
+    assert not fires("book_flight", {"price": 450}, "f1")
+    s.set_hooks("rules", [hook_from_node(node("Never book anything over $500 without asking me."))])
+    assert fires("book_flight", {"price": 650}, "f2") and fires("book_hotel", {"price": 650}, "h3")
+    assert not fires("book_hotel", {"price": 450}, "h4")
+
+
+def test_hooks_stored_with_an_older_grammar_are_proposed_again_when_they_load(tmp_path):
+    """A workspace from before the booking objects (issue 25's demo) holds the flight rule's hook on every booking
+    call, and a train-then-hotel skill's precondition: at load both are proposed again from their records, and
+    the file keeps every line (the newest record of a node wins)."""
+    from memtier_plugin.scheduling.derived import DerivedHooks, derived_path
+    from memtier_plugin.scheduling.rule_hooks import GRAMMAR
+
+    rule = node("never book flights before 8am, I'm useless that early.", nid="gk-20261005-157da48f9b17")
+    skill = {"kind": "skill", "id": "sk-20261018-076b6f9bb852", "project": "travel", "content": "skill ...",
+             "steps": [{"tool": "book_train", "params": {"train": "AP 124"}},
+                       {"tool": "book_hotel", "params": {"hotel_id": "infante-sagres"}}]}
+    broad = {"all": [{"any": [{"tool": {"matches": "book|reserv|hotel|flight|room"}},
+                              {"arg": {"path": "command", "matches": "book|reserv|hotel|flight|room"}}]}]}
+    old = [{"v": 1, "kind": "hooks", "node_id": rule["id"], "source": "rule", "timestamp": "2026-10-05T09:02:30.000Z",
+            "entry": rule["content"], "hold": False, "hooks": [{"id": "rule", "events": ["pre_tool"], "when": broad}]},
+           {"v": 1, "kind": "hooks", "node_id": skill["id"], "source": "skill", "timestamp": "2026-10-18T11:16:30.000Z",
+            "entry": "skill ...", "hold": False, "project": "travel", "hooks": [{"id": "precondition",
+            "events": ["pre_tool"], "when": {"all": [{"tool": {"equals": "book_hotel"}}]}}]}]
+    path = derived_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in old))
+    derived = DerivedHooks(tmp_path, lambda: [rule], lambda project: [skill] if project == "travel" else [],
+                           fsync=False)
+    derived.load()  # the first load learns which projects hold skill hooks; the stale rule is proposed again
+    hooks = derived.load(force=True)
+    s = HookScheduler()
+    s.set_hooks("derived", hooks)
+    fired = {t: [m.entry_id for m in s.match("pre_tool", {"project": "travel", "tools": []}, tool_name=t,
+                                                     params={}, task_key=t)]
+             for t in ("search_flights", "search_hotels", "book_hotel")}
+    assert fired == {"search_flights": [rule["id"]], "search_hotels": [], "book_hotel": []}
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(recs) == 4 and [r.get("grammar") for r in recs[2:]] == [GRAMMAR, GRAMMAR]
+    assert recs[3]["hooks"] == []  # the skill's first call acts on no target of its last: no precondition
+    derived.load(force=True)
+    assert len(path.read_text().splitlines()) == 4  # proposed again once, not at every load
+
+
 def test_a_models_proposal_is_checked_as_data_and_bound_to_the_asked_entry():
     good = {"hooks": [{"id": "ssh-legacy", "events": ["pre_tool"],
                        "when": {"arg": {"path": "command", "contains": "pay-legacy-1"}}}]}

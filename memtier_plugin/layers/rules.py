@@ -5,11 +5,13 @@ deploys only on weekdays", "never book flights before 8am", "hotels under $400
 a night"). :func:`bounds` reads, once, what those words limit:
 
 * the **action families** they are about (deploy, push, delete, ssh, book, send),
-  each with the words that name it in a rule and a pattern for tool names;
+  each with the words that name it in a rule and a pattern for tool names, and
+  what a booking rule names as booked (flights, hotels, trains, …: its calls only);
 * the **days** a call may not run on (``only on weekdays`` → Sat, Sun; ``never on
   Fridays`` → Fri; ``no deploys during weekends``);
 * a **time** before which it may not run (``never ... before 8am``);
-* an **amount** it may not pass (``under $400``: at most; ``at least $50``: at least);
+* an **amount** it may not pass (``under $400``: at most; ``at least $50``: at least; ``never over $300``:
+  at most, a negation turning the word round);
 * whether it is about **production**.
 
 :func:`memtier_plugin.scheduling.rule_hooks.hook_from_node` turns the bounds into a
@@ -36,6 +38,16 @@ ACTIONS = {
     "book": (r"\b(?:hotels?|book\w*|reserv\w*|flights?|rooms?)\b", r"book|reserv|hotel|flight|room"),
     "send": (r"\b(?:e-?mails?|send\w*|messag\w*|post\w*)\b", r"mail|send|message|post"),
 }
+#: What a booking rule may name as booked: (words naming it in a rule, a regex over tool names and commands).
+#: A rule that names one ("never book flights before 8am", "hotels under $200 a night") is about calls on it only:
+#: a flight rule binds no hotel search, a hotel budget no flight.
+BOOKED = {
+    "flight": (r"\b(?:flights?|airlines?|airfares?|plane tickets?)\b", r"flight|airline|airfare"),
+    "hotel": (r"\b(?:hotels?|rooms?|lodging|accommodations?)\b", r"hotel|room|lodging|accommodation"),
+    "train": (r"\b(?:trains?|rail)\b", r"train|rail"),
+    "car": (r"\b(?:rental cars?|car rentals?|cars?)\b", r"car|rental"),
+    "restaurant": (r"\b(?:restaurants?|tables?)\b", r"restaurant|table"),
+}
 #: Argument names that hold a price (a Hook predicate needs paths) and the words that make a key a price.
 PRICE_ARGS = ("price", "price_per_night", "nightly_rate", "rate", "amount", "cost", "total", "fare")
 PRICE_KEY = re.compile(r"price|cost|amount|rate|total|fare|usd|eur|budget", re.IGNORECASE)
@@ -54,6 +66,9 @@ _BEFORE = re.compile(r"\b(?:never|no|not|don't|do not)\b[^.]{0,60}?\bbefore\s+(\
 _AMOUNT = re.compile(r"\b(under|below|less than|at most|no more than|up to|max(?:imum)?|within|over|above|"
                      r"more than|at least)\s+[$€£]\s?(\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
 _MINIMUM_WORDS = ("over", "above", "more than", "at least")
+# a negation before the amount in its clause turns a floor word into a cap ("never book a hotel over $300") and a
+# cap word into a floor ("nothing under $50")
+_NEGATED = re.compile(r"\b(?:never|no|not|nothing|don't|do not|won't|avoid)\b[^.;:,]*$", re.IGNORECASE)
 _PROD = re.compile(r"\b(?:production|prod)\b", re.IGNORECASE)
 _MODAL = re.compile(r"\b(?:never|don't|do not|always|only|before|after|must)\b", re.IGNORECASE)
 
@@ -63,6 +78,7 @@ class Bounds:
     """What one rule's words limit (empty fields: no such limit)."""
 
     families: tuple[str, ...] = ()
+    booked: tuple[str, ...] = ()  # what a booking rule names as booked (BOOKED keys); () = any booking
     days: frozenset[str] = frozenset()  # weekdays (``Mon`` … ``Sun``) a call may not run on
     before: int | None = None  # minutes after midnight a call may not start before
     before_text: str = ""  # how the rule says it ("8am")
@@ -71,6 +87,13 @@ class Bounds:
     amount_text: str = ""  # how the rule says it ("under $400")
     production: bool = False
     modal: bool = False  # never, always, only, must, before, after: the rule binds
+
+    def pattern(self, family: str) -> str:
+        """The regex over tool names and commands of the calls this rule is about, in ``family``: a booking
+        rule's by what it names as booked, when it names any."""
+        if family == "book" and self.booked:
+            return "|".join(BOOKED[o][1] for o in self.booked)
+        return ACTIONS[family][1]
 
     @property
     def limits(self) -> bool:
@@ -105,11 +128,14 @@ def bounds(content: str) -> Bounds:
         days |= days_of(m.group(1))
     before = _BEFORE.search(content)
     amount = _AMOUNT.search(content)
+    booked = tuple(o for o, (words, _) in BOOKED.items() if re.search(words, content, re.IGNORECASE)) \
+        if "book" in families else ()
     return Bounds(
-        families=families, days=frozenset(days),
+        families=families, booked=booked, days=frozenset(days),
         before=minutes(before.group(1), before.group(2), before.group(3) or "am") if before else None,
         before_text=before.group(0).split("before")[-1].strip() if before else "",
         amount=float(amount.group(2).replace(",", "")) if amount else None,
-        amount_is_minimum=bool(amount) and amount.group(1).lower() in _MINIMUM_WORDS,
+        amount_is_minimum=bool(amount) and ((amount.group(1).lower() in _MINIMUM_WORDS)
+                                            != bool(_NEGATED.search(content[:amount.start()]))),
         amount_text=amount.group(0) if amount else "",
         production=bool(_PROD.search(content)), modal=bool(_MODAL.search(content)))

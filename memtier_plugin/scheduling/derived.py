@@ -36,7 +36,7 @@ from ..store.files import iter_records
 from ..store.paths import is_valid_id
 from .hooks import HOOKS_DIR, Hook
 from .predicates import HookError
-from .rule_hooks import bound_hook, rule_proposal, skill_proposal
+from .rule_hooks import GRAMMAR, bound_hook, rule_proposal, skill_proposal
 
 log = logging.getLogger(__name__)
 DERIVED_DIR, DERIVED_FILE = ".derived", "hooks.jsonl"
@@ -64,15 +64,16 @@ class DerivedHooks:
     """``memory/hooks/.derived/hooks.jsonl``: written at maintenance, read into the scheduler's ``memory`` source.
 
     ``current()``: the records of memory that stand now (Global-layer nodes not retired), each a dict with
-    ``id``, ``content`` and ``node_kind``; ``skills(project)``: the ids of the project's current skills (none
-    superseded). Both are asked at every load, so retirement needs no record here.
+    ``id``, ``content`` and ``node_kind``; ``skills(project)``: the project's current skill records (none
+    superseded). Both are asked at every load, so retirement needs no record here. A rule's or skill's stored
+    proposal made with an older grammar (``rule_hooks.GRAMMAR``) is proposed again at load, from the record.
     """
 
     def __init__(self, memory_root: Path | str, current: Callable[[], Iterable[dict]],
-                 skills: Callable[[str], set] | None = None, *, fsync: bool = True):
+                 skills: Callable[[str], list[dict]] | None = None, *, fsync: bool = True):
         self.path = derived_path(memory_root)
         self.current = current
-        self.skills = skills or (lambda project: set())
+        self.skills = skills or (lambda project: [])
         self._skill_projects: set[str] = set()  # projects with skill records, as the last parse found them
         self.fsync = fsync
         self._lock = threading.RLock()  # a load (the background refresh, agent_end) at a time; it may write
@@ -128,6 +129,8 @@ class DerivedHooks:
             hold = bool(proposal and proposal["hold"])
         out = {"v": jsonl.SCHEMA_VERSION, "kind": "hooks", "node_id": rec["id"], "source": source,
                "timestamp": utc_iso(ts), "entry": str(rec.get("content", "")), "hold": hold, "hooks": hooks or []}
+        if source in ("rule", "skill"):
+            out["grammar"] = GRAMMAR
         if source == "skill":
             out["project"] = str(rec.get("project", ""))
         return out
@@ -141,7 +144,7 @@ class DerivedHooks:
 
     def _load(self, force: bool) -> list[Hook] | None:
         nodes = [r for r in self.current() if isinstance(r, dict) and is_valid_id(r.get("id"))]
-        skills = set().union(*(self.skills(p) for p in sorted(self._skill_projects)))
+        skills = set(self._skills())
         sig = (_stat(self.path), tuple(r["id"] for r in nodes), frozenset(skills))
         if sig == self._sig and not force:
             return None
@@ -151,7 +154,10 @@ class DerivedHooks:
             self.write(missing, time.time())
             have = self.records()
         self._skill_projects = {rec["project"] for (_n, src), rec in have.items() if src == "skill"}
-        skills = set().union(*(self.skills(p) for p in sorted(self._skill_projects)))
+        by_id = self._skills()
+        if self._propose_again(have, nodes, by_id):
+            have = self.records()
+        skills = set(by_id)
         standing = [have.get((r["id"], source)) for r in nodes for source in ("rule", "model")]
         own = [rec for (node_id, src), rec in have.items() if src == "skill" and node_id in skills]
         hooks: list[Hook] = []
@@ -166,13 +172,32 @@ class DerivedHooks:
         self._sig = (_stat(self.path), sig[1], frozenset(skills))
         return hooks
 
+    def _skills(self) -> dict[str, dict]:
+        """The current skill records of the projects that have skill hooks, by id."""
+        return {r["id"]: r for p in sorted(self._skill_projects) for r in self.skills(p)
+                if isinstance(r, dict) and is_valid_id(r.get("id"))}
+
+    def _propose_again(self, have: dict, nodes: list[dict], skills: dict[str, dict]) -> int:
+        """Propose again, from the record, the current rules' and skills' hooks stored with an older grammar
+        (appended: the newest record of a node wins). The number of records appended."""
+        stale = [(r, "rule") for r in nodes if r.get("node_kind") in ("rule", "constraint")
+                 and (r["id"], "rule") in have and have[(r["id"], "rule")].get("grammar", 1) < GRAMMAR]
+        stale += [(skills[n], "skill") for (n, src), rec in have.items()
+                  if src == "skill" and n in skills and rec.get("grammar", 1) < GRAMMAR]
+        if not stale:
+            return 0
+        ts = time.time()
+        append_lines(self.path, b"".join(jsonl.dumps(self._record(r, ts, src)) for r, src in stale), fsync=self.fsync)
+        log.info("memtier hooks: %d hooks proposed again with grammar %d", len(stale), GRAMMAR)
+        return len(stale)
+
     def listing(self) -> list[dict]:
         """Every stored record with ``current``: whether its node (a Global node, a skill) stands now
         (``memtier inspect hooks``)."""
         current = {r["id"] for r in self.current() if isinstance(r, dict) and "id" in r}
         recs = self.records()
         for project in {rec["project"] for (_n, src), rec in recs.items() if src == "skill"}:
-            current |= self.skills(project)
+            current |= {r.get("id") for r in self.skills(project) if isinstance(r, dict)}
         return [{**rec, "current": node_id in current} for (node_id, _src), rec in recs.items()]
 
 

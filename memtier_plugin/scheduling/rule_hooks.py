@@ -21,13 +21,17 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable
 
-from ..layers.rules import ACTIONS, ENV_ARGS, PRICE_ARGS, WHEN_ARGS, bounds
+from ..layers.rules import ENV_ARGS, PRICE_ARGS, WHEN_ARGS, bounds
 from ..store.paths import is_valid_id
 from ..vocabulary import WEEKDAYS
 from .hooks import MAX_ENTRY, Hook, parse_hook
 from .predicates import MAX_STRING, HookError, _show
 
 log = logging.getLogger(__name__)
+#: The version of the grammar the rule and skill hooks below are proposed with. A stored proposal of an older one
+#: (no ``grammar`` key: 1) is proposed again when the hooks load (scheduling/derived.py): 2 binds a booking rule to
+#: what it books, turns an amount word round under a negation, and proposes a precondition only on a shared target.
+GRAMMAR = 2
 
 
 def _rule_predicate(content: str) -> dict | None:
@@ -36,7 +40,7 @@ def _rule_predicate(content: str) -> dict | None:
     b = bounds(content)
     if not b.families:
         return None
-    pattern = "|".join(ACTIONS[f][1] for f in b.families)
+    pattern = "|".join(b.pattern(f) for f in b.families)
     conds: list[dict] = [{"any": [{"tool": {"matches": pattern}}, {"arg": {"path": "command", "matches": pattern}}]}]
     if b.days:  # the event's day, for a call that runs now (one scheduled for later is the pre-commit check's)
         conds.append({"state": {"key": "weekday", "in": [d for d in WEEKDAYS if d in b.days]}})
@@ -82,12 +86,19 @@ TARGET_ARGS = ("app", "service", "env", "environment", "target", "stage", "db", 
                "cluster", "namespace")
 
 
+def _targets(params: dict) -> list[str]:
+    """The values of a call's ``TARGET_ARGS``: what it acts on."""
+    return [v for k, v in params.items() if k in TARGET_ARGS and isinstance(v, str) and v]
+
+
 def skill_proposal(rec: dict) -> dict | None:
     """The hook a skill's precondition implies, as data (None when none applies): the skill's last call (the
     one that achieved its task), on the same target (its ``TARGET_ARGS`` values: a deploy to staging is not a
     deploy to production), proposed in its project while the run has not made its first call yet
     (``state.tools``: the run's tools so far) delivers the skill, what worked before, at pre_tool. A skill of
-    one tool has no precondition to miss."""
+    one tool has no precondition to miss; nor one whose first call acts on no target of the last (a backup of
+    the database a migration runs on is its precondition; a train booked before a hotel, or a file edited before
+    a deploy, is only what that run did)."""
     if not isinstance(rec, dict) or rec.get("kind") != "skill" or not is_valid_id(rec.get("id")):
         return None
     steps = rec.get("steps") if isinstance(rec.get("steps"), list) else []
@@ -95,9 +106,11 @@ def skill_proposal(rec: dict) -> dict | None:
     if len(tools) < 2 or not all(isinstance(t, str) and 0 < len(t) <= MAX_STRING for t in tools) \
             or tools[0] == tools[-1] or not isinstance(rec.get("project", ""), str):
         return None
-    last = steps[-1].get("params") if isinstance(steps[-1].get("params"), dict) else {}
+    first, last = (s.get("params") if isinstance(s.get("params"), dict) else {} for s in (steps[0], steps[-1]))
     same_target = [{"arg": {"path": k, "equals": v}} for k, v in last.items()
                    if k in TARGET_ARGS and isinstance(v, str) and 0 < len(v) <= MAX_STRING]
+    if not {a["arg"]["equals"] for a in same_target} & set(_targets(first)):
+        return None  # the first call acts on something else (or names no target): what that run did, no precondition
     when = {"all": [{"tool": {"equals": tools[-1]}}, *same_target[:4],
                     {"state": {"key": "project", "equals": rec.get("project", "")}},
                     {"not": {"state": {"key": "tools", "contains": tools[0]}}}]}
