@@ -144,6 +144,12 @@ FRI = SAT - 86400
     ("No production deploys during weekends.", ("deploy", {"env": "production"}), SAT, FRI),
     ("Deploys to prod only on weekdays.", ("deploy", {"env": "prod"}), SAT, MON),
     ("Never deploy the billing api on a Saturday.", ("deploy", {"service": "billing api"}), SAT, MON),
+    # a list of days is every day of it: the second day was dropped ("or Sunday" let a Sunday deploy through)
+    ("Never deploy to production on Saturday or Sunday.", ("deploy", {"env": "production"}), SAT + 86400, FRI),
+    ("No production deploys on Fridays or weekends.", ("deploy", {"env": "production"}), SAT + 86400, MON),
+    ("Never deploy to production on Friday, Saturday or Sunday.", ("deploy", {"env": "production"}), SAT, MON),
+    ("Production deploys only on Tuesdays and Thursdays.", ("deploy", {"env": "production"}), MON, MON + 3 * 86400),
+    ("Only deploy to production on Tuesdays and Thursdays.", ("deploy", {"env": "production"}), MON, MON + 86400),
 ])
 def test_hooks_and_pre_commit_read_a_rule_to_the_same_days(content, call, day, other_day):
     """One grammar (layers/rules.py): the days a rule's Hook fires on are the days pre-commit holds the call

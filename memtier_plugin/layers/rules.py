@@ -8,7 +8,8 @@ a night"). :func:`bounds` reads, once, what those words limit:
   each with the words that name it in a rule and a pattern for tool names, and
   what a booking rule names as booked (flights, hotels, trains, …: its calls only);
 * the **days** a call may not run on (``only on weekdays`` → Sat, Sun; ``never on
-  Fridays`` → Fri; ``no deploys during weekends``);
+  Fridays`` → Fri; ``no deploys during weekends``; a list is every day of it: ``never on
+  Saturday or Sunday``, ``only on Tuesdays and Thursdays``);
 * a **time** before which it may not run (``never ... before 8am``);
 * an **amount** it may not pass (``under $400``: at most; ``at least $50``: at least; ``never over $300``:
   at most, a negation turning the word round);
@@ -58,9 +59,12 @@ WHEN_ARGS = ("at", "when", "date", "start", "schedule", "scheduled", "scheduled_
 
 _DAY_WORD = {d.lower(): d for d in WEEKDAYS} | {"monday": "Mon", "tuesday": "Tue", "wednesday": "Wed",
                                                 "thursday": "Thu", "friday": "Fri", "saturday": "Sat", "sunday": "Sun"}
-_DAY_RE = r"(?:an? |the )?(mondays?|tuesdays?|wednesdays?|thursdays?|fridays?|saturdays?|sundays?|weekdays|weekends?)"
-_ONLY_ON = re.compile(rf"\bonly (?:on|during) {_DAY_RE}\b", re.IGNORECASE)
-_NOT_ON = re.compile(rf"\b(?:never|not|no|don't|do not)\b[\w ]{{0,30}}? (?:on|during) {_DAY_RE}\b", re.IGNORECASE)
+_DAY = r"(?:mondays?|tuesdays?|wednesdays?|thursdays?|fridays?|saturdays?|sundays?|weekdays|weekends?)\b"
+# one day word or a list of them ("Saturday or Sunday", "Fridays or weekends", "Friday, Saturday and Sunday")
+_DAY_RE = rf"((?:an? |the )?{_DAY}(?:(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+)(?:an? |the )?{_DAY})*)"
+_ONLY_ON = re.compile(rf"\bonly (?:[\w-]+ ){{0,4}}?(?:on|during) {_DAY_RE}", re.IGNORECASE)  # "only deploy on ..."
+_NOT_ON = re.compile(rf"\b(?:never|not|no|don't|do not)\b[\w ]{{0,30}}? (?:on|during) {_DAY_RE}", re.IGNORECASE)
+_DAY_WORDS = re.compile(_DAY, re.IGNORECASE)
 _BEFORE = re.compile(r"\b(?:never|no|not|don't|do not)\b[^.]{0,60}?\bbefore\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?",
                      re.IGNORECASE)
 _AMOUNT = re.compile(r"\b(under|below|less than|at most|no more than|up to|max(?:imum)?|within|over|above|"
@@ -123,9 +127,9 @@ def bounds(content: str) -> Bounds:
     families = tuple(fam for fam, (words, _) in ACTIONS.items() if re.search(words, content, re.IGNORECASE))
     days: set[str] = set()
     for m in _ONLY_ON.finditer(content):
-        days |= set(WEEKDAYS) - days_of(m.group(1))
+        days |= set(WEEKDAYS) - set().union(*(days_of(w) for w in _DAY_WORDS.findall(m.group(1))))
     for m in _NOT_ON.finditer(content):
-        days |= days_of(m.group(1))
+        days |= set().union(*(days_of(w) for w in _DAY_WORDS.findall(m.group(1))))
     before = _BEFORE.search(content)
     amount = _AMOUNT.search(content)
     booked = tuple(o for o, (words, _) in BOOKED.items() if re.search(words, content, re.IGNORECASE)) \
