@@ -33,6 +33,21 @@ def item(content, label="rule", attribute=""):
      {"hotel_id": "x", "price_per_night_usd": 420}, MON, True),
     ("I've changed my mind on hotels: my budget is now up to $300 a night.", "book_hotel",
      {"hotel_id": "x", "price_per_night_usd": 165}, MON, False),
+    # a call's time said with am/pm is read so: 6:45 PM is not before 8am
+    ("never book flights before 8am, I'm useless that early.", "book_flight", {"depart": "6:45 PM"}, MON, False),
+    ("never book flights before 8am, I'm useless that early.", "book_flight", {"depart": "6:45 am"}, MON, True),
+    # a time a call may not start after
+    ("Never send emails after 9pm, people are asleep.", "send_email", {"to": "x", "send_at": "2026-12-01T22:30"},
+     MON, True),
+    ("Never send emails after 9pm, people are asleep.", "send_email", {"to": "x", "send_at": "2026-12-01T20:00"},
+     MON, False),
+    ("Never book flights that arrive after 11:30pm.", "book_flight", {"flight": "UA 1", "arrival": "23:50"}, MON,
+     True),
+    ("Never book flights that arrive after 11:30pm.", "book_flight", {"flight": "UA 1", "arrival": "22:10"}, MON,
+     False),
+    # "after 9" without am or pm says no clock: nothing is held on a guess
+    ("Never send emails after 9, people are asleep.", "send_email", {"to": "x", "send_at": "2026-12-01T10:00"},
+     MON, False),
     # "over" under a "never" is a cap, not a floor: a $250 room is within it
     ("Never book a hotel over $300 a night.", "book_hotel", {"hotel_id": "x", "price_per_night": 420}, MON, True),
     ("Never book a hotel over $300 a night.", "book_hotel", {"hotel_id": "x", "price_per_night": 250}, MON, False),

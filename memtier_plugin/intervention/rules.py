@@ -9,8 +9,9 @@ outcomes of the same call) and checked against the call's arguments:
   - the same call (tool and arguments) already failed and never succeeded since;
   - a standing rule bounds the day ("production deploys only on weekdays") and
     the call, about what the rule names, would run on a forbidden day;
-  - a standing rule bounds the time of day ("never book flights before 8am")
-    and a time argument of the call is earlier;
+  - a standing rule bounds the time of day ("never book flights before 8am",
+    "never send emails after 9pm") and a time argument of the call is earlier
+    (later);
   - a standing constraint caps an amount ("hotels up to $300 a night") and a
     price argument of a call about that object is higher;
 * **supplement** (non-blocking evidence for the agent's next decision) when
@@ -35,8 +36,8 @@ from ..layers.rules import PRICE_KEY, bounds, minutes
 from ..tokenize import token_set
 from ..vocabulary import WEEKDAYS
 
-_TIME = re.compile(r"(?:T|\b)(\d{1,2}):(\d{2})")
-_TIME_KEY = re.compile(r"depart|departure|start|time|when|at$|leave|pickup|earliest", re.IGNORECASE)
+_TIME = re.compile(r"(?:T|\b)(\d{1,2}):(\d{2})(?:\s*([ap])\.?m\b)?", re.IGNORECASE)  # "06:15", "6:45 PM"
+_TIME_KEY = re.compile(r"depart|departure|start|time|when|at$|leave|pickup|earliest|arriv|land", re.IGNORECASE)
 _WHEN_KEY = re.compile(r"^(?:at|when|date|start|scheduled?_?(?:at|for)?|run_at|time)$", re.IGNORECASE)
 CHECKED_KINDS = ("rule", "constraint", "preference", "identity")  # skills and choices are not checked for conflicts
 SUPPLEMENT_MIN = 0.7  # applicability of standing knowledge (topic + words) above which it is worth a supplement
@@ -99,18 +100,21 @@ def conflicts(item, tool: str, params: dict, ts: float) -> str | None:
     bounds is read by :func:`memtier_plugin.layers.rules.bounds`, the grammar Hooks read too."""
     text = item.content
     b = bounds(text)
-    if not (b.days or b.before is not None or b.amount is not None) or not _related(text, tool, params):
+    if not computable(text) or not _related(text, tool, params):
         return None
     if b.days:
         day = _call_day(params, ts)
         if day in b.days:
             return f"the call would run on a {day}"
-    if b.before is not None:
+    if b.before is not None or b.after is not None:
         for key, value in _flat(params):
             if isinstance(value, str) and _TIME_KEY.search(key.split(".")[-1]):
                 t = _TIME.search(value)
-                if t and minutes(t.group(1), t.group(2), None) < b.before:
+                at = minutes(t.group(1), t.group(2), f"{t.group(3)}m" if t.group(3) else None) if t else None
+                if at is not None and b.before is not None and at < b.before:
                     return f"{key} {value} is before {b.before_text}"
+                if at is not None and b.after is not None and at > b.after:
+                    return f"{key} {value} is after {b.after_text}"
     if b.amount is not None:
         for key, value in _flat(params):
             if isinstance(value, (int, float)) and not isinstance(value, bool) and PRICE_KEY.search(key):
@@ -125,7 +129,7 @@ def computable(text: str) -> bool:
     """The item's words bound a day, a time or an amount: its conflicts are this rule's to compute (a call
     it lets through is within those bounds, or they do not bear on it), not a learned policy's to guess."""
     b = bounds(text)
-    return bool(b.days or b.before is not None or b.amount is not None)
+    return bool(b.days or b.before is not None or b.after is not None or b.amount is not None)
 
 
 def explicit_in_task(task_text: str, params: dict) -> bool:

@@ -10,7 +10,8 @@ a night"). :func:`bounds` reads, once, what those words limit:
 * the **days** a call may not run on (``only on weekdays`` → Sat, Sun; ``never on
   Fridays`` → Fri; ``no deploys during weekends``; a list is every day of it: ``never on
   Saturday or Sunday``, ``only on Tuesdays and Thursdays``);
-* a **time** before which it may not run (``never ... before 8am``);
+* a **time** before which it may not run (``never ... before 8am``), or after which
+  (``never ... after 9pm``; a clock is needed: ``after 9`` bounds nothing);
 * an **amount** it may not pass (``under $400``: at most; ``at least $50``: at least; ``never over $300``:
   at most, a negation turning the word round);
 * whether it is about **production**.
@@ -67,6 +68,10 @@ _NOT_ON = re.compile(rf"\b(?:never|not|no|don't|do not)\b[\w ]{{0,30}}? (?:on|du
 _DAY_WORDS = re.compile(_DAY, re.IGNORECASE)
 _BEFORE = re.compile(r"\b(?:never|no|not|don't|do not)\b[^.]{0,60}?\bbefore\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?",
                      re.IGNORECASE)
+# a time a call may not start after: "never send emails after 9pm", "no flights that land after 23:30" (a clock is
+# needed: "after 9" alone says neither 9am nor 9pm, so it bounds nothing)
+_AFTER = re.compile(r"\b(?:never|no|not|don't|do not)\b[^.]{0,60}?\bafter\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?",
+                    re.IGNORECASE)
 _AMOUNT = re.compile(r"\b(under|below|less than|at most|no more than|up to|max(?:imum)?|within|over|above|"
                      r"more than|at least)\s+[$€£]\s?(\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
 _MINIMUM_WORDS = ("over", "above", "more than", "at least")
@@ -86,6 +91,8 @@ class Bounds:
     days: frozenset[str] = frozenset()  # weekdays (``Mon`` … ``Sun``) a call may not run on
     before: int | None = None  # minutes after midnight a call may not start before
     before_text: str = ""  # how the rule says it ("8am")
+    after: int | None = None  # minutes after midnight a call may not start after
+    after_text: str = ""  # how the rule says it ("9pm")
     amount: float | None = None
     amount_is_minimum: bool = False  # "at least $50": the amount is a floor, not a cap
     amount_text: str = ""  # how the rule says it ("under $400")
@@ -102,7 +109,8 @@ class Bounds:
     @property
     def limits(self) -> bool:
         """Whether it sets any condition beyond naming an action."""
-        return bool(self.days or self.before is not None or self.amount is not None or self.production)
+        return bool(self.days or self.before is not None or self.after is not None or self.amount is not None
+                    or self.production)
 
 
 def days_of(word: str) -> set[str]:
@@ -131,6 +139,9 @@ def bounds(content: str) -> Bounds:
     for m in _NOT_ON.finditer(content):
         days |= set().union(*(days_of(w) for w in _DAY_WORDS.findall(m.group(1))))
     before = _BEFORE.search(content)
+    after = _AFTER.search(content)
+    if after and not after.group(3) and int(after.group(1)) < 13:
+        after = None  # no clock: am or pm unsaid
     amount = _AMOUNT.search(content)
     booked = tuple(o for o, (words, _) in BOOKED.items() if re.search(words, content, re.IGNORECASE)) \
         if "book" in families else ()
@@ -138,6 +149,8 @@ def bounds(content: str) -> Bounds:
         families=families, booked=booked, days=frozenset(days),
         before=minutes(before.group(1), before.group(2), before.group(3) or "am") if before else None,
         before_text=before.group(0).split("before")[-1].strip() if before else "",
+        after=minutes(after.group(1), after.group(2), after.group(3)) if after else None,
+        after_text=after.group(0).split("after")[-1].strip() if after else "",
         amount=float(amount.group(2).replace(",", "")) if amount else None,
         amount_is_minimum=bool(amount) and ((amount.group(1).lower() in _MINIMUM_WORDS)
                                             != bool(_NEGATED.search(content[:amount.start()]))),
