@@ -48,6 +48,19 @@ def item(content, label="rule", attribute=""):
     # "after 9" without am or pm says no clock: nothing is held on a guess
     ("Never send emails after 9, people are asleep.", "send_email", {"to": "x", "send_at": "2026-12-01T10:00"},
      MON, False),
+    # a cap or floor said in other common ways: after the amount, as a budget, in words of the currency
+    ("My hotel budget is $250 a night.", "book_hotel", {"hotel_id": "x", "price_per_night": 280}, MON, True),
+    ("My hotel budget is $250 a night.", "book_hotel", {"hotel_id": "x", "price_per_night": 240}, MON, False),
+    ("Hotels: $300 max a night.", "book_hotel", {"hotel_id": "x", "price_per_night": 320}, MON, True),
+    ("Budget for hotels: $150/night max.", "book_hotel", {"hotel_id": "x", "price_per_night": 160}, MON, True),
+    ("No more than 300 dollars a night for hotels.", "book_hotel", {"hotel_id": "x", "price_per_night": 320}, MON,
+     True),
+    ("No more than 300 dollars a night for hotels.", "book_hotel", {"hotel_id": "x", "price_per_night": 280}, MON,
+     False),
+    ("Hotels below 250 euros per night.", "book_hotel", {"hotel_id": "x", "price_per_night": 260}, MON, True),
+    ("Hotels at 120 euros a night or more, the cheap ones are grim.", "book_hotel",
+     {"hotel_id": "x", "price_per_night": 100}, MON, True),
+    ("I don't mind hotels up to $300 a night.", "book_hotel", {"hotel_id": "x", "price_per_night": 280}, MON, False),
     # "over" under a "never" is a cap, not a floor: a $250 room is within it
     ("Never book a hotel over $300 a night.", "book_hotel", {"hotel_id": "x", "price_per_night": 420}, MON, True),
     ("Never book a hotel over $300 a night.", "book_hotel", {"hotel_id": "x", "price_per_night": 250}, MON, False),

@@ -119,9 +119,9 @@ def conflicts(item, tool: str, params: dict, ts: float) -> str | None:
         for key, value in _flat(params):
             if isinstance(value, (int, float)) and not isinstance(value, bool) and PRICE_KEY.search(key):
                 if not b.amount_is_minimum and value > b.amount:
-                    return f"{key} {value} is above the {b.amount_text}"
+                    return f"{key} {value} is above the {b.amount_text} cap"
                 if b.amount_is_minimum and value < b.amount:
-                    return f"{key} {value} is below the {b.amount_text}"
+                    return f"{key} {value} is below the {b.amount_text} floor"
     return None
 
 

@@ -12,8 +12,9 @@ a night"). :func:`bounds` reads, once, what those words limit:
   Saturday or Sunday``, ``only on Tuesdays and Thursdays``);
 * a **time** before which it may not run (``never ... before 8am``), or after which
   (``never ... after 9pm``; a clock is needed: ``after 9`` bounds nothing);
-* an **amount** it may not pass (``under $400``: at most; ``at least $50``: at least; ``never over $300``:
-  at most, a negation turning the word round);
+* an **amount** it may not pass (``under $400``, ``$300 max``, ``my budget is $250``,
+  ``no more than 300 dollars``: at most; ``at least $50``, ``120 euros or more``: at
+  least; ``never over $300``: at most, a negation turning the word round);
 * whether it is about **production**.
 
 :func:`memtier_plugin.scheduling.rule_hooks.hook_from_node` turns the bounds into a
@@ -72,12 +73,22 @@ _BEFORE = re.compile(r"\b(?:never|no|not|don't|do not)\b[^.]{0,60}?\bbefore\s+(\
 # needed: "after 9" alone says neither 9am nor 9pm, so it bounds nothing)
 _AFTER = re.compile(r"\b(?:never|no|not|don't|do not)\b[^.]{0,60}?\bafter\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?",
                     re.IGNORECASE)
-_AMOUNT = re.compile(r"\b(under|below|less than|at most|no more than|up to|max(?:imum)?|within|over|above|"
-                     r"more than|at least)\s+[$€£]\s?(\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
-_MINIMUM_WORDS = ("over", "above", "more than", "at least")
+# an amount: "$300", "€80", "300 dollars", "250 euros", "300 USD"
+_MONEY = r"(?:[$€£]\s?(\d[\d,]*(?:\.\d+)?)|(\d[\d,]*(?:\.\d+)?)\s?(?:dollars|usd|euros?|eur|pounds|gbp|bucks)\b)"
+_CAP = ("under", "below", "less than", "at most", "no more than", "up to", "max", "maximum", "within", "tops",
+        "or less", "or under", "and under")
+_FLOOR = ("over", "above", "more than", "at least", "no less than", "minimum", "or more", "and up", "or above")
+# the bound's word before the amount ("under $400", "my budget is $250") or after it ("$300 max", "$150/night max",
+# "120 euros a night or more")
+_AMOUNT_BEFORE = re.compile(r"\b(under|below|less than|at most|no more than|no less than|up to|max(?:imum)?(?: of)?|"
+                            r"within|over|above|more than|at least|minimum(?: of)?|budget(?: is| of)?(?: now)?"
+                            r"(?: up to)?:?)\s+" + _MONEY, re.IGNORECASE)
+_AMOUNT_AFTER = re.compile(_MONEY + r"(?:\s*(?:/|an?|per)\s*[a-z]+)?\s+(max(?:imum)?|tops|at most|or less|or under|"
+                           r"and under|or more|minimum|at least|and up|or above)\b", re.IGNORECASE)
 # a negation before the amount in its clause turns a floor word into a cap ("never book a hotel over $300") and a
-# cap word into a floor ("nothing under $50")
-_NEGATED = re.compile(r"\b(?:never|no|not|nothing|don't|do not|won't|avoid)\b[^.;:,]*$", re.IGNORECASE)
+# cap word into a floor ("nothing under $50"); "I don't mind" negates nothing
+_NEGATED = re.compile(r"\b(?:never|no|not|nothing|don't(?! mind)|do not(?! mind)|won't|avoid)\b[^.;:,]*$",
+                      re.IGNORECASE)
 _PROD = re.compile(r"\b(?:production|prod)\b", re.IGNORECASE)
 _MODAL = re.compile(r"\b(?:never|don't|do not|always|only|before|after|must)\b", re.IGNORECASE)
 
@@ -95,7 +106,7 @@ class Bounds:
     after_text: str = ""  # how the rule says it ("9pm")
     amount: float | None = None
     amount_is_minimum: bool = False  # "at least $50": the amount is a floor, not a cap
-    amount_text: str = ""  # how the rule says it ("under $400")
+    amount_text: str = ""  # the amount as the rule writes it ("$400", "250 euros")
     production: bool = False
     modal: bool = False  # never, always, only, must, before, after: the rule binds
 
@@ -123,6 +134,21 @@ def days_of(word: str) -> set[str]:
     return {_DAY_WORD.get(w, _DAY_WORD.get(w[:3], ""))} - {""}
 
 
+def amount_bound(content: str) -> tuple[float, bool, str] | None:
+    """(the amount, whether it is a floor, the amount as the rule writes it: "$300", "250 euros") of the first
+    bound on an amount in ``content``."""
+    found = [m for m in (_AMOUNT_BEFORE.search(content), _AMOUNT_AFTER.search(content)) if m]
+    if not found:
+        return None
+    m = min(found, key=lambda m: m.start())
+    before = m.re is _AMOUNT_BEFORE
+    word = (m.group(1) if before else m.group(3)).lower()
+    value = float((m.group(2) or m.group(3) if before else m.group(1) or m.group(2)).replace(",", ""))
+    floor = word in _FLOOR or word.startswith("minimum")
+    money = re.search(_MONEY, m.group(0), re.IGNORECASE).group(0)
+    return value, floor != bool(_NEGATED.search(content[:m.start()])), money
+
+
 def minutes(hour: str, minute: str | None, ampm: str | None) -> int:
     """Minutes after midnight of a clock time ("8", None, "am" → 480; "14", "30", None → 870)."""
     h = int(hour) % 12 + (12 if ampm and ampm.lower() == "pm" else 0) if ampm else int(hour)
@@ -142,7 +168,7 @@ def bounds(content: str) -> Bounds:
     after = _AFTER.search(content)
     if after and not after.group(3) and int(after.group(1)) < 13:
         after = None  # no clock: am or pm unsaid
-    amount = _AMOUNT.search(content)
+    amount = amount_bound(content)
     booked = tuple(o for o, (words, _) in BOOKED.items() if re.search(words, content, re.IGNORECASE)) \
         if "book" in families else ()
     return Bounds(
@@ -151,8 +177,6 @@ def bounds(content: str) -> Bounds:
         before_text=before.group(0).split("before")[-1].strip() if before else "",
         after=minutes(after.group(1), after.group(2), after.group(3)) if after else None,
         after_text=after.group(0).split("after")[-1].strip() if after else "",
-        amount=float(amount.group(2).replace(",", "")) if amount else None,
-        amount_is_minimum=bool(amount) and ((amount.group(1).lower() in _MINIMUM_WORDS)
-                                            != bool(_NEGATED.search(content[:amount.start()]))),
-        amount_text=amount.group(0) if amount else "",
+        amount=amount[0] if amount else None, amount_is_minimum=bool(amount and amount[1]),
+        amount_text=amount[2] if amount else "",
         production=bool(_PROD.search(content)), modal=bool(_MODAL.search(content)))

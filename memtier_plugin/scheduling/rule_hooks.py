@@ -30,8 +30,9 @@ from .predicates import MAX_STRING, HookError, _show
 log = logging.getLogger(__name__)
 #: The version of the grammar the rule and skill hooks below are proposed with. A stored proposal of an older one
 #: (no ``grammar`` key: 1) is proposed again when the hooks load (scheduling/derived.py): 2 binds a booking rule to
-#: what it books, reads every day of a list ("never on Saturday or Sunday"), turns an amount word round under a
-#: negation, and proposes a precondition only on a shared target.
+#: what it books, reads every day of a list ("never on Saturday or Sunday"), reads more ways of bounding an amount
+#: ("$300 max", "my budget is $250", "300 dollars") and turns its word round under a negation, and proposes a
+#: precondition only on a shared target.
 GRAMMAR = 2
 
 
