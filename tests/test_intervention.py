@@ -125,6 +125,13 @@ def test_the_demo_holds_the_saturday_deploy_the_hotel_over_budget_and_the_dead_h
     assert "tool book_hotel [blocked]" in berlin and "420" in berlin
     assert berlin.count("tool book_hotel [blocked]") == 1  # the $165 one goes through
     assert out.count("this exact call failed before") >= 2  # pay-legacy-1 after its first failure
+    # what pre_tool hands a call bears on it: the flight rule goes to flight calls only, and no run's other steps
+    # are handed as a precondition (hotel searches and bookings were handed both)
+    lines = out.splitlines()
+    handed = [(line.split()[1], lines[i + 1]) for i, line in enumerate(lines[:-1]) if "[supplemented]" in line]
+    assert any("before 8am" in with_ for _, with_ in handed)
+    assert all("flight" in tool for tool, with_ in handed if "before 8am" in with_)
+    assert not any("[precondition" in with_ for _, with_ in handed)
 
 
 def test_hooks_in_memory_hooks_yaml_deliver_once_per_task_through_the_host(workspace):
