@@ -338,6 +338,8 @@ def test_a_skills_first_call_is_a_precondition_only_when_it_acts_on_what_the_las
     assert skill_proposal(skill(("edit_file", {"path": "migrations/0042.sql"}), ("git_commit", {"message": "m"}),
                                 ("deploy", {"app": "atlas", "env": "staging"}))) is None
     assert skill_proposal(skill(("db_backup", {"db": "billing"}), ("db_migrate", {"db": "atlas"}))) is None
+    edited = {**backup, "steps": ["db_backup", *backup["steps"]]}  # a step that is no mapping (edited by hand)
+    assert skill_proposal(edited) is None
 
 
 def test_a_skill_id_in_a_hooks_answer_is_not_taken_for_an_api_key():

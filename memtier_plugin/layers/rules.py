@@ -75,8 +75,7 @@ _AFTER = re.compile(r"\b(?:never|no|not|don't|do not)\b[^.]{0,60}?\bafter\s+(\d{
                     re.IGNORECASE)
 # an amount: "$300", "€80", "300 dollars", "250 euros", "300 USD"
 _MONEY = r"(?:[$€£]\s?(\d[\d,]*(?:\.\d+)?)|(\d[\d,]*(?:\.\d+)?)\s?(?:dollars|usd|euros?|eur|pounds|gbp|bucks)\b)"
-_CAP = ("under", "below", "less than", "at most", "no more than", "up to", "max", "maximum", "within", "tops",
-        "or less", "or under", "and under")
+# the words of a floor (every other bound word caps)
 _FLOOR = ("over", "above", "more than", "at least", "no less than", "minimum", "or more", "and up", "or above")
 # the bound's word before the amount ("under $400", "my budget is $250") or after it ("$300 max", "$150/night max",
 # "120 euros a night or more")

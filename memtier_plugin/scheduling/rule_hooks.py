@@ -104,7 +104,9 @@ def skill_proposal(rec: dict) -> dict | None:
     if not isinstance(rec, dict) or rec.get("kind") != "skill" or not is_valid_id(rec.get("id")):
         return None
     steps = rec.get("steps") if isinstance(rec.get("steps"), list) else []
-    tools = [s.get("tool") for s in steps if isinstance(s, dict)]
+    if not all(isinstance(s, dict) for s in steps):
+        return None  # a record edited by hand: no hook rather than a guess
+    tools = [s.get("tool") for s in steps]
     if len(tools) < 2 or not all(isinstance(t, str) and 0 < len(t) <= MAX_STRING for t in tools) \
             or tools[0] == tools[-1] or not isinstance(rec.get("project", ""), str):
         return None
