@@ -185,6 +185,12 @@ FRI = SAT - 86400
     ("Never deploy to production on Friday, Saturday or Sunday.", ("deploy", {"env": "production"}), SAT, MON),
     ("Production deploys only on Tuesdays and Thursdays.", ("deploy", {"env": "production"}), MON, MON + 3 * 86400),
     ("Only deploy to production on Tuesdays and Thursdays.", ("deploy", {"env": "production"}), MON, MON + 86400),
+    # the days said with another preposition, none, "only" after them, or as what is off limits
+    ("No production deploys over the weekend.", ("deploy", {"env": "production"}), SAT, FRI),
+    ("No production deploys at weekends.", ("deploy", {"env": "production"}), SAT + 86400, MON),
+    ("Never deploy to production Fridays.", ("deploy", {"env": "production"}), FRI, MON),
+    ("Production deploys: weekdays only.", ("deploy", {"env": "production"}), SAT, MON),
+    ("Weekends are off limits for production deploys.", ("deploy", {"env": "production"}), SAT + 86400, FRI),
 ])
 def test_hooks_and_pre_commit_read_a_rule_to_the_same_days(content, call, day, other_day):
     """One grammar (layers/rules.py): the days a rule's Hook fires on are the days pre-commit holds the call

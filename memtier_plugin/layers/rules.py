@@ -8,8 +8,9 @@ a night"). :func:`bounds` reads, once, what those words limit:
   each with the words that name it in a rule and a pattern for tool names, and
   what a booking rule names as booked (flights, hotels, trains, …: its calls only);
 * the **days** a call may not run on (``only on weekdays`` → Sat, Sun; ``never on
-  Fridays`` → Fri; ``no deploys during weekends``; a list is every day of it: ``never on
-  Saturday or Sunday``, ``only on Tuesdays and Thursdays``);
+  Fridays`` → Fri; ``no deploys during weekends``, ``over the weekend``, ``never deploy Fridays``,
+  ``weekdays only``, ``weekends are off limits``; a list is every day of it: ``never on Saturday or
+  Sunday``, ``only on Tuesdays and Thursdays``);
 * a **time** before which it may not run (``never ... before 8am``), or after which
   (``never ... after 9pm``; a clock is needed: ``after 9`` bounds nothing);
 * an **amount** it may not pass (``under $400``, ``$300 max``, ``my budget is $250``,
@@ -64,8 +65,11 @@ _DAY_WORD = {d.lower(): d for d in WEEKDAYS} | {"monday": "Mon", "tuesday": "Tue
 _DAY = r"(?:mondays?|tuesdays?|wednesdays?|thursdays?|fridays?|saturdays?|sundays?|weekdays|weekends?)\b"
 # one day word or a list of them ("Saturday or Sunday", "Fridays or weekends", "Friday, Saturday and Sunday")
 _DAY_RE = rf"((?:an? |the )?{_DAY}(?:(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+)(?:an? |the )?{_DAY})*)"
-_ONLY_ON = re.compile(rf"\bonly (?:[\w-]+ ){{0,4}}?(?:on|during) {_DAY_RE}", re.IGNORECASE)  # "only deploy on ..."
-_NOT_ON = re.compile(rf"\b(?:never|not|no|don't|do not)\b[\w ]{{0,30}}? (?:on|during) {_DAY_RE}", re.IGNORECASE)
+_ONLY_ON = re.compile(rf"\bonly (?:[\w-]+ ){{0,4}}?(?:on|during) {_DAY_RE}"  # "only deploy on ..."
+                      rf"|\b{_DAY_RE}\s+only\b", re.IGNORECASE)  # "weekdays only"
+_NOT_ON = re.compile(rf"\b(?:never|not|no|don't|do not)\b[\w ]{{0,30}}? (?:(?:on|during|over|at|in) )?{_DAY_RE}"
+                     # "Weekends are off limits for production deploys"
+                     rf"|^{_DAY_RE}\s+(?:is|are)\s+(?:off[- ]limits|out|a no[- ]go|off the table)\b", re.IGNORECASE)
 _DAY_WORDS = re.compile(_DAY, re.IGNORECASE)
 _BEFORE = re.compile(r"\b(?:never|no|not|don't|do not)\b[^.]{0,60}?\bbefore\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?",
                      re.IGNORECASE)
@@ -160,9 +164,9 @@ def bounds(content: str) -> Bounds:
     families = tuple(fam for fam, (words, _) in ACTIONS.items() if re.search(words, content, re.IGNORECASE))
     days: set[str] = set()
     for m in _ONLY_ON.finditer(content):
-        days |= set(WEEKDAYS) - set().union(*(days_of(w) for w in _DAY_WORDS.findall(m.group(1))))
+        days |= set(WEEKDAYS) - set().union(*(days_of(w) for w in _DAY_WORDS.findall(m.group(0))))
     for m in _NOT_ON.finditer(content):
-        days |= set().union(*(days_of(w) for w in _DAY_WORDS.findall(m.group(1))))
+        days |= set().union(*(days_of(w) for w in _DAY_WORDS.findall(m.group(0))))
     before = _BEFORE.search(content)
     after = _AFTER.search(content)
     if after and not after.group(3) and int(after.group(1)) < 13:
