@@ -144,8 +144,8 @@ class DerivedHooks:
 
     def _load(self, force: bool) -> list[Hook] | None:
         nodes = [r for r in self.current() if isinstance(r, dict) and is_valid_id(r.get("id"))]
-        skills = set(self._skills())
-        sig = (_stat(self.path), tuple(r["id"] for r in nodes), frozenset(skills))
+        by_id = self._skills()
+        sig = (_stat(self.path), tuple(r["id"] for r in nodes), frozenset(by_id))
         if sig == self._sig and not force:
             return None
         have = self.records()
@@ -153,8 +153,10 @@ class DerivedHooks:
         if missing:
             self.write(missing, time.time())
             have = self.records()
-        self._skill_projects = {rec["project"] for (_n, src), rec in have.items() if src == "skill"}
-        by_id = self._skills()
+        projects = {rec["project"] for (_n, src), rec in have.items() if src == "skill"}
+        if projects != self._skill_projects:  # read the skills again only when another project's hooks came
+            self._skill_projects = projects
+            by_id = self._skills()
         if self._propose_again(have, nodes, by_id):
             have = self.records()
         skills = set(by_id)
