@@ -37,7 +37,6 @@ from .index import ROLES, DocIndex, StaleLedger
 from .index_files import open_index, save_index
 from .watch import LedgerWatch
 from ..store.episodic import Ledger
-from ..models.embedders import embed_as_query
 from .packing import Hit, Packed, pack, repack
 from .same_message import one_per_message
 from .scoping import Stage1, session_scope, stage1
@@ -322,6 +321,8 @@ class Retriever:
 
     def embed_query(self, query: str) -> np.ndarray:
         """The query's vector: ``embed_query`` when the backend embeds queries differently (an instruction prefix)."""
+        from ..models.embedders import embed_as_query  # here: a lexical recall loads no model module
+
         return embed_as_query(self.embedder, query)
 
     # ---- cross-encoder re-ranking ----------------------------------------
