@@ -45,6 +45,12 @@ moment choice_e showed ("I'm not in the mood for anything heavy", "I've got a so
 What a lasting state means for anything suggested ("I use a CPAP so any camping has to have power") and a state typed
 without "I'm" ("lactose intolerant since forever") were written on colloquial_e's misses after: 0.983 / 0.773 there,
 colloquial_heldout 0.992 / 0.873.
+`explicit_f` (320: 200 standing, 120 hard negatives, by a seventh author, 2026-12-07) is the formal, complete
+sentence a user types at the start of a chat, as PrefEval's explicit form: "Country music is something I have never
+been able to get into", "I place a high value on courses that offer a recognised certificate", "Whenever you suggest a
+plan, present it as a numbered list", and wishes of one moment in preference words ("I'm running low on energy this
+afternoon, so I'd prefer a quick answer this time"). Measured once before anything was fitted on it: rules 0.932 /
+0.690, with the gate 0.936 / 0.880; the forms it showed were written after (0.994 / 0.825 and 0.990 / 0.990).
 The extractor is run the way the hooks run it: :func:`from_session` over the
 message and the ones before it; the message counts as taken when a candidate
 names it among its sources.
@@ -63,7 +69,7 @@ LABELS = Path(__file__).parent / "data" / "standing_labels.jsonl"
 KINDS = {"preference", "constraint", "rule", "identity", "choice"}
 BAR = 0.90
 SPLITS = ("dev", "heldout", "fresh", "colloquial", "colloquial_heldout", "colloquial_extra", "colloquial_d", "choice_d",
-          "colloquial_e", "choice_e")
+          "colloquial_e", "choice_e", "explicit_f")
 
 
 def load() -> list[dict]:
@@ -460,3 +466,51 @@ def test_a_kind_ruled_out_with_its_reason_an_instruction_after_a_standing_clause
             "It's fine, don't worry about it.", "The party is tomorrow, don't book anything."]
     assert [t for t in taken if not extract(t, role="user")] == []
     assert [t for t in left if extract(t, role="user")] == []
+
+
+def test_a_formal_statement_with_the_kind_first_or_to_the_assistant_is_taken():
+    """explicit_f's forms: a kind said first and what it is to the speaker, "drawn to", "place a high value on", an
+    enthusiast, "someone who", a habit said with "don't take", what the assistant is to do whenever it does a thing,
+    what a kind of thing should always be, "any ... must follow", a feeling with its adverb, "rather you ... than",
+    a weekday of every week after "rather not", "for this reason". Beside them the sentence with the same words
+    about one thing at hand, and wishes of one moment said in preference words (the moment anywhere, not only
+    leading; the occasion named as "this")."""
+    from memtier_plugin.layers.extract import extract
+
+    taken = ["Country music is something I have never been able to get into.",
+             "Historical fiction set in the ancient world is the genre I keep coming back to.",
+             "Quirky boutique hotels have always appealed to me more than polished luxury properties.",
+             "Reliability matters far more to me than performance when choosing a car.",
+             "Paper to-do lists work better for me than any app.", "Vintage shops are my first stop for clothes.",
+             "Jazz has been my favourite genre since my teens.", "I'm drawn to cold-weather destinations like Iceland.",
+             "I place a high value on courses that end with a certificate.", "I'm a longtime board game enthusiast.",
+             "I'm someone who enjoys bold, fermented flavours.", "I'm most productive in the late evening.",
+             "I don't take meetings before ten in the morning.",
+             "I'd rather you ask a clarifying question than guess what I mean.",
+             "Whenever you suggest a plan, present it as a numbered list rather than paragraphs.",
+             "Dates should always be written in day-month-year format when you respond to me.",
+             "All commit messages in my projects must follow the Conventional Commits format.",
+             "My partner and I share custody, so any plans involving the children must work around alternate weekends.",
+             "Needles make me extremely anxious.", "I'd rather not have meetings on Fridays.",
+             "For this reason, I always book aisle seats.", "For this project, I prefer tabs over spaces."]
+    left = ["That has always appealed to me.", "The talk really mattered to me.",
+            "It works better for me if we meet at 3.", "The bakery was my first stop this morning.", "I'd rather you didn't.",
+            "Whenever you get a chance, send me the file.", "You should always be careful.", "I don't take it personally.",
+            "I'm running low on energy this afternoon, so I'd prefer a quick answer this time.",
+            "If it rains tomorrow, I'd rather we move the picnic indoors.",
+            "I'd like to avoid the motorway on today's drive because of an accident.",
+            "I would prefer to pay by card for this order rather than cash on delivery.",
+            "My manager prefers weekly status reports, so I need a template for Friday's update.",
+            "I'm someone who was there when it happened.", "Your opinion matters to me.",
+            "I prefer the second logo option you showed me for this launch.",
+            "I'd prefer to keep this conversation confidential for now.", "The meeting makes me really nervous."]
+    assert [t for t in taken if not extract(t, role="user")] == []
+    assert [t for t in left if extract(t, role="user")] == []
+
+
+def test_formal_statements_of_a_seventh_author_are_measured(capsys):
+    """explicit_f by the rules alone: 0.932 / 0.690 when first measured, before its forms were written."""
+    precision, recall, misses = score([r for r in load() if r["split"] == "explicit_f"])
+    with capsys.disabled():
+        print(f"\nexplicit_f (rules alone): precision {precision:.3f} recall {recall:.3f}")
+    assert precision >= 0.97 and recall >= 0.80, "\n".join(misses)

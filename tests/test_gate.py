@@ -418,6 +418,15 @@ def test_a_sixth_authors_picks_and_phrases_are_measured(capsys):
     assert gr >= 0.80 and gp >= 0.95  # 0.773 before a message was read whole (whole_messages) and a household read
 
 
+@pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
+def test_a_seventh_authors_formal_statements_are_measured(capsys):
+    """explicit_f (none in the gate's fit): rules + gate 0.936 / 0.880 when first measured; 0.990 / 0.990 since its
+    forms were written and a wish of the moment is not the gate's to read ("I have a headache at the moment, so I'd
+    rather not look at a screen for long")."""
+    _, _, gp, gr = _rules_then_gate("explicit_f", capsys)
+    assert gr >= 0.95 and gp >= 0.97
+
+
 KRYPTONITE = "Anything departing before 7 a.m. is my kryptonite."
 MUSHROOMS = "mushrooms are the devil. remove them from my life"
 

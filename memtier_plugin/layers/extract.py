@@ -127,8 +127,8 @@ def _aimed(sent: str, m: re.Match) -> bool:
             rest, re.IGNORECASE):
         return True  # "I don't want to spoil it": this one occasion (not "... to buy anything that burns gasoline")
     if re.search(r"\brather$", cue, re.IGNORECASE) and " than " not in rest and re.match(
-            r"\s+(?:not\b|\w+\s+(?:it|this|that|them)\b)", rest, re.IGNORECASE):
-        return True  # "I'd rather not say", "I'd rather do it myself": this one occasion
+            r"\s+(?:not\b|\w+\s+(?:it|this|that|them)\b)", rest, re.IGNORECASE) and not forms.EVERY_WEEK.search(rest):
+        return True  # "I'd rather not say", "I'd rather do it myself": this one occasion (not "... on Fridays")
     if re.search(r"\b(?:want|need)$", cue, re.IGNORECASE) and forms.CONCERN.match(rest) \
             and not forms.HABITUAL.search(rest):
         return True  # "I don't want to come off as too pushy", "... to hurt any of my dogs": a concern, not a taste
@@ -142,6 +142,8 @@ def _aimed(sent: str, m: re.Match) -> bool:
             or (re.search(r"hate$", cue, re.IGNORECASE) and forms.HEDGE.match(rest))):
         return True  # "I hate that I didn't think of it", "I hate to say it, but ...": a reaction, a hedge
     said_that = re.search(r"\b(?:believe|feel|think|know)$", cue, re.IGNORECASE) and re.match(r"\s+that\b", rest)
+    if re.search(r"\brather$", cue, re.IGNORECASE) and re.match(r"\s+you\b[^.;!?]*\bthan\b", rest, re.IGNORECASE):
+        return False  # "I'd rather you ask a clarifying question than guess": how the assistant is to work, for good
     if forms.SECOND.match(rest) or (forms.DEICTIC.match(rest) and not forms.EXTRAPOSED.match(rest) and not said_that):
         return True  # "I love your turtles", "I love how it shows", "I find it soothing": no referent of its own
     if re.search(r"\bbelieve$", cue, re.IGNORECASE) and not re.search(r"\b(?:firmly|strongly|really|truly|deeply)\b",
@@ -177,6 +179,14 @@ def episodic(sent: str) -> bool:
                     and not _under_way_for_good(sent, plan.group(0))))
 
 
+def of_the_moment(sent: str) -> bool:
+    """A preference of one occasion (``sent`` clean: apostrophes plain): the moment leads ("Just for tonight, ..."),
+    a wish beside a moment anywhere ("..., so I'd prefer a quick answer this time", "If it rains tomorrow, I'd rather
+    ..."), or the occasion named as this one ("I'd pay by card for this order")."""
+    return bool(forms.OCCASION.search(sent) or (forms.WOULD.search(sent) and forms.NOW_ONLY.search(sent))
+                or forms.FOR_THIS.search(sent))
+
+
 def _under_way_for_good(sent: str, plan: str) -> bool:
     """Something under way for good, not a plan of the moment (``plan``: what forms.PLAN read): "I'm doing low-carb long
     term" (a promise, "I'll take good care of my shoes from now on", stays one)."""
@@ -188,12 +198,15 @@ def _habit(sent: str) -> bool:
     return bool(forms.HABIT.search(sent)) and not forms.INTENT.search(sent)
 
 
-def _kind(sent: str) -> str | None:
+def _kind(sent: str, *, after_past: bool = False) -> str | None:
+    """The kind of standing item ``sent`` states, or None. ``after_past``: ``sent`` is the consequence of a past
+    occasion, and what every one of a kind must do after it is that occasion's ("I got a new puppy, so any rental has
+    to allow dogs")."""
     if _refused(sent):
         return "preference"
     if sent.endswith("?"):
         return None
-    if forms.OCCASION.search(sent):  # sent is clean: apostrophes are plain
+    if of_the_moment(sent):
         return None
     if forms.PICKED.search(sent) and not forms.LASTING.search(sent):  # "I'll go for the home game ticket package": one pick
         return None
@@ -203,7 +216,7 @@ def _kind(sent: str) -> str | None:
         m = forms.SO_AFTER_REASON.search(sent) or forms.AFTER_CAUSE.match(sent)
         rest = sent[m.end():] if m else ""
         if len(rest.split()) >= 3:
-            return _kind(rest)
+            return _kind(rest, after_past=True)
         # "Knee surgery last year means no running for me anymore": what the past cause rules out from now on
         return "preference" if forms.MEANS_NO.search(sent) and not forms.MOMENT.search(sent) else None
     request = forms.REQUEST.search(sent)
@@ -219,7 +232,7 @@ def _kind(sent: str) -> str | None:
         head = sent[:request.start()].rstrip()
         before = head.rstrip(" ,;-—")
         if head.endswith((",", ";", "-", "—")) and len(before.split()) >= 3 and not forms.SUBORDINATE.match(before):
-            kind = _kind(before)
+            kind = _kind(before, after_past=after_past)
             if kind:
                 return kind
         if not _a_reason(sent, request):
@@ -236,7 +249,8 @@ def _kind(sent: str) -> str | None:
         return "preference"
     if find_cue(sent, forms.OPINION_SUBJECT) or _habit(sent) or forms.RULED_OUT.search(sent) \
             or forms.ONLY_KIND.search(sent) or forms.AVERSE.search(sent) or forms.CANNOT.search(sent) \
-            or forms.HOUSE_RULE.search(sent) or forms.TRIGGERED.search(sent):
+            or forms.HOUSE_RULE.search(sent) or forms.TRIGGERED.search(sent) or forms.TO_ME.search(sent) \
+            or forms.SOMEONE_WHO.search(sent):
         return "preference"
     if forms.REQUIRED.search(sent) and not forms.MOMENT.search(sent):  # "any book I read this summer must be short": a plan
         return "rule"
@@ -255,7 +269,8 @@ def _kind(sent: str) -> str | None:
     if forms.HOUSEHOLD.search(sent):
         return "preference" if forms.SO_THEN.search(sent) else "identity"
     said = with_subject(sent)  # "allergic to penicillin", "can't do dairy": typed without "I'm" or "I"
-    return phrase_kind(sent) or (_kind(said) if said else None)
+    kind = phrase_kind(sent) or (_kind(said, after_past=after_past) if said else None)
+    return kind or ("rule" if not after_past and forms.MUST_DO.search(sent) else None)  # MOMENT was read above
 
 
 def _lasting_reason(reason: str, *, lead: bool = False) -> bool:
@@ -318,7 +333,8 @@ def _rule(sent: str) -> bool:
     """An instruction that holds from now on: "never book flights before 8am" (a verb and its object, not
     "Never give up!" or "Always here to help")."""
     if forms.RULE_ANY.search(sent) or forms.DONT_ME.search(sent) or forms.COUNT_OUT.search(sent) \
-            or forms.RULE_HEADER.match(sent) or forms.ALWAYS_TAIL.match(sent) or MANNER.match(sent):  # MANNER: how to answer, for good
+            or forms.RULE_HEADER.match(sent) or forms.ALWAYS_TAIL.match(sent) or MANNER.match(sent) \
+            or forms.WHENEVER_YOU.match(sent) or forms.SHOULD_ALWAYS.match(sent):  # MANNER: how to answer, for good
         return True
     m = forms.RULE.search(sent)
     return bool(m and len(sent.split()) >= 4 and not forms.RULE_NOT.match(sent[m.end():]))

@@ -20,10 +20,11 @@ PREF = re.compile(
     r"tend to|try to|will always|'ll always)\s+){0,3}"
     r"(?:prefer|like|love|enjoy|adore|favou?r|hate|dislike|detest|loathe|avoid|can't stand|cannot stand|"
     r"can't eat|cannot eat|can't handle|cannot handle|can't tolerate|cannot tolerate|can't have|don't eat|"
-    r"don't drink|don't wear|don't use|don't like|do not like|"
+    r"don't drink|don't wear|don't use|don't like|do not like|(?:don't|do not) (?:take|accept|schedule|watch|own)|"
     r"don't want|do not want|won't|refuse|(?<=always )(?:need|want)|(?<=usually )(?:need|want)|(?<=only )(?:need|want)|"
     r"(?<=always )(?:book|pick|choose|order|take(?! care)|sit|travel|ask for)|rather|"
-    r"care about|value|stick to|steer clear|stay away|opt for|find|learn best|learn better|work best|thrive|"
+    r"care about|value|(?:place|put) (?:a )?(?:(?:high|great|huge|real|lot of)\s+)?(?:value|premium) on|drawn to|"
+    r"stick to|steer clear|stay away|opt for|find|learn best|learn better|work best|thrive|"
     r"struggle|firmly believe|believe|am against|'m against|am strongly against|'m strongly against|"
     r"go for|lean towards?|gravitate|follow|keep|limit|only (?:eat|wear|use|buy|read|watch|listen|play|drink|fly|stay|"
     r"consider|book|pick|choose|order|travel|shop|hire|visit|drive|ride|take|adopt|cook|trust|support|work|purchase|"
@@ -64,6 +65,8 @@ STATE = re.compile(
     # a rule the user keeps for themselves: "so I'm being strict about treats and food portions"
     r"(?:strict|careful|cautious|particular|fussy) (?:about|with) (?!(?:it|this|that|him|her|them)\b)|"
     r"(?:die-?hard|lifelong|huge|massive|devoted) (?:[\w-]+ ){0,2}(?:fan|supporter)|"
+    # "I'm a longtime board game enthusiast", "I'm a history buff", "I'm most productive in the late evening"
+    r"(?:[\w-]+ ){1,3}(?:enthusiast|aficionado|buff|devotee|connoisseur)|(?:most|more) productive|"
     r"(?:a )?(?:beginner|novice|expert|visual|hands-on|auditory|kinesthetic)|"
     # a condition, a faith, a need that lasts: "I'm celiac", "I'm deaf in my left ear", "I'm Muslim and pray five times
     # a day", "I'm in a wheelchair", "I'm on warfarin"
@@ -325,13 +328,49 @@ AVERSE = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|you
                      r"(?:give|gives) me (?:an? )?(?:headaches?|migraines?|hives|heartburn|indigestion|a rash|"
                      r"the creeps|anxiety|palpitations)|"
                      r"(?:drive|drives) me (?:crazy|nuts|mad|insane|up the wall|bonkers)|"
-                     r"(?:make|makes) me (?:sick|nauseous|queasy|anxious|itch|sneeze|break out|miserable|unhappy|"
+                     r"(?:make|makes) me (?:(?:so|very|really|extremely|incredibly|quite|deeply|a bit|a little|super)\s+)?(?:sick|nauseous|queasy|anxious|itch|sneeze|break out|miserable|unhappy|"
                      r"nervous|uneasy|cranky|want to (?:scream|cry|run|leave))|"
                      r"(?:ruin|ruins|spoil|spoils) (?:an? |the |any )?[\w-]+ for me|"
                      r"(?:destroy|destroys|kill|kills|ruin|ruins|wreck|wrecks) my (?:focus|concentration|productivity|"
                      r"sleep|back|knees|stomach|appetite)|"
                      r"(?:taste|tastes|smell|smells|feel|feels) (?:like [\w' -]{2,20}|awful|terrible|horrible|"
                      r"disgusting|gross|vile|wrong) to me)\b", re.IGNORECASE)
+# what a kind of thing is to the speaker, the kind said first: "Country music is something I have never been able
+# to get into", "Historical fiction is the genre I keep coming back to", "Boutique hotels have always appealed to me",
+# "Reliability matters far more to me than performance", "Paper lists work better for me than any app", "Vintage
+# shops are my first stop", "Jazz has been my favourite genre since my teens" (not "That has always appealed to me",
+# "The talk mattered to me": one thing at hand)
+TO_ME = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|you|we|the|his|her|their|your|our|my|"
+                   r"there|here|everything|nothing|something|anything)\b)"
+                   r"(?:(?!\b(?:that|it|this|these|those|they|he|she|you|we)\b)[^;:?]){3,80}?\b(?:"
+                   r"(?:is|are)\s+(?:something|a thing|the (?:[\w-]+\s+)?(?:genre|kind|type|sort|style|thing|food|cuisine|"
+                   r"place|music|sport|format)s?)\s+(?:that\s+)?I(?:'ve| have)?\s+(?:always\s+|never\s+|just\s+|simply\s+)?"
+                   r"(?:been able to\s+|managed to\s+)?(?:get into|got into|keep (?:coming|going) back to|come back to|"
+                   r"gravitate (?:to|towards?)|return to)|"
+                   r"(?:has|have)\s+(?:always\s+|long\s+|never\s+)?(?:appealed|mattered) to me|"
+                   r"(?:appeals?|matters?)\s+(?:(?:far|much|a lot|way|so|really|even)\s+)?(?:more\s+)?to me\b|"
+                   r"(?:works?|suits?)\s+(?:(?:much|far|a lot|way)\s+)?better for me|"
+                   r"(?:is|are)\s+(?:always\s+)?my first (?:stop|choice|port of call)|"
+                   r"(?:has|have)\s+(?:always\s+)?been my (?:absolute\s+|all-time\s+)?favou?rite)\b", re.IGNORECASE)
+# the speaker as a kind of person: "I'm someone who enjoys bold, fermented flavours", "I'm the type of person who
+# never checks a bag"
+SOMEONE_WHO = re.compile(r"\bI(?:'m| am) (?:\w+ )?(?:someone|somebody|a person|the (?:kind|type|sort) of (?:person|guy|"
+                         r"woman|man|traveller|traveler|eater|reader)) who (?:\w+ly |always |never |really |just )?"
+                         r"(?:enjoys|loves|likes|prefers|hates|avoids|values|needs|cares|can't|cannot|won't|doesn't|"
+                         r"never|always|gets|likes)\b", re.IGNORECASE)
+# a standing instruction after what the assistant does: "Whenever you suggest a plan, present it as a numbered list",
+# "Every time you write code for me, add type hints" (not "Whenever you get a chance, send me the file")
+WHENEVER_YOU = re.compile(r"^(?:whenever|every time|any ?time|each time|when)\s+you\s+(?:\w+\s+)?(?:suggest|recommend|"
+                          r"write|give|answer|respond|reply|explain|list|plan|draft|show|present|summari[sz]e|book|"
+                          r"schedule|propose|quote|mention|cite|translate|format|refer to|talk about|compare)\b"
+                          r"[^,;:?]{0,80},\s*(?:please\s+)?(?:always\s+|never\s+|don't\s+|do not\s+)?"
+                          r"(?!(?:I|we|it|that|this|they|he|she|you|the|a|an|my|there|thanks|thank)\b)[a-z]+\b",
+                          re.IGNORECASE)
+# what a kind of thing must always or never be: "Dates should always be written in day-month-year format", "Commit
+# messages should never mention ticket numbers" (not "You should always be careful": a pronoun's)
+SHOULD_ALWAYS = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|you|we|i|there|here|people|"
+                           r"everyone|everybody|nobody|one)\b)[^,;:?]{3,60}?\bshould (?:always|never)\s+(?:be|use|"
+                           r"include|follow|have|go|mention|contain|come|start|end)\b", re.IGNORECASE)
 # what the speaker's body rules out for good: "I can't play anything with sudden cutting", "I can't sit for hours"
 CANNOT = re.compile(r"\bI (?:really |just |simply |physically )?(?:can't|cannot) (?:play|sit|stand|walk|eat|drink|"
                      r"lift|handle|tolerate|digest|sleep|run|climb|carry|hike|ride|wear|do) (?:anything\b|any\b|"
@@ -433,19 +472,37 @@ THROUGH = re.compile(r"^(?:honestly,\s*)?I(?:'m| am)\b[^.;!?]{3,60}\bthrough and
 SUBORDINATE = re.compile(r"^(?:since|because|as|when|whenever|if|while|although|though|after|before|once|until|"
                           r"given|now that|so that)\b", re.IGNORECASE)
 SPEAKER = re.compile(r"\b(?:I|I'm|I've|my|we|we're|we've|our|us|me)\b", re.IGNORECASE)
-MOMENT = re.compile(r"\b(?:today|tonight|tomorrow|this (?:week|weekend|morning|evening|afternoon|month|year|time|"
+MOMENT = re.compile(r"\b(?:(?:to|mon|tues|wednes|thurs|fri|satur|sun)day's|tonight's|tomorrow's|today|tonight|tomorrow|this (?:week|weekend|morning|evening|afternoon|month|year|time|"
                      r"trip|summer|winter|spring|fall|autumn|season)|next|right now|asap|soon|by \w+day|on \w+day|"
                      r"for (?:the|my|our|this) (?:trip|stay|visit|"
                      r"meeting|event|party|wedding))\b", re.IGNORECASE)
+# what "for this ..." names when it names no occasion: a kind, a project's standing terms, a reason
+STANDING_THIS = (r"(?:kind|type|sort|project|repo|repository|service|codebase|team|reason|purpose|household|family|"
+                 r"company|account|app|blog|site|channel)")
 # a preference of one occasion, not for good: said for a moment ("Today I'd rather stay home", "For this trip, don't
 # worry about the budget", "Just this once, ...") or under a condition on one event or a counterfactual ("If this
 # flight gets cancelled, I'd rather take the train", "If the budget allowed, I'd go for the bigger TV"); a condition
 # of every time stays ("If I have the choice, I'd rather take the train", "If it's over 30 degrees, I stay in")
 OCCASION = re.compile(r"^(?:(?:just|only|but|and)\s+)?(?:today|tonight|tomorrow|right now|for now|just this once|"
                        r"this (?:time|once|week|weekend|morning|evening|afternoon|trip)\b|"
-                       r"for (?:this|tonight's|today's|tomorrow's|the next) \w+)\b|"
+                       r"for (?:this (?!" + STANDING_THIS + r"\b)|tonight's |today's |tomorrow's |the next )\w+)\b|"
                        r"^if\b[^,]{0,80}?(?:\b(?:this|that|these|those)\b|\b(?:allowed|were|had|could|did|was)\b)"
                        r"[^,]{0,80},\s*(?:I'd|I would|we'd|we would)\b", re.IGNORECASE)
+# a day of every week: "on Fridays", "at weekends", "on weekday mornings"
+EVERY_WEEK = re.compile(r"\b(?:on|at|over|during)\s+(?:(?:mon|tues|wednes|thurs|fri|satur|sun)days|weekends|weekdays|"
+                        r"weekday \w+s|weekend \w+s)\b", re.IGNORECASE)
+# a wish said for the moment anywhere in the sentence ("I'm running low on energy this afternoon, so I'd prefer a quick
+# answer this time", "If it rains tomorrow, I'd rather we move the picnic indoors", "I'd like to avoid the motorway on
+# today's drive"): OCCASION reads the moment only where it leads; a wish ("I'd prefer") beside a moment is that
+# moment's (not "I'd rather not fly on Fridays": a weekday is every week's)
+WOULD = re.compile(r"\bI(?:'d| would)\s+(?:(?:much|really|actually|just|probably|strongly|very much)\s+)?"
+                   r"(?:prefer|rather|like|love)\b", re.IGNORECASE)
+NOW_ONLY = re.compile(r"\b(?:(?:to|mon|tues|wednes|thurs|fri|satur|sun)day's|tonight's|tomorrow's|today|tonight|tomorrow|"
+                      r"for now|at the moment|right now|this (?:time|once|week|weekend|morning|evening|afternoon|"
+                      r"particular))\b", re.IGNORECASE)
+# one occasion named as this one: "I prefer the second logo option for this launch", "... by card for this order"
+# (not "for this project": a project's standing terms, nor "for this reason")
+FOR_THIS = re.compile(r"\bfor this (?!" + STANDING_THIS + r"\b)[\w-]+\b", re.IGNORECASE)
 REASON = re.compile(r"\b(?:because|since|as|so)\b", re.IGNORECASE)
 # what the user will take this time ("I'll go for the home game ticket package", "I'll book option 4", "The hotel in
 # Chiado is the one I'd go for"): one occasion's pick, which the choice rule (picks.py) reads with the offer; not
@@ -479,6 +536,11 @@ REQUIRED = re.compile(r"(?:^|,\s*(?:so\s+)?)(?:any|every|all|each)\s+[^,;:?]{2,5
                        r"(?:^|,\s*(?:so\s+)?)(?:any|every|all|each|anything|everything)\s+(?:[\w-]+\s+){0,3}?"
                        r"(?:I|we)\s+(?:\w+\s+)?(?:buy|have|get|own|use|book|rent|choose|pick|consider|eat|wear|adopt|"
                        r"take|drive|bring)\b[^,;:?]{0,40}?\b(?:must|needs?|has to|have to)\b", re.IGNORECASE)
+# what every one of a kind must do, read when no other form reads the sentence: "All commit messages in my projects
+# must follow the Conventional Commits format", "any plans involving the children must work around alternate weekends"
+MUST_DO = re.compile(r"(?:^|,\s*(?:so\s+)?)(?:any|every|all|each)\s+[^,;:?]{2,50}?\b(?:has to|have to|must|needs? to)"
+                     r"\s+(?:always\s+)?(?:follow|use|include|fit|work around|work with|avoid|allow|come with|stay|"
+                     r"go through|suit)\b", re.IGNORECASE)
 INTENT = re.compile(r"\b(?:going to|gonna|try to|trying to|plan to|planning to|hope to|want to|will|'ll)\b", re.IGNORECASE)
 # what a sentence under a stated scope asks of every such errand
 SCOPED_ITEM = re.compile(r"\bI (?:always |only |usually )?(?:want|need|prefer|like)\b|\b(?:no|nothing|never|always|"

@@ -42,7 +42,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..store.artifacts import FileCache, bounded_number, load_named, read_artifact
 from . import forms
-from .extract import Candidate, clean, episodic, extract, sentences
+from .extract import Candidate, clean, episodic, extract, of_the_moment, sentences
 from .picks import among_options, choice, picks_an_option, reason_given, restates_pick
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,7 @@ def eligible(sent: str, *, own: bool = False) -> bool:
     return (len(sent) >= MIN_CHARS and len(sent.split()) <= MAX_WORDS and not sent.rstrip().endswith("?")
             and (bool(_FIRST.search(sent)) or (own and not _YOU.search(sent))) and not _OTHER.match(sent)
             and not episodic(sent)
-            and not forms.OCCASION.search(sent)
+            and not of_the_moment(sent)
             and not forms.REQUEST.search(sent)
             and (not own or lasting_reason(sent)))
 
@@ -325,7 +325,7 @@ def whole_messages(messages: Sequence[tuple[str, str, str]], ids: set[str]) -> l
         if (len(parts) >= WHOLE_MIN_SENTENCES and len(whole.split()) <= MAX_WORDS and "!" not in whole
                 and _FIRST.search(whole) and not _OTHER.match(whole) and not _YOU.search(whole)
                 and not _REACTION.match(whole)
-                and not any(s.rstrip().endswith("?") or episodic(s) or forms.OCCASION.search(s) or extract(s, role="user")
+                and not any(s.rstrip().endswith("?") or episodic(s) or of_the_moment(s) or extract(s, role="user")
                             for s in parts)):
             out.append((eid, whole))
     return out
