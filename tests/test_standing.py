@@ -209,16 +209,36 @@ def test_a_skill_goal_takes_the_action_an_acknowledgement_approved():
                ("e2", "tool", "set_secrets(...) -> ok"),
                ("e3", "assistant", "Stored the key. Today is Tuesday, so shall I ship v1.4.1 to production now?")]
     assert skill_goal([("e4", "user", "Yes, go.")], earlier, deploy) == "ship v1.4.1 to production now"
-    # no proposal: the session's last prompt that named a task, its sentences about the calls ("Great." is not)
-    assert skill_goal([("e4", "user", "Yes, go.")], earlier[:2], deploy) == (
-        "Production also needs the summarizer key. And a rule going forward: production deploys only on weekdays, "
-        "never on Saturday or Sunday.")
+    # no proposal: the session's last prompt that named a task, its sentences about the calls ("Great." is not,
+    # nor the rule it states for good: the Global layer's, no task)
+    assert skill_goal([("e4", "user", "Yes, go.")], earlier[:2], deploy) == "Production also needs the summarizer key."
     secrets = [{"name": "set_secrets", "params": {"app": "atlas", "env": "production", "values": {"SUMMARIZER_KEY": "x"}}}]
     assert skill_goal(earlier[:1], [], secrets) == "Production also needs the summarizer key."
     # the run's own words when they name a task, its acknowledgement dropped; read lazily
     log = [{"name": "append_release_log", "params": {"app": "atlas", "entry": "v1.4.3 on staging"}}]
     assert skill_goal([("x", "user", "Thanks. Note it in the release log.")], lambda: 1 / 0, log) == \
         "Note it in the release log."
+
+
+def test_a_run_that_only_records_what_the_user_stated_learns_no_skill_of_an_older_request():
+    """The demo's "Yes: never book flights before 8am, I'm useless that early. My United MileagePlus number is
+    UA-MP 88213457 ...", after which the agent saved the profile, was learned as a skill "worked before for: My
+    United MileagePlus number is ...", and handed with its stale $200 budget to "Infante Sagres this time" weeks
+    later. Stated things are the Global layer's; the run learns a skill only for an action the assistant offered
+    and the user approved."""
+    from memtier_plugin.layers.workspace_layer import skill_goal
+
+    save = [{"name": "update_traveler_profile", "params": {"seat": "aisle", "earliest_departure": "08:00"}}]
+    stated = [("r2", "user", "Yes: never book flights before 8am, I'm useless that early. My United MileagePlus "
+                             "number is UA-MP 88213457.")]
+    earlier = [("e1", "user", "Hi! I'm planning a work trip to Lisbon for the web summit. I always want an aisle seat."),
+               ("e2", "assistant", "Got it: aisle seat. Anything else I should know?")]
+    assert skill_goal(stated, earlier, save) == ""
+    offered = earlier[:1] + [("e2", "assistant", "Got it. Shall I save these to your traveler profile?")]
+    assert skill_goal(stated, offered, save) == "save these to your traveler profile"
+    # a task beside what is stated is the goal, without the stated sentence
+    mixed = [("r2", "user", "I always want an aisle seat. Update my traveler profile with it.")]
+    assert skill_goal(mixed, earlier, save) == "Update my traveler profile with it."
 
 
 def test_choice_reveals_a_preference_with_every_exchange_message_as_provenance():

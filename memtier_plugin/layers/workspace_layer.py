@@ -38,6 +38,7 @@ from ..store.files import TailReader
 from ..store.paths import clip_redacted
 from ..recall.packing import has_content
 from ..redact import redact, redact_obj
+from .extract import extract
 from ..store.semantic import project_filename
 from ..tokenize import jaccard, tokenize
 
@@ -151,6 +152,12 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text) if s.strip() and has_content(s)]
 
 
+def _stated(sentence: str) -> bool:
+    """What the user states for good ("never book flights before 8am", "My MileagePlus number is UA-MP 88213457":
+    the Global layer's, layers/extract.py): no task, and a run that only records it achieved none."""
+    return bool(extract(sentence, role="user"))
+
+
 def _proposal(text: str) -> str:
     """The action an assistant message offers ("…, so shall I ship v1.4.1 to production now?" →
     "ship v1.4.1 to production now"), or ""."""
@@ -170,8 +177,14 @@ def skill_goal(run_messages: list[tuple[str, str, str]], earlier, calls: list[di
     ``GOAL_MIN_WORDS`` task words). Otherwise ("Yes, go.", "Fine, book it.") the run answers what came
     before: the action the assistant's last message proposed ("shall I …?"), or else the session's last
     user message that names a task, of which the sentences about as close to the run's calls as the
-    closest are kept. The run's own sentences with content follow."""
-    own = [s for m in run_messages if m[1] == "user" for s in _sentences(m[2])]
+    closest are kept. The run's own sentences with content follow. A sentence that states what holds for good
+    (:func:`_stated`) names no task: a run whose words only state such things ("Yes: never book flights before
+    8am. My MileagePlus number is UA-MP 88213457.", after which the agent saved them to a profile) learns a
+    skill only for the action the assistant's last message offered and the user approved ("Shall I save these
+    to your profile?"), not for an older request of the session."""
+    said = [s for m in run_messages if m[1] == "user" for s in _sentences(m[2])]
+    own = [s for s in said if not _stated(s)]
+    stated_only = bool(said) and not own  # the run's words only state what holds for good
     if len(task_words(" ".join(own))) >= GOAL_MIN_WORDS:
         return _closest(own, call_words(calls))
     earlier = list(earlier() if callable(earlier) else earlier)
@@ -184,9 +197,14 @@ def skill_goal(run_messages: list[tuple[str, str, str]], earlier, calls: list[di
             if len(task_words(before)) >= GOAL_MIN_WORDS:
                 break
             before = ""
+            if stated_only:
+                break  # nothing offered was approved: the run recorded what the user stated
         elif role == "user":
-            if len(task_words(text)) >= GOAL_MIN_WORDS:
-                before = _closest(_sentences(text), call_words(calls))
+            if stated_only:
+                break
+            tasks = [t for t in _sentences(text) if not _stated(t)]
+            if len(task_words(" ".join(tasks))) >= GOAL_MIN_WORDS:
+                before = _closest(tasks, call_words(calls))
                 break
             answered = True  # an earlier acknowledgement: what came before it was answered then
     goal = " ".join([before, *own]).strip()
