@@ -503,7 +503,11 @@ def test_a_formal_statement_with_the_kind_first_or_to_the_assistant_is_taken():
             "My manager prefers weekly status reports, so I need a template for Friday's update.",
             "I'm someone who was there when it happened.", "Your opinion matters to me.",
             "I prefer the second logo option you showed me for this launch.",
-            "I'd prefer to keep this conversation confidential for now.", "The meeting makes me really nervous."]
+            "I'd prefer to keep this conversation confidential for now.", "The meeting makes me really nervous.",
+            # a pick or a time of the moment said in the same words
+            "Option B works better for me.", "Tuesday works better for me.", "3pm works better for me than 2pm.",
+            "Paris is my first choice for our honeymoon.", "Italian appeals to me more tonight.",
+            "When you book the hotel, use my Marriott number.", "I'm more productive today."]
     assert [t for t in taken if not extract(t, role="user")] == []
     assert [t for t in left if extract(t, role="user")] == []
 

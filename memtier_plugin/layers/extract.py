@@ -249,8 +249,8 @@ def _kind(sent: str, *, after_past: bool = False) -> str | None:
         return "preference"
     if find_cue(sent, forms.OPINION_SUBJECT) or _habit(sent) or forms.RULED_OUT.search(sent) \
             or forms.ONLY_KIND.search(sent) or forms.AVERSE.search(sent) or forms.CANNOT.search(sent) \
-            or forms.HOUSE_RULE.search(sent) or forms.TRIGGERED.search(sent) or forms.TO_ME.search(sent) \
-            or forms.SOMEONE_WHO.search(sent):
+            or forms.HOUSE_RULE.search(sent) or forms.TRIGGERED.search(sent) or forms.SOMEONE_WHO.search(sent) \
+            or (forms.TO_ME.search(sent) and not forms.MOMENT.search(sent)):
         return "preference"
     if forms.REQUIRED.search(sent) and not forms.MOMENT.search(sent):  # "any book I read this summer must be short": a plan
         return "rule"

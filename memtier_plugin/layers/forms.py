@@ -66,7 +66,7 @@ STATE = re.compile(
     r"(?:strict|careful|cautious|particular|fussy) (?:about|with) (?!(?:it|this|that|him|her|them)\b)|"
     r"(?:die-?hard|lifelong|huge|massive|devoted) (?:[\w-]+ ){0,2}(?:fan|supporter)|"
     # "I'm a longtime board game enthusiast", "I'm a history buff", "I'm most productive in the late evening"
-    r"(?:[\w-]+ ){1,3}(?:enthusiast|aficionado|buff|devotee|connoisseur)|(?:most|more) productive|"
+    r"(?:[\w-]+ ){1,3}(?:enthusiast|aficionado|buff|devotee|connoisseur)|most productive|"
     r"(?:a )?(?:beginner|novice|expert|visual|hands-on|auditory|kinesthetic)|"
     # a condition, a faith, a need that lasts: "I'm celiac", "I'm deaf in my left ear", "I'm Muslim and pray five times
     # a day", "I'm in a wheelchair", "I'm on warfarin"
@@ -339,9 +339,12 @@ AVERSE = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|you
 # to get into", "Historical fiction is the genre I keep coming back to", "Boutique hotels have always appealed to me",
 # "Reliability matters far more to me than performance", "Paper lists work better for me than any app", "Vintage
 # shops are my first stop", "Jazz has been my favourite genre since my teens" (not "That has always appealed to me",
-# "The talk mattered to me": one thing at hand)
+# "The talk mattered to me": one thing at hand; nor a pick or a time of the moment: "Option B works better for me",
+# "Tuesday works better for me", "3pm works better for me than 2pm")
 TO_ME = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|you|we|the|his|her|their|your|our|my|"
-                   r"there|here|everything|nothing|something|anything)\b)"
+                   r"there|here|everything|nothing|something|anything|either|neither|both|option|choice|number|plan|"
+                   r"package|tier|version|today|tonight|tomorrow|next|(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b)"
+                   r"(?!\d)"
                    r"(?:(?!\b(?:that|it|this|these|those|they|he|she|you|we)\b)[^;:?]){3,80}?\b(?:"
                    r"(?:is|are)\s+(?:something|a thing|the (?:[\w-]+\s+)?(?:genre|kind|type|sort|style|thing|food|cuisine|"
                    r"place|music|sport|format)s?)\s+(?:that\s+)?I(?:'ve| have)?\s+(?:always\s+|never\s+|just\s+|simply\s+)?"
@@ -359,8 +362,9 @@ SOMEONE_WHO = re.compile(r"\bI(?:'m| am) (?:\w+ )?(?:someone|somebody|a person|t
                          r"(?:enjoys|loves|likes|prefers|hates|avoids|values|needs|cares|can't|cannot|won't|doesn't|"
                          r"never|always|gets|likes)\b", re.IGNORECASE)
 # a standing instruction after what the assistant does: "Whenever you suggest a plan, present it as a numbered list",
-# "Every time you write code for me, add type hints" (not "Whenever you get a chance, send me the file")
-WHENEVER_YOU = re.compile(r"^(?:whenever|every time|any ?time|each time|when)\s+you\s+(?:\w+\s+)?(?:suggest|recommend|"
+# "Every time you write code for me, add type hints" (not "Whenever you get a chance, send me the file", nor "When
+# you book the hotel, ...": this one errand)
+WHENEVER_YOU = re.compile(r"^(?:whenever|every time|any ?time|each time)\s+you\s+(?:\w+\s+)?(?:suggest|recommend|"
                           r"write|give|answer|respond|reply|explain|list|plan|draft|show|present|summari[sz]e|book|"
                           r"schedule|propose|quote|mention|cite|translate|format|refer to|talk about|compare)\b"
                           r"[^,;:?]{0,80},\s*(?:please\s+)?(?:always\s+|never\s+|don't\s+|do not\s+)?"
@@ -475,7 +479,7 @@ SPEAKER = re.compile(r"\b(?:I|I'm|I've|my|we|we're|we've|our|us|me)\b", re.IGNOR
 MOMENT = re.compile(r"\b(?:(?:to|mon|tues|wednes|thurs|fri|satur|sun)day's|tonight's|tomorrow's|today|tonight|tomorrow|this (?:week|weekend|morning|evening|afternoon|month|year|time|"
                      r"trip|summer|winter|spring|fall|autumn|season)|next|right now|asap|soon|by \w+day|on \w+day|"
                      r"for (?:the|my|our|this) (?:trip|stay|visit|"
-                     r"meeting|event|party|wedding))\b", re.IGNORECASE)
+                     r"meeting|event|party|wedding|honeymoon|anniversary|birthday))\b", re.IGNORECASE)
 # what "for this ..." names when it names no occasion: a kind, a project's standing terms, a reason
 STANDING_THIS = (r"(?:kind|type|sort|project|repo|repository|service|codebase|team|reason|purpose|household|family|"
                  r"company|account|app|blog|site|channel)")
