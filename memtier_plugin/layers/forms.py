@@ -328,7 +328,8 @@ AVERSE = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|you
                      r"(?:give|gives) me (?:an? )?(?:headaches?|migraines?|hives|heartburn|indigestion|a rash|"
                      r"the creeps|anxiety|palpitations)|"
                      r"(?:drive|drives) me (?:crazy|nuts|mad|insane|up the wall|bonkers)|"
-                     r"(?:make|makes) me (?:(?:so|very|really|extremely|incredibly|quite|deeply|a bit|a little|super)\s+)?(?:sick|nauseous|queasy|anxious|itch|sneeze|break out|miserable|unhappy|"
+                     r"(?:make|makes) me (?:(?:so|very|really|extremely|incredibly|quite|deeply|a bit|a little|super)"
+                     r"\s+)?(?:sick|nauseous|queasy|anxious|itch|sneeze|break out|miserable|unhappy|"
                      r"nervous|uneasy|cranky|want to (?:scream|cry|run|leave))|"
                      r"(?:ruin|ruins|spoil|spoils) (?:an? |the |any )?[\w-]+ for me|"
                      r"(?:destroy|destroys|kill|kills|ruin|ruins|wreck|wrecks) my (?:focus|concentration|productivity|"
@@ -360,7 +361,7 @@ TO_ME = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|you|
 SOMEONE_WHO = re.compile(r"\bI(?:'m| am) (?:\w+ )?(?:someone|somebody|a person|the (?:kind|type|sort) of (?:person|guy|"
                          r"woman|man|traveller|traveler|eater|reader)) who (?:\w+ly |always |never |really |just )?"
                          r"(?:enjoys|loves|likes|prefers|hates|avoids|values|needs|cares|can't|cannot|won't|doesn't|"
-                         r"never|always|gets|likes)\b", re.IGNORECASE)
+                         r"never|always|gets)\b", re.IGNORECASE)
 # a standing instruction after what the assistant does: "Whenever you suggest a plan, present it as a numbered list",
 # "Every time you write code for me, add type hints" (not "Whenever you get a chance, send me the file", nor "When
 # you book the hotel, ...": this one errand)
@@ -476,7 +477,8 @@ THROUGH = re.compile(r"^(?:honestly,\s*)?I(?:'m| am)\b[^.;!?]{3,60}\bthrough and
 SUBORDINATE = re.compile(r"^(?:since|because|as|when|whenever|if|while|although|though|after|before|once|until|"
                           r"given|now that|so that)\b", re.IGNORECASE)
 SPEAKER = re.compile(r"\b(?:I|I'm|I've|my|we|we're|we've|our|us|me)\b", re.IGNORECASE)
-MOMENT = re.compile(r"\b(?:(?:to|mon|tues|wednes|thurs|fri|satur|sun)day's|tonight's|tomorrow's|today|tonight|tomorrow|this (?:week|weekend|morning|evening|afternoon|month|year|time|"
+MOMENT = re.compile(r"\b(?:(?:to|mon|tues|wednes|thurs|fri|satur|sun)day's|tonight's|tomorrow's|today|tonight|tomorrow|"
+                     r"this (?:week|weekend|morning|evening|afternoon|month|year|time|"
                      r"trip|summer|winter|spring|fall|autumn|season)|next|right now|asap|soon|by \w+day|on \w+day|"
                      r"for (?:the|my|our|this) (?:trip|stay|visit|"
                      r"meeting|event|party|wedding|honeymoon|anniversary|birthday))\b", re.IGNORECASE)

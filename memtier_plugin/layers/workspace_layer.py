@@ -38,9 +38,9 @@ from ..store.files import TailReader
 from ..store.paths import clip_redacted
 from ..recall.packing import has_content
 from ..redact import redact, redact_obj
-from .extract import extract
 from ..store.semantic import project_filename
 from ..tokenize import jaccard, tokenize
+from .extract import extract
 
 log = logging.getLogger(__name__)
 GOAL_MIN_WORDS = 2  # task words a goal needs ("Deploy atlas"); fewer: the run answers what came before
