@@ -241,6 +241,21 @@ def test_a_run_that_only_records_what_the_user_stated_learns_no_skill_of_an_olde
     assert skill_goal(mixed, earlier, save) == "Update my traveler profile with it."
 
 
+def test_a_skill_goal_reads_a_bounded_number_of_sentences_whatever_the_session_holds(monkeypatch):
+    """Whether a sentence only states something is asked of the extractor, at agent_end, on the agent's path: a
+    session of 60 huge messages that each state a rule in every sentence (and name a task in none) is read a
+    bounded number of sentences deep, not 60 x 160 (513 ms before the bound, on this machine)."""
+    from memtier_plugin.layers import workspace_layer as W
+
+    asked = []
+    real = W.extract
+    monkeypatch.setattr(W, "extract", lambda text, **kw: asked.append(text) or real(text, **kw))
+    rule = "I always want the pipeline to run integration tests against staging before anything reaches production. "
+    earlier = [m for i in range(60) for m in ((f"u{i}", "user", rule * 160), (f"a{i}", "assistant", "Noted."))]
+    assert W.skill_goal([("r", "user", "Yes, go.")], earlier, [{"name": "deploy", "params": {"app": "atlas"}}]) == ""
+    assert 0 < len(asked) <= W.GOAL_READS * W.GOAL_SENTENCES + W.GOAL_SENTENCES
+
+
 def test_choice_reveals_a_preference_with_every_exchange_message_as_provenance():
     cands = from_session([("q", "user", "What kind of winter coat should I buy this year?"),
                           ("o", "assistant", "Here are a few options: 1. A wool peacoat. 2. A leather jacket. "

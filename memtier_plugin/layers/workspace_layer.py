@@ -45,6 +45,8 @@ from .extract import extract
 log = logging.getLogger(__name__)
 GOAL_MIN_WORDS = 2  # task words a goal needs ("Deploy atlas"); fewer: the run answers what came before
 GOAL_LOOKBACK = 40  # messages of the session searched for the task an acknowledgement answered
+GOAL_SENTENCES = 12  # sentences of a message read for a task (each is asked whether it only states something)
+GOAL_READS = 4  # earlier user messages read sentence by sentence before the search gives up (bounded at agent_end)
 GOAL_KEEP = 0.5  # a sentence joins the goal when its calls score is at least this share of the closest's
 SKILL_KIND_TOOLS = 0.5  # same kind of task: the same last tool and tool sets with at least this Jaccard ...
 SKILL_KIND_GOAL = 0.4  # ... and goals sharing at least this share of the shorter one's task words
@@ -182,7 +184,7 @@ def skill_goal(run_messages: list[tuple[str, str, str]], earlier, calls: list[di
     8am. My MileagePlus number is UA-MP 88213457.", after which the agent saved them to a profile) learns a
     skill only for the action the assistant's last message offered and the user approved ("Shall I save these
     to your profile?"), not for an older request of the session."""
-    said = [s for m in run_messages if m[1] == "user" for s in _sentences(m[2])]
+    said = [s for m in run_messages if m[1] == "user" for s in _sentences(m[2])][:GOAL_SENTENCES]
     own = [s for s in said if not _stated(s)]
     stated_only = bool(said) and not own  # the run's words only state what holds for good
     if len(task_words(" ".join(own))) >= GOAL_MIN_WORDS:
@@ -190,7 +192,7 @@ def skill_goal(run_messages: list[tuple[str, str, str]], earlier, calls: list[di
     earlier = list(earlier() if callable(earlier) else earlier)
     ids = {m[0] for m in run_messages}
     earlier = earlier[:next((i for i, m in enumerate(earlier) if m[0] in ids), len(earlier))]
-    before, answered = "", False
+    before, answered, reads = "", False, 0
     for _id, role, text in reversed(earlier[-GOAL_LOOKBACK:]):
         if role == "assistant" and not answered:
             before = _proposal(text)  # the action this run's acknowledgement approved, if it offered one
@@ -200,12 +202,14 @@ def skill_goal(run_messages: list[tuple[str, str, str]], earlier, calls: list[di
             if stated_only:
                 break  # nothing offered was approved: the run recorded what the user stated
         elif role == "user":
-            if stated_only:
+            if stated_only or reads >= GOAL_READS:
                 break
-            tasks = [t for t in _sentences(text) if not _stated(t)]
-            if len(task_words(" ".join(tasks))) >= GOAL_MIN_WORDS:
-                before = _closest(tasks, call_words(calls))
-                break
+            if len(task_words(text)) >= GOAL_MIN_WORDS:  # words that may name a task: read it sentence by sentence
+                reads += 1
+                tasks = [t for t in _sentences(text)[:GOAL_SENTENCES] if not _stated(t)]
+                if len(task_words(" ".join(tasks))) >= GOAL_MIN_WORDS:
+                    before = _closest(tasks, call_words(calls))
+                    break
             answered = True  # an earlier acknowledgement: what came before it was answered then
     goal = " ".join([before, *own]).strip()
     return goal if len(task_words(goal)) >= GOAL_MIN_WORDS else ""
