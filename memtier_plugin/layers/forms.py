@@ -318,11 +318,14 @@ RULED_OUT = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she)
                         r"no-go|dealbreaker|deal-breaker) for me|"
                         r"(?:has|have) an? (?:(?:strict|hard|firm)\s+)?(?:[\w-]+\s+){0,3}(?:limit|ban) on)\b",
                         re.IGNORECASE)
+# a sentence that opens with a kind of thing, not a pronoun, a determiner of one thing or "there" (AVERSE, TO_ME),
+# and no pronoun before what is said of it
+_NOT_A_KIND = r"that|it|this|which|what|these|those|they|he|she|you|we|the|his|her|their|your|our|my|there|here"
+_KIND_FIRST = r"(?:(?!\b(?:that|it|this|these|those|they|he|she|you|we)\b)[^;:?]){3,80}?\b"
 # a kind of thing that does this to the speaker: "Mushrooms disgust me", "Loud, crowded restaurants give me a
 # headache", "Layovers drive me up the wall", "Open-plan offices destroy my focus", "Cilantro tastes like soap to
 # me" (present tense, a kind as subject: not "That movie gave me a headache", "it drives me crazy")
-AVERSE = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|you|we|the|his|her|their|your|our|my|"
-                     r"there|here)\b)(?:(?!\b(?:that|it|this|these|those|they|he|she|you|we)\b)[^;:?]){3,80}?\b(?:"
+AVERSE = re.compile(r"^(?!(?:" + _NOT_A_KIND + r")\b)" + _KIND_FIRST + r"(?:"
                      r"(?:disgusts?|repulses?|nauseates?|sickens?|bores?|terrif(?:y|ies)|scares?|frightens?|"
                      r"stress(?:es)?|gross(?:es)?|freaks?) me(?: out| to tears)?|"
                      r"(?:give|gives) me (?:an? )?(?:headaches?|migraines?|hives|heartburn|indigestion|a rash|"
@@ -342,11 +345,9 @@ AVERSE = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|you
 # shops are my first stop", "Jazz has been my favourite genre since my teens" (not "That has always appealed to me",
 # "The talk mattered to me": one thing at hand; nor a pick or a time of the moment: "Option B works better for me",
 # "Tuesday works better for me", "3pm works better for me than 2pm")
-TO_ME = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|you|we|the|his|her|their|your|our|my|"
-                   r"there|here|everything|nothing|something|anything|either|neither|both|option|choice|number|plan|"
-                   r"package|tier|version|today|tonight|tomorrow|next|(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b)"
-                   r"(?!\d)"
-                   r"(?:(?!\b(?:that|it|this|these|those|they|he|she|you|we)\b)[^;:?]){3,80}?\b(?:"
+TO_ME = re.compile(r"^(?!(?:" + _NOT_A_KIND + r"|everything|nothing|something|anything|either|neither|both|option|"
+                   r"choice|number|plan|package|tier|version|today|tonight|tomorrow|next|"
+                   r"(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b)(?!\d)" + _KIND_FIRST + r"(?:"
                    r"(?:is|are)\s+(?:something|a thing|the (?:[\w-]+\s+)?(?:genre|kind|type|sort|style|thing|food|cuisine|"
                    r"place|music|sport|format)s?)\s+(?:that\s+)?I(?:'ve| have)?\s+(?:always\s+|never\s+|just\s+|simply\s+)?"
                    r"(?:been able to\s+|managed to\s+)?(?:get into|got into|keep (?:coming|going) back to|come back to|"

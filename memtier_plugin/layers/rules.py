@@ -78,16 +78,16 @@ _BEFORE = re.compile(r"\b(?:never|no|not|don't|do not)\b[^.]{0,60}?\bbefore\s+(\
 _AFTER = re.compile(r"\b(?:never|no|not|don't|do not)\b[^.]{0,60}?\bafter\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?",
                     re.IGNORECASE)
 # an amount: "$300", "€80", "300 dollars", "250 euros", "300 USD"
-_MONEY = r"(?:[$€£]\s?(\d[\d,]*(?:\.\d+)?)|(\d[\d,]*(?:\.\d+)?)\s?(?:dollars|usd|euros?|eur|pounds|gbp|bucks)\b)"
+_MONEY = r"(?P<money>[$€£]\s?\d[\d,]*(?:\.\d+)?|\d[\d,]*(?:\.\d+)?\s?(?:dollars|usd|euros?|eur|pounds|gbp|bucks)\b)"
 # the words of a floor (every other bound word caps)
 _FLOOR = ("over", "above", "more than", "at least", "no less than", "minimum", "or more", "and up", "or above")
 # the bound's word before the amount ("under $400", "my budget is $250") or after it ("$300 max", "$150/night max",
 # "120 euros a night or more")
-_AMOUNT_BEFORE = re.compile(r"\b(under|below|less than|at most|no more than|no less than|up to|max(?:imum)?(?: of)?|"
-                            r"within|over|above|more than|at least|minimum(?: of)?|budget(?: is| of)?(?: now)?"
-                            r"(?: up to)?:?)\s+" + _MONEY, re.IGNORECASE)
-_AMOUNT_AFTER = re.compile(_MONEY + r"(?:\s*(?:/|an?|per)\s*[a-z]+)?\s+(max(?:imum)?|tops|at most|or less|or under|"
-                           r"and under|or more|minimum|at least|and up|or above)\b", re.IGNORECASE)
+_AMOUNT_BEFORE = re.compile(r"\b(?P<word>under|below|less than|at most|no more than|no less than|up to|"
+                            r"max(?:imum)?(?: of)?|within|over|above|more than|at least|minimum(?: of)?|"
+                            r"budget(?: is| of)?(?: now)?(?: up to)?:?)\s+" + _MONEY, re.IGNORECASE)
+_AMOUNT_AFTER = re.compile(_MONEY + r"(?:\s*(?:/|an?|per)\s*[a-z]+)?\s+(?P<word>max(?:imum)?|tops|at most|or less|"
+                           r"or under|and under|or more|minimum|at least|and up|or above)\b", re.IGNORECASE)
 # a negation before the amount in its clause turns a floor word into a cap ("never book a hotel over $300") and a
 # cap word into a floor ("nothing under $50"); "I don't mind" negates nothing
 _NEGATED = re.compile(r"\b(?:never|no|not|nothing|don't(?! mind)|do not(?! mind)|won't|avoid)\b[^.;:,]*$",
@@ -144,12 +144,9 @@ def amount_bound(content: str) -> tuple[float, bool, str] | None:
     if not found:
         return None
     m = min(found, key=lambda m: m.start())
-    before = m.re is _AMOUNT_BEFORE
-    word = (m.group(1) if before else m.group(3)).lower()
-    value = float((m.group(2) or m.group(3) if before else m.group(1) or m.group(2)).replace(",", ""))
+    word, money = m["word"].lower(), m["money"]
     floor = word in _FLOOR or word.startswith("minimum")
-    money = re.search(_MONEY, m.group(0), re.IGNORECASE).group(0)
-    return value, floor != bool(_NEGATED.search(content[:m.start()])), money
+    return float(re.sub(r"[^\d.]", "", money)), floor != bool(_NEGATED.search(content[:m.start()])), money
 
 
 def minutes(hour: str, minute: str | None, ampm: str | None) -> int:
