@@ -76,6 +76,7 @@ def global_layer(mem: Memory, forgotten: frozenset[str]) -> dict[str, Any]:
                "content": rec["content"], "timestamp": rec.get("timestamp", ""),
                "projects": (rec.get("applies") or {}).get("projects", "*"), "retired_by": n.retired_by,
                "said_for": (rec.get("applies") or {}).get("requests", ""),
+               "asked": (rec.get("applies") or {}).get("asked", ""),
                "sources": (rec.get("provenance") or {}).get("entry_ids") or []}
         for t in rec.get("topics") or ["(no topic)"]:
             by_topic[t].append(row)

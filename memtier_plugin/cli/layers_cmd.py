@@ -48,9 +48,11 @@ def inspect_topics(state, as_json: bool, history: bool) -> None:
 
 
 def said_for(rec: dict) -> str:
-    """" · said for: anything you book for me" for a node with a stated scope, else ""."""
-    said = (rec.get("applies") or {}).get("requests") or ""
-    return f" · said for: {said}" if said else ""
+    """" · said for: anything you book for me" for a node with a stated scope, " · said when asked: ..." for one
+    said choosing among offered options, else ""."""
+    applies = rec.get("applies") or {}
+    said, asked = applies.get("requests") or "", applies.get("asked") or ""
+    return (f" · said for: {said}" if said else "") + (f" · said when asked: {asked[:60]}" if asked else "")
 
 
 def inspect_workspace(state, projects: tuple[str, ...], as_json: bool, history: bool = False) -> None:

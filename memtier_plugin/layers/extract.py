@@ -68,6 +68,7 @@ class Candidate:
     form: str = "stated"  # stated | choice
     project_scoped: bool = False  # "for this project" / a rule about this project's operations
     requests: str = ""  # the kind of request it was said for, as said ("anything you book for me"; requests.SCOPE)
+    asked: str = ""  # the question the user answered by choosing among offered options (picks.asked_in), or ""
 
 
 def sentences(text: str) -> list[str]:

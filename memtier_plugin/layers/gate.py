@@ -43,7 +43,7 @@ from ..errors import ConfigError
 from ..store.artifacts import FileCache, bounded_number, load_named, read_artifact
 from . import forms
 from .extract import Candidate, clean, episodic, extract, of_the_moment, sentences
-from .picks import among_options, choice, picks_an_option, reason_given, restates_pick
+from .picks import among_options, answered, choice, picks_an_option, reason_given, restates_pick
 
 log = logging.getLogger(__name__)
 
@@ -295,9 +295,11 @@ def candidates(messages: Sequence[tuple[str, str, str]], gate: Gate, embedder) -
     # a pick's reason is a preference of its own, like any sentence the gate takes ("I'm dyslexic, listening is just
     # way easier for me."): worded as a choice ("Asked ..., the user chose: ..."), the question's words made it
     # reach every question of its kind (probe_d, hybrid-fast: 13 more wrong items, 2 fewer own ones)
-    return ([Candidate("preference", sent, "", [eid]) for (eid, sent, _floor), ok in zip(todo, passed) if ok]
-            + [Candidate("preference", text, "", [eid]) for (eid, text), p in zip(wholes, whole_probs)
-               if p >= gate.threshold])
+    asked = answered(messages)  # a pick's reason is said about what was being chosen (picks.asked_in)
+    return ([Candidate("preference", sent, "", [eid], asked=asked.get(eid, ""))
+             for (eid, sent, _floor), ok in zip(todo, passed) if ok]
+            + [Candidate("preference", text, "", [eid], asked=asked.get(eid, ""))
+               for (eid, text), p in zip(wholes, whole_probs) if p >= gate.threshold])
 
 
 # a message that reacts to what the other side said ("Yeah, ...", "Wow, ...", "That's ...", "TIL ..."): conversation,

@@ -6,7 +6,8 @@ readable by hand. A topic tree (:mod:`topics`) indexes knowledge nodes:
 * ``{"kind": "knowledge", "id": "gk-…", "node_kind": "preference|constraint|rule|identity|choice|pick",
   "content": <the user's words>, "attribute": <what a revision replaces, or "">,
   "topics": [...], "applies": {"projects": "*" | [names], "from": null, "until": null,
-  "requests": <the kind of request it was said for, as said: "anything you book for me"; optional>},
+  "requests": <the kind of request it was said for, as said: "anything you book for me"; optional>,
+  "asked": <the question the user answered, choosing among offered options, when they said it; optional>},
   "provenance": {"entry_ids": [...], "session_id", "agent_id", "speaker": "user", "form": "stated|choice|pick"}}``
 * ``{"kind": "retired", "node_id": …, "by": <newer node>, "reason": …}``: a revision.
 
@@ -81,6 +82,9 @@ def node_problem(rec: dict) -> str | None:
     requests = applies.get("requests", "")
     if not isinstance(requests, str) or len(requests) > 200:
         return "knowledge 'applies.requests' is not a text of at most 200 characters"
+    asked = applies.get("asked", "")
+    if not isinstance(asked, str) or len(asked) > 200:
+        return "knowledge 'applies.asked' is not a text of at most 200 characters"
     prov = rec.get("provenance", {})
     if not isinstance(prov, dict) or not all(isinstance(i, str) for i in prov.get("entry_ids", [])):
         return "knowledge 'provenance.entry_ids' is not a list of strings"
@@ -285,7 +289,8 @@ class GlobalStore:
                "node_kind": cand.node_kind, "content": content, "attribute": cand.attribute,
                "topics": tree.top(route, 4),
                "applies": {"projects": scope, "from": None, "until": None,
-                           **({"requests": cand.requests} if cand.requests else {})},
+                           **({"requests": cand.requests} if cand.requests else {}),
+                           **({"asked": redact(cand.asked)[0][:200]} if cand.asked else {})},
                "provenance": {"entry_ids": entry_ids,
                               "session_id": clean_id(session_id), "agent_id": agent_id if is_valid_id(agent_id) else "",
                               "speaker": "user", "form": cand.form}}

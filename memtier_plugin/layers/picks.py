@@ -236,6 +236,36 @@ def among_options(query: tuple[str, str] | None, selection: str) -> bool:
                 or (query and (len(query[0]) > 400 or _CODE.search(query[0]))))
 
 
+#: how much of the question a reply answered is kept beside what the reply said (``applies.asked``)
+ASKED_CHARS = 200
+
+
+def asked_in(query: tuple[str, str] | None, offer: str, reply: str) -> str:
+    """The question ``reply`` answered by choosing among the options ``offer`` made for it, or "": the user's message
+    before the offer asked for a choice ("What's a good way to get from Athens to Santorini?"), the offer lists
+    options and the exchange is a choice among them (:func:`among_options`). What the user says in such a reply
+    ("The flight. I get horribly seasick.") bears on what was being chosen, which its own words need not name."""
+    if not query or not _OPTIONS.search(offer) or not among_options(query, reply) or not asks_for_choice(query[0]):
+        return ""
+    return " ".join(query[0].split())[:ASKED_CHARS]
+
+
+def answered(messages) -> dict[str, str]:
+    """Entry id of each user message that answers an offer of options → the question it answered (:func:`asked_in`);
+    ``messages`` are (entry id, role, text) in order."""
+    out: dict[str, str] = {}
+    query, prev = None, ("", "", "")
+    for eid, role, text in messages:
+        text = text if isinstance(text, str) else ""
+        if role == "user":
+            asked = asked_in(query, prev[2], text) if prev[1] == "assistant" else ""
+            if asked:
+                out[eid] = asked
+            query = (text, eid)
+        prev = (eid, role, text)
+    return out
+
+
 def reason_given(selection: str, options: str) -> str:
     """What a reply that picks one of ``options`` says besides the pick: the rest after its first phrase ("Audiobook.
     I'm dyslexic, listening is just way easier for me.", "Gluten-free — celiac, unfortunately.", "Let's do the slow

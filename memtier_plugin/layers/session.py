@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from .extract import Candidate, extract, sentences, stated_scope
-from .picks import choice
+from .picks import asked_in, choice
 
 # the assistant asks for more of what the user was listing
 _MORE = re.compile(r"\b(?:anything|something) (?:else|more)\b|\bany (?:other|more)\b|\bwhat else\b", re.IGNORECASE)
@@ -29,12 +29,17 @@ def from_session(messages: list[tuple[str, str, str]], before=()) -> list[Candid
         scope = next((s for s in map(stated_scope, sentences(text)) if s), "") or carried
         if i < first:
             continue
+        offer = said[i - 1] if i >= 1 and said[i - 1][1] == "assistant" else None
+        query = next(((m[2], m[0]) for m in reversed(said[: i - 1]) if m[1] == "user"), None) if offer else None
+        chose = choice(query, (offer[2], offer[0]), (text, eid)) if offer else None
+        # a reply that chooses among offered options is said about what was being chosen (picks.asked_in), unless
+        # the exchange is a choice node, which holds the question in its own words: its parts ("The other options
+        # don't appeal to me") would otherwise reach every prompt the question is near, beside it
+        asked = asked_in(query, offer[2], text) if offer and not (chose and chose.node_kind == "choice") else ""
         for c in extract(text, role=role, entry_id=eid):
             c.requests = c.requests or carried
+            c.asked = asked
             out.append(c)
-        if i >= 1 and said[i - 1][1] == "assistant":
-            query = next(((m[2], m[0]) for m in reversed(said[: i - 1]) if m[1] == "user"), None)
-            c = choice(query, (said[i - 1][2], said[i - 1][0]), (text, eid))
-            if c is not None:
-                out.append(c)
+        if chose is not None:
+            out.append(chose)
     return out

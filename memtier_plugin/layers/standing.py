@@ -67,6 +67,7 @@ class Item:
     session_id: str = ""
     tools: tuple = ()  # a skill's tools, in order
     requests: str = ""  # the kind of request it was said for ("anything you book for me": requests.in_scope)
+    asked: str = ""  # the question the user answered choosing among offered options (picks.asked_in)
 
 
 class StandingItems:
@@ -93,7 +94,8 @@ class StandingItems:
                                               tree.route(said), n.tokens if said == r["content"] else
                                               frozenset(token_set(said)), prov.get("agent_id", ""),
                                               prov.get("session_id", ""),
-                                              requests=str((r.get("applies") or {}).get("requests") or ""))
+                                              requests=str((r.get("applies") or {}).get("requests") or ""),
+                                              asked=str((r.get("applies") or {}).get("asked") or ""))
             items.append(it)
         for r in current_skills(skills):
             if r["id"] in forgotten:
@@ -214,6 +216,7 @@ class StandingScorer:
         # layers/asking: whether a prompt the rules do not read as asking asks, by its query vector; None: rules only
         self.request_model = request_model
         self._vectors: dict[str, np.ndarray] = {}
+        self._asked: dict[str, np.ndarray] = {}  # item id → the vector of the question it was said answering
         self._routes: dict[str, np.ndarray] = {}  # item id → its embedding route (nearest_topics)
         self._object_routes: dict[str, dict[str, float]] = {}  # stated scope → the topic route of its object
         self._topics: np.ndarray | None = None  # one vector per topic of the tree, in tree order
@@ -253,10 +256,14 @@ class StandingScorer:
                 for it, v in zip(missing, vecs):
                     v = self._vectors[it.id] = np.asarray(v, dtype=np.float32)
                     self._routes[it.id] = nearest_topics(topics @ v)
+            for it in items:
+                if it.asked and it.id not in self._asked:
+                    self._asked[it.id] = np.asarray(self.embedder.embed([it.asked])[0], dtype=np.float32)
             qv = np.asarray(embed_as_query(self.embedder, query), dtype=np.float32)
-            cos = np.array([float(self._vectors[it.id] @ qv) for it in items])
             qc = self.center.apply(qv) if self.center is not None else None
-            ccos = cos if qc is None else np.array([float(self._vectors[it.id] @ qc) for it in items])
+            vecs = [self._nearer(it, qv if qc is None else qc) for it in items]
+            cos = np.array([float(v @ qv) for v in vecs])
+            ccos = cos if qc is None else np.array([float(v @ qc) for v in vecs])
             qroute = nearest_topics(topics @ qv) if len(topics) else qv[:0]
             routes = np.array([float(self._routes[it.id] @ qroute) if len(topics) else 0.0 for it in items])
         except Exception as exc:  # a model failure keeps the lexical signals
@@ -265,6 +272,15 @@ class StandingScorer:
             return None
         # bge-small puts unrelated text at ~0.30-0.40 and an applicable preference at ~0.45-0.55
         return cos, routes, ccos, qv
+
+    def _nearer(self, item: Item, q: np.ndarray) -> np.ndarray:
+        """The item's vector, or the vector of the question it was said answering (``asked``) when that is nearer
+        the prompt's (``q``: its vector less the common direction of prompts). "The flight. I get horribly seasick."
+        said choosing how to get from Athens to Santorini bears on a later trip between islands, which the words
+        "I get horribly seasick" are far from; the item's own words and topics still make its other signals."""
+        v = self._vectors[item.id]
+        a = self._asked.get(item.id) if item.asked else None
+        return a if a is not None and float(a @ q) > float(v @ q) else v
 
     def score(self, query: str, items: list[Item]) -> list[tuple[Item, float, dict]]:
         """(item, applicability, signals) for every item the prompt can bear on (not one said for another topic's

@@ -154,6 +154,7 @@ const VIEWS = {
         box.append(item(n, [n.kind, n.attribute, n.timestamp,
           'projects ' + (Array.isArray(n.projects) ? n.projects.join(', ') : n.projects),
           n.said_for ? 'said for: ' + n.said_for : '',
+          n.asked ? 'said when asked: ' + n.asked : '',
           n.retired_by ? 'retired by ' + n.retired_by : 'current'], !n.retired_by, n.retired_by ? 'retired' : ''));
       }
       out.push(box);
