@@ -160,3 +160,17 @@ def test_through_the_hooks_the_node_keeps_the_question_and_inspect_shows_it(mode
     assert [(n["node_kind"], n["applies"].get("asked")) for n in said] == [("preference", QUESTION)]
     out = run_cli("inspect", "topics", env={"MEMTIER_WORKSPACE": str(workspace)}).stdout
     assert f"said when asked: {QUESTION[:60]}" in out
+
+
+def test_a_semicolon_between_two_clauses_is_prose_and_one_ending_a_line_is_code():
+    """A reply that chooses with its reason after a semicolon is a choice among options, not a coding follow-up: it
+    was read as code (no choice node, no question kept) while any semicolon counted."""
+    from memtier_plugin.layers.picks import among_options
+
+    prose = "The short flight. I never take boats; I get horribly seasick."
+    assert among_options((QUESTION, "q"), prose)
+    (chose,) = [c for c in from_session(exchange(reply=prose)) if c.node_kind == "choice"]
+    assert QUESTION in chose.content and "seasick" in chose.content and chose.entry_ids == ["q", "o", "s"]
+    for code in ("Use this: int total = 0;\nfor (x of xs) total += x;", "x = 1;", "if (ok) { go(); }",
+                 "def f(x):\n    return x"):
+        assert not among_options((QUESTION, "q"), code), code

@@ -86,7 +86,8 @@ _CHOICE_WORDS = frozenset("sound sounds great good perfect best better ideal opt
 # a phrase that is a clause of its own, with a subject, not an option named
 _CLAUSE = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|we|we're|our|you|your|it|it's|that|that's|this|these|those|"
                      r"there|there's|they|he|she|is|are|was|were)\b", re.IGNORECASE)
-_CODE = re.compile(r"[{};]|\(\)|\bdef |\bclass |\breturn\b|\bimport\b|```|\n\s{2,}\S|=\s*\w+\(")
+# code: braces, a semicolon that ends a line (one between two clauses is prose: "I never take boats; I get seasick")
+_CODE = re.compile(r"[{}]|;[ \t]*(?:\n|$)|\(\)|\bdef |\bclass |\breturn\b|\bimport\b|```|\n\s{2,}\S|=\s*\w+\(")
 
 
 def choice(query: tuple[str, str] | None, options: tuple[str, str], selection: tuple[str, str]) -> Candidate | None:
