@@ -535,7 +535,7 @@ def test_a_budgeted_recall_reads_only_the_texts_it_can_score(workspace):
     r = _retriever(workspace, 120, **{"rerank.top_n": 100, "rerank.budget_ms": 35, "rerank.cache_size": 1000})
     model = CountingReranker()
     r.set_reranker(model)
-    r._pair_ms = 10.0  # as measured on an earlier call: 35 ms fits three pairs
+    r.head.pair_ms = 10.0  # as measured on an earlier call: 35 ms fits three pairs
     reads = []
     content = r.content
     r.content = lambda idx, doc: reads.append(doc) or content(idx, doc)
@@ -631,12 +631,12 @@ def test_a_recall_never_waits_on_another_threads_embedding(workspace):
 
 def test_the_budget_counts_a_pairs_length_so_long_queries_fit_fewer_pairs(workspace):
     r = _retriever(workspace, 0)
-    assert r._pairs_within(35, "q", ["a"] * 10) == 3  # nothing measured yet: 10 ms a pair assumed
-    r._char_ms = 0.1  # measured: 0.1 ms per character of query + entry
-    short = r._pairs_within(50, "hotel", ["x" * 45] * 16)  # 5 ms a pair
-    long = r._pairs_within(50, "hotel " * 40, ["x" * 45] * 16)  # 29 ms a pair
+    assert r.head.pairs_within(35, "q", ["a"] * 10) == 3  # nothing measured yet: 10 ms a pair assumed
+    r.head.char_ms = 0.1  # measured: 0.1 ms per character of query + entry
+    short = r.head.pairs_within(50, "hotel", ["x" * 45] * 16)  # 5 ms a pair
+    long = r.head.pairs_within(50, "hotel " * 40, ["x" * 45] * 16)  # 29 ms a pair
     assert (short, long) == (10, 1)
-    assert r._pairs_within(50, "q", ["x" * 1000] + ["y"] * 5) == 0  # the next pair alone overruns
+    assert r.head.pairs_within(50, "q", ["x" * 1000] + ["y"] * 5) == 0  # the next pair alone overruns
 
 
 def test_background_preparations_pause_while_a_hooks_recall_runs(workspace):

@@ -13,7 +13,8 @@ Modules by purpose:
   :mod:`.scoping` (stage 1: the project's current facts pick the sessions stage 2 scores);
 * dense and re-ranked: :mod:`.vector_cache` (on-disk vectors per embedder), :mod:`.dense` (the
   documents' vectors in memory, appended without copying), :mod:`.rerank`
-  (the cross-encoder's order of the head, by reciprocal-rank fusion), :mod:`.backends` (embedder, re-ranker and weights
+  (the cross-encoder's order of the head, by reciprocal-rank fusion), :mod:`.head_scoring` (its logits for the
+  pairs the time budget allows, cached), :mod:`.backends` (embedder, re-ranker and weights
   from one config, and the learned weights file);
 * one scale: :mod:`.calibration` (every layer's candidates as the probability that they apply, per-layer
   logistic models read from a calibration file, and the delivery thresholds);

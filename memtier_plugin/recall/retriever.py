@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import logging
 import threading
-from collections import OrderedDict
 import time
 from typing import Callable
 from dataclasses import dataclass, field
@@ -33,6 +31,7 @@ from .calibration import for_config as calibration_for
 from ..config import Config
 from .dense import Rows
 from .exchange import add_exchanges
+from .head_scoring import HeadScorer
 from .index import ROLES, DocIndex, StaleLedger
 from .index_files import open_index, save_index
 from .watch import LedgerWatch
@@ -45,13 +44,10 @@ from ..tokenize import tokenize
 
 log = logging.getLogger(__name__)
 TIER_NAMES = TIERS
-RERANK_BATCH = 16  # pairs per cross-encoder call when re-ranking within a budget
-RERANK_BATCH_BACKGROUND = 8  # the same in the background: short calls, so a hook's recall soon has the CPU
 YIELD_LIMIT_S = 2.0  # longest a background checkpoint waits for the hooks in progress
 DEFER_EMBED = 32  # new documents a recall leaves unembedded (zero rows); past this it embeds them first
 COLD_EMBED = 256  # a hook's first recall embeds a cold store in place up to this many uncached texts
 REPLY_CHARS = 400  # the end of the answered message that goes into an entry's reply-context vector
-PRIOR_PAIR_MS = 10.0  # the cross-encoder's time per pair assumed until the first call measures it
 RANK_DEPTH = 50  # rank()'s depth when a caller gives none (recall asks for max(4k, 16), evaluation for its own)
 
 
@@ -163,37 +159,6 @@ def _cut(ranked: Ranked, depth: int) -> Ranked:
                   ranked.stage1_sessions, None if ranked.rerank is None else ranked.rerank[:depth])
 
 
-class LogitCache:
-    """Cross-encoder logits per (query, entry id), least recently used dropped beyond ``size`` (0: off)."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self._d: OrderedDict[bytes, float] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def _key(query: str, entry: str) -> bytes:
-        return hashlib.blake2b(query.encode() + b"\x00" + entry.encode(), digest_size=16).digest()
-
-    def get(self, query: str, entry: str) -> float | None:
-        if not self.size:
-            return None
-        key = self._key(query, entry)
-        with self._lock:
-            v = self._d.get(key)
-            if v is not None:
-                self._d.move_to_end(key)
-            return v
-
-    def put(self, query: str, entry: str, value: float) -> None:
-        if not self.size:
-            return
-        with self._lock:
-            self._d[self._key(query, entry)] = value
-            while len(self._d) > self.size:
-                self._d.popitem(last=False)
-
-
 class Retriever:
     """Holds the episodic and semantic indexes of one memory root and answers queries."""
 
@@ -216,8 +181,6 @@ class Retriever:
                 log.warning("%s", note)
         self.weights = list(backends.weights)
         self.embedder = None
-        self.reranker = None
-        self._rerank_failed = False
         self.vector_cache = None
         self._vectors: dict[str, Rows] = {}
         self._lock = threading.RLock()  # the indexes and vectors; held for the cheap stages only (see recall)
@@ -225,9 +188,7 @@ class Retriever:
         self._busy = threading.Condition()  # foreground recalls in progress: background work yields to them
         self._foreground = 0
         self._generation = 0  # bumped when an index is rebuilt: doc numbers read before then are void
-        self._logits = LogitCache(config.rerank.cache_size)
-        self._pair_ms: float | None = None  # measured cross-encoder time per pair (budgeted re-ranking)
-        self._char_ms: float | None = None  # the same per character of query + entry (a pair's time ∝ its length)
+        self.head = HeadScorer(config, self.yield_to_foreground)  # the cross-encoder within a budget (None: off)
         self.last_result: RecallResult | None = None
         self.calibration = calibration_for(config)  # every layer on one scale (recall/calibration.py)
         # None: a cold store is embedded in place at its first recall (evaluation, benchmarks); a number
@@ -326,108 +287,26 @@ class Retriever:
         return embed_as_query(self.embedder, query)
 
     # ---- cross-encoder re-ranking ----------------------------------------
+    @property
+    def reranker(self):
+        return self.head.reranker
+
     def set_reranker(self, reranker) -> None:
         """Re-order the best ``rerank.top_n`` episodic entries with ``reranker.score(query, texts)`` (None: off)."""
-        self.reranker = reranker
-        self._rerank_failed = False
+        self.head.set(reranker)
 
     def _rerank_head(self, ranked: Ranked, query: str = "",
                      budget_ms: float | None = None) -> tuple[np.ndarray, list[str], list[str]]:
         """The head the cross-encoder may re-order: positions of the best ``rerank.top_n`` episodic entries, their
-        entry ids, and the texts of the prefix the budget could score (all of them without a budget).
-
-        Logits are cached per (query, entry id): ledger entries never change. With a budget,
-        only the texts up to the pairs the time could score (past those already cached) are
-        read from the ledger, not the whole head.
-        """
+        entry ids, and the texts of the prefix the budget could score (all of them without a budget): only
+        those texts are read from the ledger, not the whole head (:meth:`.HeadScorer.affordable`)."""
         slots = np.array([i for i, (idx, _) in enumerate(ranked.docs) if idx.kind == "episodic"]
                          [: self.config.rerank.top_n], dtype=np.int64)
         if len(slots) < 2:
             return slots[:0], [], []
         ids = [ranked.docs[i][0].ids[ranked.docs[i][1]] for i in slots.tolist()]
-        budget = self.config.rerank.budget_ms if budget_ms is None else budget_ms
-        n = len(ids)
-        if budget > 0:
-            room = max(1, int(budget // (self._pair_ms or PRIOR_PAIR_MS)))
-            n = 0
-            for key in ids:
-                if self._logits.get(query, key) is None:
-                    if room == 0:
-                        break
-                    room -= 1
-                n += 1
+        n = self.head.affordable(query, ids, budget_ms)
         return slots, ids, [self.content(*ranked.docs[i]) for i in slots[:n].tolist()]
-
-    def _score_head(self, query: str, ids: list[str], texts: list[str],
-                    budget_ms: float | None = None, background: bool = False) -> np.ndarray | None:
-        """Cross-encoder logits of the longest prefix of the head that ``rerank.budget_ms`` (or ``budget_ms``,
-        when given) allows (None: failed). ``texts`` may be shorter than ``ids``: nothing past them is scored.
-
-        Cached (query, entry) logits cost nothing; the rest is scored in batches of at
-        most :data:`RERANK_BATCH`, each as large as the time left allows at the measured
-        time per pair (:data:`PRIOR_PAIR_MS` before the first call), stopping when not
-        one more pair fits (0: no budget, the whole head in one call).
-        """
-        budget = self.config.rerank.budget_ms if budget_ms is None else budget_ms
-        t0 = time.perf_counter()
-        out = np.full(len(texts), np.nan)
-        for i, key in enumerate(ids[:len(texts)]):
-            v = self._logits.get(query, key)
-            if v is not None:
-                out[i] = v
-        todo = np.flatnonzero(np.isnan(out))
-        try:
-            if len(todo) and budget > 0 and hasattr(self.reranker, "load"):
-                self.reranker.load()  # loading the model is not a cost per pair
-            start = 0
-            step = RERANK_BATCH_BACKGROUND if background else RERANK_BATCH
-            while start < len(todo):
-                n = len(todo) - start if not background else min(step, len(todo) - start)
-                if background and start:
-                    self.yield_to_foreground()  # (time paused for a hook counts against the budget)
-                if budget > 0:  # as many pairs as the time left allows, at most a batch
-                    left = budget - (time.perf_counter() - t0) * 1000
-                    n = self._pairs_within(left, query, [texts[i] for i in todo[start: start + step]])
-                    if n < 1:
-                        if self._pair_ms is None and start == 0:
-                            n = 1  # the first call ever measures the model on one pair
-                        else:
-                            break
-                chunk = todo[start: start + n]
-                start += n
-                c0 = time.perf_counter()
-                logits = np.asarray(self.reranker.score(query, [texts[i] for i in chunk.tolist()]), dtype=np.float64)
-                if logits.shape != (len(chunk),) or not np.all(np.isfinite(logits)):
-                    raise ValueError(f"reranker returned {logits.shape} values for {len(chunk)} candidates")
-                ms = (time.perf_counter() - c0) * 1000
-                per = ms / len(chunk)
-                self._pair_ms = per if self._pair_ms is None else 0.7 * self._pair_ms + 0.3 * per
-                chars = ms / max(1, sum(len(query) + len(texts[i]) for i in chunk.tolist()))
-                self._char_ms = chars if self._char_ms is None else 0.7 * self._char_ms + 0.3 * chars
-                out[chunk] = logits
-                for i, v in zip(chunk.tolist(), logits.tolist()):
-                    self._logits.put(query, ids[i], v)
-        except Exception as exc:  # a memory failure never breaks the turn
-            if not self._rerank_failed:
-                log.warning("re-ranking failed, fused order kept: %s", exc)
-                self._rerank_failed = True
-            return None
-        n = int(np.argmax(np.isnan(out))) if np.isnan(out).any() else len(out)
-        return out[:n]
-
-    def _pairs_within(self, left_ms: float, query: str, texts: list[str]) -> int:
-        """How many of ``texts`` (in order) the cross-encoder scores within ``left_ms``: a pair's time is taken
-        as proportional to its characters (query + entry; measured), before any measurement as
-        :data:`PRIOR_PAIR_MS` a pair. A long query or long entries fit fewer pairs."""
-        if self._char_ms is None:
-            return min(len(texts), int(left_ms // (self._pair_ms or PRIOR_PAIR_MS)))
-        n, spent = 0, 0.0
-        for t in texts:
-            spent += self._char_ms * (len(query) + len(t))
-            if spent > left_ms:
-                break
-            n += 1
-        return n
 
     def _apply_rerank(self, ranked: Ranked, slots: np.ndarray, logits: np.ndarray | None) -> Ranked:
         """Re-order the scored prefix of the head among its places (facts keep theirs; see :mod:`.rerank`)."""
@@ -454,7 +333,7 @@ class Retriever:
         slots, ids, texts = self._rerank_head(ranked, query)
         if not texts:
             return ranked
-        return self._apply_rerank(ranked, slots, self._score_head(query, ids, texts))
+        return self._apply_rerank(ranked, slots, self.head.score(query, ids, texts))
 
     @contextlib.contextmanager
     def foreground(self):
@@ -607,7 +486,7 @@ class Retriever:
             t0 = time.perf_counter()
             self.embed_query("memtier warm-up")
             out["embedder_s"] = time.perf_counter() - t0
-        if self.reranker is not None and not self._rerank_failed:
+        if self.reranker is not None and not self.head.failed:
             t0 = time.perf_counter()
             self.reranker.score("memtier warm-up", ["memtier warm-up"])
             out["reranker_s"] = time.perf_counter() - t0
@@ -862,7 +741,7 @@ class Retriever:
             gen = self._generation
             slots, ids, texts = (self._rerank_head(ranked, query, rerank_budget_ms) if self._reranks()
                                  else (None, [], []))
-        logits = self._score_head(query, ids, texts, rerank_budget_ms, background) if texts else None
+        logits = self.head.score(query, ids, texts, rerank_budget_ms, background) if texts else None
         with self._lock:
             if gen != self._generation:  # an index was rebuilt meanwhile: its doc numbers are void
                 ranked = self.rank(query, **kw)
