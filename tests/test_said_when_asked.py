@@ -1,8 +1,9 @@
 """What a user says while choosing among offered options is said about what was being chosen (``applies.asked``).
 
-"Number 2. Boats are a no-go for me, I get horribly seasick." answering "What's a good way to get from Athens to Santorini?" bears on a
-later trip between islands, which "I get horribly seasick" alone is far from: the extractor keeps the question with
-the item, the Global layer stores it, and the scorer reads the item by whichever of the two is nearer the prompt.
+"Number 2. Boats are a no-go for me, I get horribly seasick." answering "What's a good way to get from Athens to
+Santorini?" bears on a later trip between islands, which "I get horribly seasick" alone is far from: the extractor
+keeps the question with the item, the Global layer stores it, and the scorer reads the item by whichever of the two
+is nearer the prompt.
 """
 
 from __future__ import annotations
