@@ -155,7 +155,8 @@ def test_through_the_hooks_the_node_keeps_the_question_and_inspect_shows_it(mode
     mode_host.agent_end(AgentEndEvent(messages=[{"role": "assistant", "content": "Booked the flight."}], success=True,
                                  timestamp=T0 + 35), ctx2)
     mode_host.session_end(SessionEndEvent("done", timestamp=T0 + 40), ctx2)
-    nodes = [json.loads(line) for line in (workspace / "memory" / "global" / "knowledge.jsonl").read_text().splitlines()]
+    ledger = workspace / "memory" / "global" / "knowledge.jsonl"
+    nodes = [json.loads(line) for line in ledger.read_text().splitlines()]
     said = [n for n in nodes if n.get("kind") == "knowledge" and "seasick" in n["content"]]
     # the preference keeps the question beside its words (the bare pick is not kept beside a reason)
     assert [(n["node_kind"], n["applies"].get("asked")) for n in said] == [("preference", QUESTION)]
