@@ -245,8 +245,14 @@ def asked_in(query: tuple[str, str] | None, offer: str, reply: str) -> str:
     """The question ``reply`` answered by choosing among the options ``offer`` made for it, or "": the user's message
     before the offer asked for a choice ("What's a good way to get from Athens to Santorini?"), the offer lists
     options and the exchange is a choice among them (:func:`among_options`). What the user says in such a reply
-    ("The flight. I get horribly seasick.") bears on what was being chosen, which its own words need not name."""
+    ("The flight. I get horribly seasick.") bears on what was being chosen, which its own words need not name. A
+    reply that is a choice node (:func:`choice`) gives "": the node holds the question in its own words, and its
+    parts ("The other options don't appeal to me") would otherwise reach every prompt the question is near, beside
+    it."""
     if not query or not _OPTIONS.search(offer) or not among_options(query, reply) or not asks_for_choice(query[0]):
+        return ""
+    chose = choice(query, (offer, ""), (reply, ""))
+    if chose is not None and chose.node_kind == "choice":
         return ""
     return " ".join(query[0].split())[:ASKED_CHARS]
 

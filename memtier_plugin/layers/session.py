@@ -31,15 +31,13 @@ def from_session(messages: list[tuple[str, str, str]], before=()) -> list[Candid
             continue
         offer = said[i - 1] if i >= 1 and said[i - 1][1] == "assistant" else None
         query = next(((m[2], m[0]) for m in reversed(said[: i - 1]) if m[1] == "user"), None) if offer else None
-        chose = choice(query, (offer[2], offer[0]), (text, eid)) if offer else None
-        # a reply that chooses among offered options is said about what was being chosen (picks.asked_in), unless
-        # the exchange is a choice node, which holds the question in its own words: its parts ("The other options
-        # don't appeal to me") would otherwise reach every prompt the question is near, beside it
-        asked = asked_in(query, offer[2], text) if offer and not (chose and chose.node_kind == "choice") else ""
+        # a reply that chooses among offered options is said about what was being chosen (picks.asked_in)
+        asked = asked_in(query, offer[2], text) if offer else ""
         for c in extract(text, role=role, entry_id=eid):
             c.requests = c.requests or carried
             c.asked = asked
             out.append(c)
+        chose = choice(query, (offer[2], offer[0]), (text, eid)) if offer else None
         if chose is not None:
             out.append(chose)
     return out
