@@ -338,6 +338,10 @@ def test_a_picks_reason_is_taken_at_a_low_probability_when_it_could_last():
     ("Night buses are my nightmare, could you list a few more.", False),
     ("Makes the least nightmare for me.", False),  # the pick's praise, no subject (probe_a: "... makes the most
     ("Coach, sounds like no nightmare for me.", False),  # sense for me"; probe_b: "Option 1, Chamberi, sounds ...")
+    ("That works with no nightmare for me.", False),  # the pick's praise, its subject the option (probe_a: "That
+    ("Skipping the nightmare sounds perfect.", False),  # works nicely for me"; probe_b: "... the scenery sounds perfect")
+    ("Thanks for saving me the nightmare!", False),  # thanks (what extract.clean leaves: "for saving me ...")
+    ("Night buses have been my nightmare lately.", False),  # of late, like "recently"
 ])
 def test_a_picks_reason_of_the_moment_or_about_the_option_is_not_taken(reason, kept):
     """A pick's reason holds beyond the pick only when it is not said of the moment ("craving it tonight") or of the
@@ -364,6 +368,42 @@ def test_a_reason_that_says_the_pick_again_needs_the_gates_half(reply, floor):
     names an option by a word of a long answer); such a reason needs 0.5, as before."""
     got = G.unread([ASKED, ("o", "assistant", OFFER), ("s", "user", reply)])
     assert [f for _, _, f in got] == [floor]
+
+
+@pytest.mark.parametrize("reply, reason", [
+    ("I'll go with the morning coach. Overnight trips leave me a wreck for days.",
+     "Overnight trips leave me a wreck for days."),
+    ("I'll book the short flight, the quickest. A whole day on a bus is more than my back can take.",
+     "A whole day on a bus is more than my back can take."),
+    ("The morning coach from the central station works best. I can only travel once my kids are at school.",
+     "I can only travel once my kids are at school."),
+    ("The short flight is what I need. Long rides and my back don't mix.", "Long rides and my back don't mix."),
+    ("I'll go with the morning coach. Quick and simple.", ""),  # no clause: it describes the option
+])
+def test_a_pick_said_as_an_intention_or_a_verdict_gives_its_reason_when_a_choice_was_asked(reply, reason):
+    """PrefEval's users pick as an intention ("I'll go with walking dogs at the shelter. Being around cats leaves me
+    sneezing with itchy eyes for days.") or a verdict ("The 10 a.m. coffee group works best. I can only do things
+    while my kids are at school"): to a question that asked for a choice, the first sentence is the pick and the rest
+    its reason, read at a pick's probability; without such a question ("How do I sleep better?" and a list of tips)
+    "I'll try to keep a routine." takes up advice and nothing is read as a pick's reason (15 of 40 exchanges of a
+    PrefEval-register probe gave nothing before)."""
+    assert picks.reason_given(reply, OFFER, asked=True) == reason
+    assert picks.reason_given(reply, OFFER) == ""
+    got = G.unread([ASKED, ("o", "assistant", OFFER), ("s", "user", reply)])
+    assert [(s, f) for _, s, f in got] == ([(reason, G.PICK_THRESHOLD)] if reason else [])
+    advice = ("q", "user", "Tell me about the buses to Portland.")
+    assert [f for _, _, f in G.unread([advice, ("o", "assistant", OFFER), ("s", "user", reply)])
+            if f is not None] == []
+
+
+def test_a_pick_said_as_an_intention_is_read_as_one_only_in_a_reply_of_a_picks_length():
+    """A long reply that opens "I'll go with ..." and goes on about the user's week is a follow-up, not a pick and
+    its reason (LongMemEval's haystacks: "I'll check out the harbor tour. By the way, I've been ...")."""
+    long = ("I'll go with the morning coach. Overnight trips leave me a wreck for days, and by the way I have been "
+            "meaning to tell you about the trip I took last month with my sister to the coast, which was lovely.")
+    assert len(long.split()) > G.PICK_WORDS
+    assert [f for _, _, f in G.unread([ASKED, ("o", "assistant", OFFER), ("s", "user", long)])
+            if f == G.PICK_THRESHOLD] == []
 
 
 BUSES = "Sure! A few ideas:\n1. Drive\n2. Bus 42\n3. Bike-lane route"

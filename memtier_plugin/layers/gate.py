@@ -44,6 +44,7 @@ from ..store.artifacts import FileCache, bounded_number, load_named, read_artifa
 from . import forms
 from .extract import Candidate, clean, episodic, extract, of_the_moment, sentences
 from .picks import among_options, answered, choice, picks_an_option, reason_given, restates_pick
+from .requests import asks_for_choice
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +93,21 @@ _NOW = re.compile(r"\b(?:today|tonight|tomorrow|yesterday|right now|for now|at t
                   re.IGNORECASE)
 _OF_THE_OPTION = re.compile(r"^(?:(?:since|because|as|and)\s+)?(?:it|it's|its|they|they're|that one|this one|"
                             r"that's|which)\b", re.IGNORECASE)
-# nor the pick's own praise, said with no subject ("Working out around 5 p.m. makes the most sense for me", "Option 1,
-# Chamberi, sounds right for me"): how the option strikes the speaker this time, not a disposition
-_PRAISE = re.compile(r"^(?:[\w'-]+,\s*)?(?:makes|sounds?|seems?|looks?|feels?|works?|fits?|suits?)\b", re.IGNORECASE)
+# nor the pick's own praise, said with no subject or the option's ("Working out around 5 p.m. makes the most sense for
+# me", "Option 1, Chamberi, sounds right for me", "That works nicely for me", "Sitting back and enjoying the scenery
+# sounds perfect"): how the option strikes the speaker this time, not a disposition
+_PRAISE = re.compile(r"^(?:[\w'-]+,\s*)?(?:(?:that|this|it|which)(?:\s+one)?\s+(?:\w+ly\s+)?)?"
+                     r"(?:makes|sounds?|seems?|looks?|feels?|works?|fits?|suits?)\b|"
+                     # or said of what it names ("Sitting back and enjoying the scenery sounds perfect.")
+                     r"^[^,;]{0,80}?\b(?:sounds?|seems?|looks?)\s+(?:\w+\s+)?(?:perfect|great|good|ideal|right|nice|fun|"
+                     r"lovely|amazing|wonderful|best|better|fantastic|awesome)\b", re.IGNORECASE)
 # nor a reason: a proposal or an instruction for the task at hand ("Let's work this out step by step:", "Do not provide
 # the ending"), something asked of the assistant ("please provide some additional options"), a recent event
 _PROPOSAL = re.compile(r"(?:let(?:'s| us)|(?:please\s+)?(?:do not|don't|never) (?:provide|give|show|tell|write|include|"
                        r"add|list|mention|make))\b", re.IGNORECASE)
-_ASKS = re.compile(r"\b(?:please|recently|wondering|wonder if)\b", re.IGNORECASE)
+_ASKS = re.compile(r"\b(?:please|recently|lately|wondering|wonder if)\b", re.IGNORECASE)
+# nor thanks: what extract.clean leaves of "Thanks for the tips and advice!"
+_THANKS = re.compile(r"^(?:thank|thanks|thx|cheers|appreciate)\b|^for (?:the|all|your)\b", re.IGNORECASE)
 # texts read per call (a run, a session of a batch; a sentence, or a message read whole: :func:`whole_messages`):
 # about 6 ms each, so a host's 20,000-character message costs agent_end at most ~0.3 s; the first ones are read
 # (deterministic, unlike a time budget)
@@ -217,9 +225,11 @@ def lasting_reason(sent: str) -> bool:
     (unless the speaker says what it is to them: "it's the only one without nuts and I'm allergic"), not the pick's
     praise with no subject ("makes the most sense for me"), not a proposal for the task at hand or the lead-in to
     what follows ("Let's work this out step by step:", "Do not provide the ending"), nothing asked of the assistant
-    ("please provide some additional options", "wondering if you could give me some tips")."""
+    ("please provide some additional options", "wondering if you could give me some tips"), no thanks ("Thanks for
+    the tips!")."""
     return not (_NOW.search(sent) or (_OF_THE_OPTION.search(sent) and not _FIRST.search(sent)) or _PRAISE.match(sent)
-                or _PROPOSAL.match(sent) or sent.rstrip().endswith(":") or _YOU.search(sent) or _ASKS.search(sent))
+                or _PROPOSAL.match(sent) or sent.rstrip().endswith(":") or _YOU.search(sent) or _ASKS.search(sent)
+                or _THANKS.match(sent))
 
 
 def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, float | None]]:
@@ -243,7 +253,10 @@ def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, flo
             pick = (query, (prev[2], prev[0]), (text, eid))
             found = choice(*pick)  # the choice rule read the reason already; a bare pick has none to read
             taken = found is not None and found.node_kind == "choice"
-            text = reason_given(text, prev[2]) if among_options(query, text) and not taken else ""
+            # a pick said as an intention or a verdict ("I'll go with ...", "... works best") is read as one only in
+            # a reply of a pick's length to a question that asked for a choice (picks.reason_given)
+            asked = bool(query) and len(text.split()) <= PICK_WORDS and asks_for_choice(query[0])
+            text = reason_given(text, prev[2], asked=asked) if among_options(query, text) and not taken else ""
         query = (text if pick is None else pick[2][0], eid)
         for sent in sentences(text):
             sent = clean(sent)

@@ -273,22 +273,51 @@ def answered(messages) -> dict[str, str]:
     return out
 
 
-def reason_given(selection: str, options: str) -> str:
+def reason_given(selection: str, options: str, *, asked: bool = False) -> str:
     """What a reply that picks one of ``options`` says besides the pick: the rest after its first phrase ("Audiobook.
     I'm dyslexic, listening is just way easier for me.", "Gluten-free — celiac, unfortunately.", "Let's do the slow
     cooker one, I never have time to cook on weeknights."); "" when the reply is the pick alone. The learned gate
-    reads it (layers/gate.py): a reason that states something lasting makes the pick a standing preference."""
+    reads it (layers/gate.py): a reason that states something lasting makes the pick a standing preference.
+    ``asked``: the question before the offer asked for a choice, so a first sentence that names an option and is
+    said as choosing it is the pick, as an intention or a verdict too ("I'll go with walking dogs at the shelter.",
+    "I'll rent a desk at the coworking space.", "The 10 a.m. coffee group works best."); without a question that
+    asked for one, "I'll definitely try to establish a routine." takes up advice and picks nothing."""
     sel = selection.strip()
     if "\n" in sel:
         return ""  # a pasted text, not a pick and its reason
     parts = _PHRASE_END.split(sel, maxsplit=1)
     if len(parts) < 2 or not _OPTIONS.search(options) or _own_list(sel):
         return ""
-    return parts[1].strip() if _is_the_pick(parts[0], options) else ""
+    if _is_the_pick(parts[0], options):
+        return parts[1].strip()
+    if asked:
+        first = _SENTENCE.split(sel, maxsplit=1)
+        # what follows such a pick is a reason when it is a clause ("Quick and simple." describes the option)
+        if len(first) == 2 and _chosen_in(first[0], options) and _CLAUSE.search(first[1]):
+            return first[1].strip()
+    return ""
 
 
 # where a reply's phrases end: a sentence's end, a dash, a comma after a word
 _PHRASE_END = re.compile(r"(?<=[.!;])\s+|\s+(?:[\u2014\u2013]|-{1,2})\s+|[\u2014\u2013]|(?<=\w),\s+")
+_SENTENCE = re.compile(r"(?<=[.!;])\s+(?=[A-Z\"'])")
+# a first sentence said as choosing, when a choice was asked for: an intention at its start ("I'll go with ...",
+# "We'll take ...", "Let's book ..."), or a verdict on what it names ("... works best", "... is ideal", "... is what
+# I need", "... is what matters most to me")
+_CHOOSING = re.compile(r"^(?:I(?:'ll| will)|we(?:'ll| will)|let's|lets)\s+(?:\w+ly\s+)?[a-z]+\b|"
+                       r"\b(?:works?|suits?|fits?)\s+(?:me\s+|us\s+)?(?:best|better|perfectly)\b|"
+                       r"\b(?:is|are|'s|sounds?|seems?|looks?)\s+(?:\w+\s+)?(?:ideal|perfect|right for (?:me|us))\b|"
+                       r"\b(?:is|are|'s)\s+(?:exactly\s+)?what\s+(?:I|we)\s+(?:need|want)\b|"
+                       r"\bwhat matters (?:most )?to (?:me|us)\b", re.IGNORECASE)
+CHOSEN_WORDS = 15  # a first sentence that picks, at most this long ("I'll go with option 2 and reserve the ...")
+
+
+def _chosen_in(sentence: str, options: str) -> bool:
+    """``sentence`` (a reply's first, to a question that asked for a choice) picks one of ``options``: said as
+    choosing (_CHOOSING), at most CHOSEN_WORDS words, naming an option, nothing asked."""
+    return (len(sentence.split()) <= CHOSEN_WORDS and not sentence.rstrip().endswith("?")
+            and bool(_CHOOSING.search(sentence.replace("\u2019", "'"))) and _names_an_option(sentence, options))
+
 
 
 def _is_the_pick(phrase: str, options: str) -> bool:
