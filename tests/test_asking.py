@@ -50,14 +50,15 @@ def test_the_shipped_model_is_valid_names_its_embedder_and_was_not_fitted_on_the
 
 def test_the_labelled_prompts_are_labelled_and_the_rules_read_the_written_ones():
     """Every row is {text, label, split}; the rules read the written questions as asking (the forms were written
-    from them: 123 of 134, all but "How do I ...?", left to the model, and one slang form) and no written prompt
-    that asks for knowledge or tells something, but the one "good" in "Translate 'good morning'" reads as advice."""
+    from them: 122 of 134, all but "How do I ...?", left to the model, and one slang form; "How do I keep my plants
+    alive ...?" was read by "plan" in "plants" until "plan" was read as a verb only) and no written prompt that asks
+    for knowledge or tells something, but the one "good" in "Translate 'good morning'" reads as advice."""
     rows = [json.loads(line) for line in LABELS.read_text().splitlines()]
     assert all(set(r) == {"text", "label", "split"} and isinstance(r["label"], bool) for r in rows)
     assert len({r["text"] for r in rows}) == len(rows)
     written = [r for r in rows if r["split"] == "written"]
     missed = [r["text"] for r in written if r["label"] and not asks_for_choice(r["text"])]
-    assert len(missed) <= 11 and all(t.startswith("How ") or " How " in t or "move" in t for t in missed), missed
+    assert len(missed) <= 12 and all(t.startswith("How ") or " How " in t or "move" in t for t in missed), missed
     read = [r["text"] for r in written if not r["label"] and asks_for_choice(r["text"])]
     assert read == ['Translate "good morning" into French.']
 

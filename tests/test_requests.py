@@ -115,6 +115,28 @@ def test_questions_and_tasks_that_ask_for_no_choice_do_not():
         assert asks_for_choice(prompt) == 0.0, prompt
 
 
+def test_plan_and_schedule_are_errands_as_verbs_and_a_pasted_quiz_asks_for_no_choice():
+    """The inter chats' pasted coursework was read as asking by "plan" and "schedule" anywhere (11 of 316 user turns,
+    each a prompt the user's work preferences were handed): "plan" and "schedule" are errands as verbs with
+    something to plan, not as nouns, nor "plan" said of a "you" in a quiz; a quiz or coursework pasted to be
+    answered asks for the answer, not for the user's choice. "plants" was read as "plan" before."""
+    for prompt in ("Can you help me plan our anniversary weekend?", "Could you plan a day in Kyoto for me?",
+                   "I'm planning a trip to Lisbon in May.", "I need help planning meals for the week.",
+                   "How would you plan getting around the Highlands?", "What's a good plan for my Saturday?",
+                   "Schedule a call with the landlord for Tuesday.", "Please schedule time for a haircut.",
+                   "Change of plans: after Lisbon I'm going to Porto for two nights.",  # an errand revised
+                   "What kind of plants would do well in a dark apartment?"):
+        assert asks_for_choice(prompt) == 1.0, prompt
+    for prompt in ("3.Question 3As a project manager, you plan the release dates for your new project. What release "
+                   "date(s) should never be moved?1 pointOnly the lastOnly the first",
+                   "If the project were to stay on this schedule estimate the Actual Cost [AC] of work?",
+                   "Which of the following is a key deliverable of Sprint Planning?",
+                   "Select all that apply. Which user story fits the planned Sprint?",
+                   "The project plan was created by the previous manager.",
+                   "My plants are doing great this year."):
+        assert asks_for_choice(prompt) == 0.0, prompt
+
+
 def test_a_pasted_document_is_read_at_its_start_and_end_only():
     middle = "x " * MAX_CHARS + "recommend " + "y " * MAX_CHARS
     assert asks_for_choice(middle) == 0.0

@@ -319,7 +319,6 @@ def _chosen_in(sentence: str, options: str) -> bool:
             and bool(_CHOOSING.search(sentence.replace("\u2019", "'"))) and _names_an_option(sentence, options))
 
 
-
 def _is_the_pick(phrase: str, options: str) -> bool:
     """``phrase`` is a pick: "Audiobook.", "Number 4.", "Let's do the slow cooker one", "2"; not a clause of its
     own ("That's really helpful to know.", "My skin type is combination, ...": a reply to advice, not a pick)."""

@@ -61,12 +61,14 @@ _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alterna
            r"come up with|draw up|build)(?: [\w-]+){0,6} (?:for (?:me|my|us|our)\b|(?:i|we) (?:can|could) )|"
            # asked the way people ask each other, not the way a form asks (a fresh author's questions, 2026-12-07):
            # what would help or fit ("What can help?", "What kind of dog fits a busy family?", "Which streaming
-           # service is right for me?"), what is there to do ("What's worth doing?", "What's there to do in Denver?",
-           # "What do people usually do in Kyoto?"), where to start or go ("Where do I start?", "Where to eat?"),
-           # what the agent would do or point to ("what would you do?", "a laptop you'd point me to"), thoughts asked
-           # for ("Thoughts?", "Any thoughts on where to go?"), what should be ("What should be on the menu?")
+           # service is right for me?", "What kind of plants would do well in a dark apartment?"), what is there to
+           # do ("What's worth doing?", "What's there to do in Denver?", "What do people usually do in Kyoto?"),
+           # where to start or go ("Where do I start?", "Where to eat?"), what the agent would do or point to ("what
+           # would you do?", "a laptop you'd point me to"), thoughts asked for ("Thoughts?", "Any thoughts on where
+           # to go?"), what should be ("What should be on the menu?")
            r"(?:what|anything|something) (?:\w+ )?(?:can|could|would|might|will) help(?=[^.!?]*\?)|"
-           r"(?:fits?|suits?) (?:a|an|me|us|my|our)\b(?=[^.!?]*\?)|(?:right|best|ideal) for (?:me|us)\b(?=[^.!?]*\?)|"
+           r"(?:fits?|suits?) (?:a|an|me|us|my|our)\b(?=[^.!?]*\?)|(?:would|will|could|might) do well\b(?=[^.!?]*\?)|"
+           r"(?:right|best|ideal) for (?:me|us)\b(?=[^.!?]*\?)|"
            r"what(?:'s| is) (?:\w+ )?worth\b(?=[^.!?]*\?)|what(?:'s| is) there to (?:do|see|eat|try)|"
            r"things to (?:do|see|eat|try)\b(?=[^.!?]*\?)|what do (?:people|locals|folks) (?:\w+ )?do\b(?=[^.!?]*\?)|"
            r"where (?:do|should|can) (?:i|we) (?:start|begin)|where to(?:\s+\w+)?(?=\s*\?)|"
@@ -75,9 +77,17 @@ _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alterna
            r"thoughts(?=\s*\?)|any thoughts on (?:where|what|which|how)|"
            r"(?:what|which) (?:\w+ )?should (?:be|go)\b(?=[^.!?]*\?)")
 # errands done on the user's behalf, where their standing choices apply ("book me a flight", "plan our trip")
-# ("book" as a verb only: "book me a flight", "book two tickets", not "read the book" or "what book did she like")
-_ERRANDS = (r"plan\w*|book(?=\s+(?:me|us|him|her|them|it|a|an|the|my|our|this|that|one|two|three|four|\d+)\b)|booking|"
-            r"reserve|order(?! to\b)|buy|purchase|pick|choose|find me|get me|schedule")
+# ("book" as a verb only: "book me a flight", "book two tickets", not "read the book" or "what book did she like";
+# "plan" and "schedule" alike: "plan our trip", "planning a weekend", "schedule a call", not "the project plan", "the
+# planned publishing schedule", "stay on this schedule", nor a quiz's "As a project manager, you plan the release
+# dates", said of a "you" that is no one asked: the inter chats' pasted coursework was read as asking); a change of
+# plans revises an errand under way ("Change of plans: after Lisbon I'm going to Porto for two nights")
+_OBJECT = r"(?:me|us|him|her|them|it|a|an|the|my|our|this|that|these|those|one|two|three|four|some|\d+)"
+_ERRANDS = (r"(?:(?<=\bcan you )|(?<=\bcould you )|(?<=\bwould you )|(?<=\bwill you )|(?<!\byou ))"
+            r"plan(?:ning|s)?(?=\s+(?!(?:is|was|are|were|has|had|will|would|should|could|can|of|that|which|and|or|"
+            r"in|on)\b)[a-z])|changes? (?:of|to|in) (?:the |my |our )?plans?|"
+            rf"book(?=\s+{_OBJECT}\b)|booking|"
+            rf"reserve|order(?! to\b)|buy|purchase|pick|choose|find me|get me|schedule(?=\s+(?:{_OBJECT}|time)\b)")
 # a thing needed, wanted or sought, said rather than asked ("I need a gift for my sister's birthday.", "I'd like a
 # new hobby that gets me off the couch", "I'm looking to get in shape", "I'm stuck on what to get her"), time or a
 # place to make something of ("How do I spend a layover in Istanbul?", "make my small apartment feel bigger"):
@@ -132,12 +142,18 @@ _ABOUT_SOMEONE = re.compile(
     rf"^\s*(?i:what|which|how|why|when|where|who)\s+(?:(?!(?i:i|we|you)\b)\w+\s+){{0,4}}?{_NOT_US}[A-Z][a-z]+'s\b")
 
 
+# a quiz or coursework pasted to be answered ("3.Question 3 ... 1 pointOnly the last", "Select all that apply"):
+# it asks for the answer, never for the user's own choice
+_QUIZ = re.compile(r"\bquestion\s?\d+|\b1 point|\bselect all that apply\b|\b(?:which|what) of the following\b",
+                   re.IGNORECASE)
+
+
 def asks_for_choice(prompt: str) -> float:
     """1.0 when ``prompt`` asks for a recommendation, options or an errand done for the user, else 0.0."""
     if not prompt:
         return 0.0
     text = _bounded(prompt)
-    if about_someone(text):
+    if about_someone(text) or _QUIZ.search(text):
         return 0.0
     if _CUE.search(text) or _ACT.search(text) or _PICK.search(text) or _CONTINUED.search(text):
         return 1.0
