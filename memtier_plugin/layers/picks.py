@@ -291,7 +291,7 @@ def reason_given(selection: str, options: str, *, asked: bool = False) -> str:
     if _is_the_pick(parts[0], options):
         return parts[1].strip()
     if asked:
-        first = _SENTENCE.split(sel, maxsplit=1)
+        first = forms.SENT.split(sel, maxsplit=1)
         # what follows such a pick is a reason when it is a clause ("Quick and simple." describes the option)
         if len(first) == 2 and _chosen_in(first[0], options) and _CLAUSE.search(first[1]):
             return first[1].strip()
@@ -300,7 +300,6 @@ def reason_given(selection: str, options: str, *, asked: bool = False) -> str:
 
 # where a reply's phrases end: a sentence's end, a dash, a comma after a word
 _PHRASE_END = re.compile(r"(?<=[.!;])\s+|\s+(?:[\u2014\u2013]|-{1,2})\s+|[\u2014\u2013]|(?<=\w),\s+")
-_SENTENCE = re.compile(r"(?<=[.!;])\s+(?=[A-Z\"'])")
 # a first sentence said as choosing, when a choice was asked for: an intention at its start ("I'll go with ...",
 # "We'll take ...", "Let's book ..."), or a verdict on what it names ("... works best", "... is ideal", "... is what
 # I need", "... is what matters most to me")
