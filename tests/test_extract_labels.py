@@ -202,6 +202,47 @@ def test_a_thing_given_up_a_dealbreaker_and_a_refusal_in_a_phrase_are_taken():
     assert [t for t in left if extract(t, role="user")] == []
 
 
+def test_what_still_holds_after_a_past_occasion_is_taken_and_the_occasion_alone_is_not():
+    """What the user says still holds, or holds now, after a past cause (", and I'm still ...", "and now I only
+    ...", "I learned the hard way that ..."); beside each, an occasion followed by how the user feels about it."""
+    from memtier_plugin.layers.extract import extract
+
+    taken = ["I was bitten by a dog as a child, and I'm still terrified of large breeds.",
+             "I got food poisoning from street food in Bangkok, and now I only eat at places with high hygiene "
+             "ratings.",
+             "I was diagnosed with celiac disease last spring, and I now have to avoid gluten completely.",
+             "I learned the hard way that I can't handle spicy food."]
+    left = ["I watched the game last night and I'm still annoyed at the referee.",
+            "I visited my grandma yesterday, and I'm still smiling about her stories.",
+            "I went hiking on Saturday and I'm still sore.", "I just finished the book, and I'm still thinking "
+            "about the ending.", "I painted the living room last weekend and now I'm exhausted.",
+            "I realized I forgot my charger at home.", "I learned that the store closes at 9.",
+            "I adopted a puppy last week and now I need tips on house training."]
+    assert [t for t in taken if not extract(t, role="user")] == []
+    assert [t for t in left if extract(t, role="user")] == []
+
+
+def test_who_the_speaker_is_and_what_every_decision_comes_down_to_are_taken():
+    """A lasting condition said as who the speaker is before what follows from it ("As someone with a real fear of
+    flying, ..."), what every decision of a kind comes down to, and a caregiver's standing duty (a tenth author's
+    forms, probe_f's read half); beside each, the sentence of the same shape that states nothing lasting."""
+    from memtier_plugin.layers.extract import extract
+
+    taken = ["As someone with a real fear of flying, I'll go to almost any length to stay on the ground when I travel.",
+             "With three kids under six, every vehicle decision I make comes down to whether three car seats fit "
+             "across the back row.",
+             "Every purchase I make comes down to whether it was made ethically.",
+             "I'm the main caregiver for my elderly father, so I can't take on work that means nights away from home."]
+    left = ["As someone who just moved here, where should I eat?", "As someone who loves you, I have to say this.",
+            "As someone who grew up in an unstable environment, I know firsthand how impactful those things can be.",
+            "As someone who has donated to the Children's Hospital Foundation, I'm keenly aware of the importance "
+            "of supporting them.",
+            "As someone who's interested in theater, I think it's great that you're taking the time to learn.",
+            "Every decision I make at work gets questioned by my boss."]
+    assert [t for t in taken if not extract(t, role="user")] == []
+    assert [t for t in left if extract(t, role="user")] == []
+
+
 def test_a_need_with_its_lasting_reason_and_a_habit_with_how_often_are_taken():
     """What the household needs wherever it goes, said after a lasting reason ("My partner uses a wheelchair, so
     anywhere we go together needs ramps", "With a toddler and a baby in tow these days, we need restaurants that are

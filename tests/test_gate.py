@@ -117,6 +117,23 @@ def test_only_the_speakers_own_lasting_words_are_asked():
     assert [(s, floor) for _, s, floor in G.unread(msgs)] == [("Middle seats are my nightmare.", None)]
 
 
+@pytest.mark.parametrize("sent, asked", [
+    ("I had knee surgery two years ago, so I can't do high-impact exercise.", True),
+    ("I lived in a tiny studio for years and realized I hate clutter, so I now keep my home minimalist.", True),
+    ("I retired last year and now prefer slow-paced travel.", True),
+    ("I missed the bus, so I can't make it to the meeting.", True),  # read, and the gate leaves it
+    ("I booked the flight yesterday, so now I need a hotel.", False),  # an errand after the occasion
+    ("I lost my job last month, so money is tight right now.", False),  # of the moment
+    ("I went to Paris last year and loved the food.", False),  # nothing said after the occasion
+    ("I finished the book, and I'm still thinking about the ending, I finished it late.", False),
+    ("I got a new palette from Sephora last week, so if you have any ideas that use those shades, that'd be "
+     "great!", False)])  # asks something of the assistant
+def test_a_past_occasion_is_read_when_what_holds_since_is_said_after_it(sent, asked):
+    """A past occasion told as the cause of what holds since ("..., so I can't do high-impact exercise") is the
+    gate's to read whole; an occasion with nothing lasting after it, an errand, a moment, or a request is not."""
+    assert G.eligible(sent) is asked
+
+
 def test_candidates_take_what_the_gate_says_and_nothing_for_another_embedder():
     g = _bag_gate()
     msgs = [("e1", "user", "Early flights are my kryptonite. The trip was lovely for me.")]
@@ -425,6 +442,31 @@ def test_a_pick_names_its_option_by_number_or_a_short_word(reply, offer, reason)
         assert not picks.picks_an_option(reply, offer)
 
 
+GAME = ("Here are some ways to enjoy the big game: 1. Go to a packed sports bar downtown. 2. Watch it at home with a "
+        "couple of friends. 3. Attend the big public watch party in the city square. 4. Get tickets to the game "
+        "itself.")
+SEOUL = ("Seoul is a food lover's city. A few options: 1. Samgyeopsal, grilled pork belly. 2. Korean fried chicken with "
+         "beer. 3. A set of temple-style vegetable dishes at a Buddhist restaurant. 4. Galbi, marinated beef short "
+         "ribs.")
+
+
+@pytest.mark.parametrize("reply, offer, reason", [
+    # a pick said as a phrase longer than six words, or ending "for me", and a reason in the user's own words
+    ("At home with a couple of friends. Crowds and noise just wear me out.", GAME,
+     "Crowds and noise just wear me out."),
+    ("Temple food for me. I haven't eaten meat in years and I'm not starting on holiday.", SEOUL,
+     "I haven't eaten meat in years and I'm not starting on holiday."),
+    # what follows says nothing of the user: a description of the option, not a reason
+    ("At home with a couple of friends. Snacks and a big screen.", GAME, ""),
+    # a clause, not a pick ("aren't"), however few its words
+    ("A packed sports bar downtown isn't happening. Crowds wear me out.", GAME, ""),
+])
+def test_a_pick_said_as_a_longer_phrase_gives_the_reason_the_user_says_of_themselves(reply, offer, reason):
+    """A tenth author's picks (probe_f's read half): "At home with a couple of friends." names an option in seven
+    words and no clause; the gate reads what follows when it is said of the user ("wear me out")."""
+    assert picks.reason_given(reply, offer) == reason
+
+
 @pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
 def test_a_fifth_authors_phrases_are_taken_by_the_phrase_forms_and_the_gate(capsys):
     """colloquial_d (labels and fragments: "Renting, so nothing that needs drilling into walls"): measured once
@@ -465,6 +507,18 @@ def test_a_seventh_authors_formal_statements_are_measured(capsys):
     rather not look at a screen for long")."""
     _, _, gp, gr = _rules_then_gate("explicit_f", capsys)
     assert gr >= 0.95 and gp >= 0.97
+
+
+@pytest.mark.skipif(_bge() is None, reason="bge-small unavailable: memtier model setup --embedder")
+def test_the_shipped_gate_takes_a_lasting_consequence_of_a_past_occasion_and_leaves_an_occasion():
+    g, emb = G.load(), _bge()
+    taken = ["I had knee surgery two years ago, so I can't do high-impact exercise.",
+             "I lived in a tiny studio for years and realized I hate clutter, so I now keep my home minimalist."]
+    left = ["I missed the bus, so I can't make it to the meeting.", "I went hiking on Saturday and I'm still sore.",
+            "I painted the living room last weekend and now I'm exhausted.",
+            "I realized I forgot my charger at home."]
+    took = {t for t in taken + left if G.candidates([("t", "user", t)], g, emb)}
+    assert took == set(taken)
 
 
 KRYPTONITE = "Anything departing before 7 a.m. is my kryptonite."

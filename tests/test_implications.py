@@ -28,6 +28,16 @@ MILK = "I'm looking for a dairy-free milk for my morning coffee. What would you 
      "I want to join a recreational sports league to meet people. Which sport should I try?"),
     ("Caffeine and I don't mix.", "I have a big exam tomorrow and need to stay alert tonight. Any tips?"),
     ("I'm celiac.", "Which pizzerias in Naples should I try?"),
+    # a tenth author's (probe_f's read half, 2026-12-07)
+    ("My apartment lease caps pets at 25 pounds.",
+     "We're ready to adopt our first dog. Which breeds are great with kids?"),
+    ("I live in a 400-square-foot studio.", "We're hosting family for the holidays. What dining table should I buy?"),
+    ("I do all my own maintenance, so I avoid anything that needs dealer tools.",
+     "I want something fun to drive on weekends. Which sports cars should I consider?"),
+    ("I travel with my two large dogs.", "Can you suggest a place for a long weekend on the coast of Maine?"),
+    ("Because I work twelve-hour hospital shifts, nobody is home for most of the day.", "Which breed would suit me?"),
+    ("Anything out on the water would have me green within twenty minutes.",
+     "I have a week in Croatia and want to see Split, Hvar and Dubrovnik. How should I plan the legs between them?"),
 ])
 def test_an_item_bears_on_a_prompt_that_names_what_its_concept_bears_on(item, prompt):
     im = implications()
@@ -40,6 +50,8 @@ def test_an_item_bears_on_a_prompt_that_names_what_its_concept_bears_on(item, pr
     ("Raw fish is a hard no for me.", "Which SUV should I buy for snowy winters?"),
     ("I never rent cars abroad.", "What should I eat on my trip to Lima, Peru?"),  # a trip is not a road trip
     ("I'm celiac.", "Is this offer free of any dairy clauses?"),  # "free ... dairy" is not the phrase "dairy free"
+    ("I live in a 400-square-foot studio.", "How do I reverse a linked list in Python?"),
+    ("I do all my own maintenance, so I avoid anything that needs dealer tools.", "Where should we eat in Rome?"),
 ])
 def test_an_item_bears_on_no_prompt_that_names_none_of_its_objects(item, prompt):
     im = implications()

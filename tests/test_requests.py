@@ -67,7 +67,15 @@ def test_requests_for_advice_or_an_errand_ask_for_a_choice():
                    "I'm looking to get in shape before summer.", "I'm stuck on what to get her for her birthday.",
                    "My son wants an instrument. Which one is easiest to begin with?",
                    "How do I spend a layover in Istanbul?", "How do I make my small apartment feel bigger?",
-                   "I'm trying to cut back on screen time. Any strategies?", "What are your go-to weeknight dinners?"):
+                   "I'm trying to cut back on screen time. Any strategies?", "What are your go-to weeknight dinners?",
+                   # the kind named before its worth, a way for someone to, what could help or would work
+                   "We're ready to adopt our first dog. Which breeds are great with kids?",
+                   "What natural remedies can help with my joint pain?",
+                   "What's a stylish coffee table for a modern living room?",
+                   "What's the smartest way for a visitor to get around London using public transport?",
+                   "Which rug would work in my living room?",
+                   "What pet would be easy to care for in a small apartment?",
+                   "What's something I can do to calm down before bed?"):
         assert asks_for_choice(prompt) == 1.0, prompt
 
 
@@ -100,7 +108,8 @@ def test_questions_and_tasks_that_ask_for_no_choice_do_not():
                    "Hey John! How's it going? Any new games you're into?",
                    "Wow, Mel! Any more paintings coming up?",
                    "I'm going to make it for my family this weekend - can't wait!",
-                   "What's a closure in Python?",
+                   "What's a closure in Python?", "What is a smart contract?", "Which planets are habitable?",
+                   "What natural numbers can divide 12?",
                    "What is the capital of Peru?",
                    "It was a great game, what a finish!",
                    "And a car was waiting for us at the station.",  # told: a story goes on

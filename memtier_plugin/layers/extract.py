@@ -180,6 +180,26 @@ def episodic(sent: str) -> bool:
                     and not _under_way_for_good(sent, plan.group(0))))
 
 
+def since_then(sent: str) -> str:
+    """What a sentence that tells of a past occasion says holds since, '' when it says nothing after its cause:
+    "I had knee surgery two years ago, so I can't do high-impact exercise" gives "I can't do high-impact exercise"
+    (after ", so", a leading "Ever since ...,", ", and I'm still" / "and now", "I learned the hard way that")."""
+    m = (forms.SO_AFTER_REASON.search(sent) or forms.AFTER_CAUSE.match(sent) or forms.AND_SINCE.search(sent)
+         or forms.LEARNED.search(sent))
+    return sent[m.end():] if m else ""
+
+
+def holds_since(sent: str) -> bool:
+    """A past occasion told as the cause of what holds since: the clause after it (:func:`since_then`, three words or
+    more) tells of no occasion and no moment of its own and asks nothing of the assistant. The learned gate reads
+    such a sentence whole ("I had knee surgery two years ago, so I can't do high-impact exercise"; "I missed the bus,
+    so I can't make it to the meeting" is read and left; "I got a new palette, so if you have any ideas that use
+    those shades, that'd be great!" is not read)."""
+    rest = since_then(sent)
+    return (len(rest.split()) >= 3 and not episodic(rest) and not of_the_moment(rest)
+            and not forms.MOMENT.search(rest) and not re.search(r"\byou\b", rest, re.IGNORECASE))
+
+
 def of_the_moment(sent: str) -> bool:
     """A preference of one occasion (``sent`` clean: apostrophes plain): the moment leads ("Just for tonight, ..."),
     a wish beside a moment anywhere ("..., so I'd prefer a quick answer this time", "If it rains tomorrow, I'd rather
@@ -214,8 +234,7 @@ def _kind(sent: str, *, after_past: bool = False) -> str | None:
     if episodic(sent):
         # a past cause with a lasting consequence: "I was diagnosed with celiac disease last year, so even a little
         # wheat makes me sick" (the consequence decides; the item keeps the whole sentence)
-        m = forms.SO_AFTER_REASON.search(sent) or forms.AFTER_CAUSE.match(sent)
-        rest = sent[m.end():] if m else ""
+        rest = since_then(sent)
         if len(rest.split()) >= 3:
             return _kind(rest, after_past=True)
         # "Knee surgery last year means no running for me anymore": what the past cause rules out from now on
@@ -267,6 +286,8 @@ def _kind(sent: str, *, after_past: bool = False) -> str | None:
         return "rule"
     if forms.MOMENT.search(sent):
         return None
+    if forms.AS_SOMEONE.match(sent):
+        return "preference"  # "As someone with a real fear of flying, I'll go to almost any length to stay grounded"
     if forms.HOUSEHOLD.search(sent):
         return "preference" if forms.SO_THEN.search(sent) else "identity"
     said = with_subject(sent)  # "allergic to penicillin", "can't do dairy": typed without "I'm" or "I"

@@ -54,7 +54,7 @@ PREF = re.compile(
     re.IGNORECASE)
 STATE = re.compile(
     r"\bI(?:'m| am|(?:'ve| have)(?: always| long| really)? been)\s+"
-    r"(?:(?:a|an|very|really|strictly|severely|highly|quite|not|also|extremely|being|"
+    r"(?:(?:a|an|very|really|strictly|severely|highly|quite|not|also|still|extremely|being|"
     r"always|long|just|so|\w+ly)\s+){0,3}"
     r"(?:vegetarian|vegan|pescatarian|allergic|intolerant|lactose|gluten|afraid|scared|terrified|claustrophobic|"
     r"sensitive|(?:type ?[12] |t[12] )?diabetic|colou?r ?blind|left-handed|night owl|early bird|fan of|big fan|not a fan|into|passionate|"
@@ -241,8 +241,11 @@ IDENTITY = re.compile(r"\b(?:my name is|I live in|I work (?:[\w-]+ ){0,2}(?:shif
                        r"I(?:'m| am) \d{1,2}(?: years old)?(?=\s*(?:[,.;]|and\b|$))|"
                        r"I'm a (?:[\w-]+ ){0,2}?(?:nurse|teacher|doctor|developer|engineer|student|designer|parent|mom|"
                        r"dad|"
-                       r"manager|lawyer|chef|writer|researcher|retiree)|I am a (?:nurse|teacher|doctor|developer|"
-                       r"engineer|student|designer|parent|manager|lawyer|chef|writer|researcher))\b", re.IGNORECASE)
+                       r"manager|lawyer|chef|writer|researcher|retiree)|"
+                       # "I'm the main caregiver for my elderly father"
+                       r"I(?:'m| am) (?:the|a|an) (?:[\w-]+ ){0,2}?(?:caregiver|carer)|"
+                       r"I am a (?:nurse|teacher|doctor|developer|engineer|student|designer|parent|manager|lawyer|chef|"
+                       r"writer|researcher))\b", re.IGNORECASE)
 # a membership the user holds, by its number ("My United MileagePlus number is UA-MP 88213457"): an identity fact a
 # booking of its kind needs. The program's name is capitalised or a membership word says what it is; an order's,
 # a ticket's, a card's or an account's number is not one (one occasion, or a secret), nor is a bare "my number",
@@ -357,6 +360,15 @@ TO_ME = re.compile(r"^(?!(?:" + _NOT_A_KIND + r"|everything|nothing|something|an
                    r"(?:works?|suits?)\s+(?:(?:much|far|a lot|way)\s+)?better for me|"
                    r"(?:is|are)\s+(?:always\s+)?my first (?:stop|choice|port of call)|"
                    r"(?:has|have)\s+(?:always\s+)?been my (?:absolute\s+|all-time\s+)?favou?rite)\b", re.IGNORECASE)
+# a lasting condition or way of being said as who the speaker is, before what follows from it ("As someone with a
+# real fear of flying, I'll go to almost any length to stay on the ground"; not "As someone who loves you, ...", "As
+# someone who just moved here, ...", "As someone who has donated to ...", what the speaker knows or thinks after it
+# ("..., I know firsthand how impactful those things can be"), nor anything said to "you")
+AS_SOMEONE = re.compile(r"^As (?:someone|somebody|a person|an? (?:[\w-]+ )?(?:person|traveler|traveller|eater|parent|"
+                        r"owner|driver|patient|sufferer)) (?:with|who)\b(?![^,;]*\b(?:you|just|recently|once)\b)"
+                        r"(?![^,;]*\b(?:has|have|had|was|were|'s|grew)\s+\w+ed\b|[^,;]*\bgrew up\b)"
+                        r"[^,;?]{3,80},\s*(?=I\b|I'|my\b)(?!I (?:know|think|believe|feel|understand|realize|agree|"
+                        r"guess|suppose|wonder|hope)\b|I'm (?:\w+ )?aware\b)(?![^.;!?]*\byou\b)", re.IGNORECASE)
 # the speaker as a kind of person: "I'm someone who enjoys bold, fermented flavours", "I'm the type of person who
 # never checks a bag"
 SOMEONE_WHO = re.compile(r"\bI(?:'m| am) (?:\w+ )?(?:someone|somebody|a person|the (?:kind|type|sort) of (?:person|guy|"
@@ -534,6 +546,12 @@ LEADING_REASON = re.compile(LEAD_REASON + r"\s*", re.IGNORECASE)
 AFTER_CAUSE = re.compile(r"^(?:ever since|since|after)\b[^,;]{3,120},\s*(?=I\b)", re.IGNORECASE)
 SO_AFTER_REASON = re.compile(r"(?:,\s*so|\s+so(?=\s+(?:I|I'\w+|my|any|every|all|for)\b))\s+(?!(?:that|much|many|long|"
                               r"far|well|good|bad|often)\b)", re.IGNORECASE)
+# what still holds, or holds now, after a past occasion said before it: "I was bitten by a dog as a child, and I'm
+# still terrified of large breeds", "I retired last year and now prefer slow-paced travel"
+AND_SINCE = re.compile(r",?\s+and\s+(?=(?:I(?:'m|\s+am)?\s+)?(?:still|now)\b|now\s+I\b)", re.IGNORECASE)
+# what a past occasion taught the speaker: "I learned the hard way that I can't handle spicy food"
+LEARNED = re.compile(r"\bI (?:learned|realized|discovered|found out)(?: the hard way| over the years| early on)?,?"
+                     r"(?: that)?\s+(?=I\b)", re.IGNORECASE)
 REASON_AFTER = re.compile(r",?\s+(?:because|since)\s+|,\s*as\s+(?=I\b)", re.IGNORECASE)
 # every such thing must be so: "any transport I use has to be fully step-free"
 REQUIRED = re.compile(r"(?:^|,\s*(?:so\s+)?)(?:any|every|all|each)\s+[^,;:?]{2,50}?\b(?:has to|have to|must|needs? to)"
@@ -542,7 +560,9 @@ REQUIRED = re.compile(r"(?:^|,\s*(?:so\s+)?)(?:any|every|all|each)\s+[^,;:?]{2,5
                        # survive fur and claws", "any pet I have must cope without me"
                        r"(?:^|,\s*(?:so\s+)?)(?:any|every|all|each|anything|everything)\s+(?:[\w-]+\s+){0,3}?"
                        r"(?:I|we)\s+(?:\w+\s+)?(?:buy|have|get|own|use|book|rent|choose|pick|consider|eat|wear|adopt|"
-                       r"take|drive|bring)\b[^,;:?]{0,40}?\b(?:must|needs?|has to|have to)\b", re.IGNORECASE)
+                       r"take|drive|bring|make)\b[^,;:?]{0,40}?\b(?:must|needs?|has to|have to|comes? down to|"
+                       # "every vehicle decision I make comes down to whether three car seats fit across the back row"
+                       r"depends? on|hinges? on)\b", re.IGNORECASE)
 # what every one of a kind must do, read when no other form reads the sentence: "All commit messages in my projects
 # must follow the Conventional Commits format", "any plans involving the children must work around alternate weekends"
 MUST_DO = re.compile(r"(?:^|,\s*(?:so\s+)?)(?:any|every|all|each)\s+[^,;:?]{2,50}?\b(?:has to|have to|must|needs? to)"

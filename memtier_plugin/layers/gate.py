@@ -42,7 +42,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..store.artifacts import FileCache, bounded_number, load_named, read_artifact
 from . import forms
-from .extract import Candidate, clean, episodic, extract, of_the_moment, sentences
+from .extract import Candidate, clean, episodic, extract, holds_since, of_the_moment, sentences
 from .picks import among_options, answered, choice, picks_an_option, reason_given, restates_pick
 from .requests import asks_for_choice
 
@@ -214,7 +214,7 @@ def eligible(sent: str, *, own: bool = False) -> bool:
     (:func:`lasting_reason`)."""
     return (len(sent) >= MIN_CHARS and len(sent.split()) <= MAX_WORDS and not sent.rstrip().endswith("?")
             and (bool(_FIRST.search(sent)) or (own and not _YOU.search(sent))) and not _OTHER.match(sent)
-            and not episodic(sent)
+            and (not episodic(sent) or holds_since(sent))
             and not of_the_moment(sent)
             and not forms.REQUEST.search(sent)
             and (not own or lasting_reason(sent)))

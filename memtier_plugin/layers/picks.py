@@ -295,6 +295,11 @@ def reason_given(selection: str, options: str, *, asked: bool = False) -> str:
         # what follows such a pick is a reason when it is a clause ("Quick and simple." describes the option)
         if len(first) == 2 and _chosen_in(first[0], options) and _CLAUSE.search(first[1]):
             return first[1].strip()
+    # a longer pick said as a phrase, with its reason after it in the user's own words ("The solid oak one from the
+    # estate sale. I want something that'll last"; not "Put in table." nor "knowledge and expertise." after a phrase
+    # that shares a word with a list)
+    if _is_the_pick(parts[0], options, longer=True) and _OWN_WORDS.search(parts[1]):
+        return parts[1].strip()
     return ""
 
 
@@ -318,10 +323,24 @@ def _chosen_in(sentence: str, options: str) -> bool:
             and bool(_CHOOSING.search(sentence.replace("\u2019", "'"))) and _names_an_option(sentence, options))
 
 
-def _is_the_pick(phrase: str, options: str) -> bool:
-    """``phrase`` is a pick: "Audiobook.", "Number 4.", "Let's do the slow cooker one", "2"; not a clause of its
-    own ("That's really helpful to know.", "My skin type is combination, ...": a reply to advice, not a pick)."""
-    return bool(_pick_phrase(phrase) and not forms.INTENT.search(phrase) and _names_an_option(phrase, options))
+def _is_the_pick(phrase: str, options: str, *, longer: bool = False) -> bool:
+    """``phrase`` is a pick: "Audiobook.", "Number 4.", "Let's do the slow cooker one", "2"; ``longer``: also a
+    longer phrase with no clause ("The solid oak one from the estate sale.", "Temple food for me."); not a clause of
+    its own ("That's really helpful to know.", "My skin type is combination, ...": a reply to advice, not a pick)."""
+    # a verdict ("... works best") is a pick only when a choice was asked for (reason_given's ``asked``)
+    named = _pick_phrase(phrase) or (longer and len(phrase.split()) <= PICK_PHRASE_WORDS
+                                     and not _CLAUSE.search(_FOR_ME.sub("", phrase)) and not _NOT.search(phrase)
+                                     and not _CHOOSING.search(phrase))
+    return bool(named and not forms.INTENT.search(phrase) and _names_an_option(phrase, options))
+
+
+# a pick said as a phrase with no clause, at most this long ("At home with a couple of friends.")
+PICK_PHRASE_WORDS = 10
+# "... for me." ends a pick said as a phrase ("Temple food for me."): it says whose pick, not a clause
+_FOR_ME = re.compile(r"\s+for (?:me|us)\b(?=\W*$)", re.IGNORECASE)
+_NOT = re.compile(r"n't\b|\bnot\b", re.IGNORECASE)  # "winter outdoor sports aren't an option": a clause, not a pick
+# the user's own words: a reason said of themselves
+_OWN_WORDS = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself)\b", re.IGNORECASE)
 
 
 def _pick_phrase(phrase: str) -> bool:

@@ -31,17 +31,19 @@ from ..tokenize import tokenize
 # words of worth: what the user wants a thing to be ("a great outing", "a quick, healthy lunch", "an ideal routine")
 _WORTH = (r"great|fun|nice|good|healthy|quick|easy|comfortable|efficient|romantic|ideal|perfect|cheap|affordable|"
           r"decent|solid|reliable|relaxing|cozy|safe|simple|memorable|unique|authentic|scenic|quiet|practical|"
-          r"budget-friendly|family-friendly|kid-friendly|low-key|hearty|comforting|fresh|suitable|worthwhile")
+          r"budget-friendly|family-friendly|kid-friendly|low-key|hearty|comforting|fresh|suitable|worthwhile|"
+          r"stylish|elegant|sturdy|durable|versatile|spacious|charming|peaceful")
 # advice and options asked for ("what would you recommend", "any tips", "which one should I take")
 _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alternatives?|"
            r"(?:should|could|can|shall) (?:i|we)|(?:i|we) should|help me|looking for|what are some|"
-           r"ways? to|ways? for \w+ to(?=[^.!?]*\?)|"
+           r"ways? to|ways? for (?:\w+ ){1,2}to(?=[^.!?]*\?)|"
            r"(?:where|which|what) (?:\w+ )?(?:should|would|could) (?:i|we)|any good|best|good|favou?rite|"
            # what would fit the user ("Which one would be easier to care for?", "What would suit me?", "What
            # supplements would help my memory?"), a dish or thing they can make; asked, not told: a way for them to,
            # the places not to miss; a recipe for them
-           r"(?:which|what)(?: \w+){0,2} (?:would|will|might) (?:suit|fit|help|work for|be (?:best|better|easier|"
-           r"easiest|good|ideal|right))|suits? me|for someone like me|"
+           r"(?:which|what)(?: \w+){0,2} (?:would|will|might) (?:suit|fit|help|work (?:for|in|well)|be (?:best|"
+           r"better|easier|easiest|easy|good|ideal|right))|suits? me|for someone like me|"
+           r"what(?:'s| is) something (?:i|we) (?:can|could|might|should)\b|"
            r"what(?:'s| is| are) (?:a|an|some)(?: [\w-]+){1,3} (?:i|we) (?:can|could|might) (?:make|cook|do|try)|"
            r"must-(?:try|see|visit|do|eat|have|read|watch|hear|buy)(?=[^.!?]*\?)|"
            # what is worth doing, asked ("What sports events are worth seeing in Spain?")
@@ -52,6 +54,9 @@ _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alterna
            # breed would make a great trail companion?"): an asked question with an adjective of worth in it
            rf"(?:what|which)(?:'s| is| are| would be| might be|(?: [\w-]+){{0,3}} (?:would|will|might) make)"
            rf"(?: (?:a|an|some|the))?(?: [\w-]+,?){{0,3}}? (?:{_WORTH})\b(?=[^.!?]*\?)|"
+           # the kind named first ("Which breeds are great with kids?", "What shoes are comfortable for standing all
+           # day?")
+           rf"(?:what|which)(?: [\w-]+){{1,2}} (?:is|are) (?:\w+ )?(?:{_WORTH})\b(?=[^.!?]*\?)|"
            # things of a kind asked for ("Any recipes?"; not "Any new games you're into?", a question about the
            # listener), a choice asked about
            r"any(?: [\w-]+)? (?:recipes?|dishes|picks|spots|suggestions)(?=[^.!?]*\?)|choices?(?=[^.!?]*\?)|"
@@ -66,7 +71,7 @@ _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alterna
            # where to start or go ("Where do I start?", "Where to eat?"), what the agent would do or point to ("what
            # would you do?", "a laptop you'd point me to"), thoughts asked for ("Thoughts?", "Any thoughts on where
            # to go?"), what should be ("What should be on the menu?")
-           r"(?:what|anything|something) (?:\w+ )?(?:can|could|would|might|will) help(?=[^.!?]*\?)|"
+           r"(?:what|anything|something) (?:\w+ ){0,2}(?:can|could|would|might|will) help(?=[^.!?]*\?)|"
            r"(?:fits?|suits?) (?:a|an|me|us|my|our)\b(?=[^.!?]*\?)|(?:would|will|could|might) do well\b(?=[^.!?]*\?)|"
            r"(?:right|best|ideal) for (?:me|us)\b(?=[^.!?]*\?)|"
            r"what(?:'s| is) (?:\w+ )?worth\b(?=[^.!?]*\?)|what(?:'s| is) there to (?:do|see|eat|try)|"
