@@ -197,7 +197,7 @@ def holds_since(sent: str) -> bool:
     those shades, that'd be great!" is not read)."""
     rest = since_then(sent)
     return (len(rest.split()) >= 3 and not episodic(rest) and not of_the_moment(rest)
-            and not forms.MOMENT.search(rest) and not re.search(r"\byou\b", rest, re.IGNORECASE))
+            and not forms.MOMENT.search(rest) and not forms.YOU.search(rest))
 
 
 def of_the_moment(sent: str) -> bool:

@@ -490,6 +490,10 @@ THROUGH = re.compile(r"^(?:honestly,\s*)?I(?:'m| am)\b[^.;!?]{3,60}\bthrough and
 SUBORDINATE = re.compile(r"^(?:since|because|as|when|whenever|if|while|although|though|after|before|once|until|"
                           r"given|now that|so that)\b", re.IGNORECASE)
 SPEAKER = re.compile(r"\b(?:I|I'm|I've|my|we|we're|we've|our|us|me)\b", re.IGNORECASE)
+# the speaker's own words: first person singular or plural (a family's rule is the user's too)
+FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|we|we're|we've|our|us)\b", re.IGNORECASE)
+# addressed to the assistant: not a view of the speaker's own
+YOU = re.compile(r"\b(?:you|your|you're|you'll|you've)\b", re.IGNORECASE)
 MOMENT = re.compile(r"\b(?:(?:to|mon|tues|wednes|thurs|fri|satur|sun)day's|tonight's|tomorrow's|today|tonight|tomorrow|"
                      r"this (?:week|weekend|morning|evening|afternoon|month|year|time|"
                      r"trip|summer|winter|spring|fall|autumn|season)|next|right now|asap|soon|by \w+day|on \w+day|"

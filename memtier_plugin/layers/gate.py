@@ -54,14 +54,10 @@ SHIPPED = Path(__file__).resolve().parent.parent / "data" / "standing_gate.yaml"
 MAX_BYTES = 256 * 1024
 MAX_DIM = 4096
 MAX_WEIGHT = 1e3
-# the speaker's own words: first person singular or plural (a family's rule is the user's too)
-_FIRST = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|we|we're|we've|our|us)\b", re.IGNORECASE)
 # someone else's liking or doing ("My husband refuses to fly", "My kids hate broccoli"): the subject is another
 _OTHER = re.compile(r"^(?:\w+,\s*)?(?:my|our)\s+(?:[\w-]+\s+){0,2}?(?:husband|wife|partner|boyfriend|girlfriend|son|"
                     r"daughter|kids?|children|sister|brother|mom|mother|dad|father|parents|friends?|boss|colleagues?|"
                     r"coworkers?|roommates?|neighbou?rs?|family|team)\s+(?!and I\b)", re.IGNORECASE)
-# addressed to the assistant: not a view of the speaker's own
-_YOU = re.compile(r"\b(?:you|your|you're|you'll|you've)\b", re.IGNORECASE)
 MIN_CHARS, MAX_WORDS = 12, 60
 # a pick's reason is taken when it could hold beyond the pick (:func:`lasting_reason`) and the gate gives it 0.1 or
 # more: the reply picks from an offer, so what it says besides the pick, unless of the moment or about the option, is
@@ -213,7 +209,7 @@ def eligible(sent: str, *, own: bool = False) -> bool:
     ever invented"), unless it addresses the assistant, and only when it could hold beyond the pick
     (:func:`lasting_reason`)."""
     return (len(sent) >= MIN_CHARS and len(sent.split()) <= MAX_WORDS and not sent.rstrip().endswith("?")
-            and (bool(_FIRST.search(sent)) or (own and not _YOU.search(sent))) and not _OTHER.match(sent)
+            and (bool(forms.FIRST_PERSON.search(sent)) or (own and not forms.YOU.search(sent))) and not _OTHER.match(sent)
             and (not episodic(sent) or holds_since(sent))
             and not of_the_moment(sent)
             and not forms.REQUEST.search(sent)
@@ -227,8 +223,8 @@ def lasting_reason(sent: str) -> bool:
     what follows ("Let's work this out step by step:", "Do not provide the ending"), nothing asked of the assistant
     ("please provide some additional options", "wondering if you could give me some tips"), no thanks ("Thanks for
     the tips!")."""
-    return not (_NOW.search(sent) or (_OF_THE_OPTION.search(sent) and not _FIRST.search(sent)) or _PRAISE.match(sent)
-                or _PROPOSAL.match(sent) or sent.rstrip().endswith(":") or _YOU.search(sent) or _ASKS.search(sent)
+    return not (_NOW.search(sent) or (_OF_THE_OPTION.search(sent) and not forms.FIRST_PERSON.search(sent)) or _PRAISE.match(sent)
+                or _PROPOSAL.match(sent) or sent.rstrip().endswith(":") or forms.YOU.search(sent) or _ASKS.search(sent)
                 or _THANKS.match(sent))
 
 
@@ -255,8 +251,11 @@ def unread(messages: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, flo
             taken = found is not None and found.node_kind == "choice"
             # a pick said as an intention or a verdict ("I'll go with ...", "... works best") is read as one only in
             # a reply of a pick's length to a question that asked for a choice (picks.reason_given)
-            asked = bool(query) and len(text.split()) <= PICK_WORDS and asks_for_choice(query[0])
-            text = reason_given(text, prev[2], asked=asked) if among_options(query, text) and not taken else ""
+            if among_options(query, text) and not taken:
+                asked = bool(query) and len(text.split()) <= PICK_WORDS and bool(asks_for_choice(query[0]))
+                text = reason_given(text, prev[2], asked=asked)
+            else:
+                text = ""
         query = (text if pick is None else pick[2][0], eid)
         for sent in sentences(text):
             sent = clean(sent)
@@ -338,7 +337,7 @@ def whole_messages(messages: Sequence[tuple[str, str, str]], ids: set[str]) -> l
         whole = clean(" ".join(text.split()))
         parts = [clean(s) for s in sentences(whole)]
         if (len(parts) >= WHOLE_MIN_SENTENCES and len(whole.split()) <= MAX_WORDS and "!" not in whole
-                and _FIRST.search(whole) and not _OTHER.match(whole) and not _YOU.search(whole)
+                and forms.FIRST_PERSON.search(whole) and not _OTHER.match(whole) and not forms.YOU.search(whole)
                 and not _REACTION.match(whole)
                 and not any(s.rstrip().endswith("?") or episodic(s) or of_the_moment(s) or extract(s, role="user")
                             for s in parts)):

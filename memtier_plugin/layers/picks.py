@@ -339,7 +339,8 @@ PICK_PHRASE_WORDS = 10
 # "... for me." ends a pick said as a phrase ("Temple food for me."): it says whose pick, not a clause
 _FOR_ME = re.compile(r"\s+for (?:me|us)\b(?=\W*$)", re.IGNORECASE)
 _NOT = re.compile(r"n't\b|\bnot\b", re.IGNORECASE)  # "winter outdoor sports aren't an option": a clause, not a pick
-# the user's own words: a reason said of themselves
+# the user's own words, in the first person singular: a reason said of themselves (not forms.FIRST_PERSON's "our":
+# "... work hand-in-hand with our manufacturers" after a phrase that names an option is a brand's pitch pasted in)
 _OWN_WORDS = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself)\b", re.IGNORECASE)
 
 
