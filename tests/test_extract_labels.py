@@ -284,6 +284,41 @@ def test_what_a_condition_rules_out_and_a_need_after_a_standing_clause_are_taken
     assert [t for t in left if extract(t, role="user")] == []
 
 
+def test_where_a_mind_never_settles_a_companion_on_every_trip_and_what_holds_after_its_reason_are_taken():
+    """An eleventh author's shapes (probe_g's read half): where the speaker can't work or rest ("I simply can't get
+    deep work done in open-plan spaces"), who comes on every trip, what the speaker means never to do again, and
+    what holds after a lasting reason and ", so" ("An old spinal injury means ..., so a soft, smooth ride matters
+    more to me than handling"). Beside each, the same shape for one occasion or someone else."""
+    from memtier_plugin.layers.extract import extract
+
+    taken = ["I simply can't get deep work done in open-plan spaces.", "I can't focus in noisy cafes.",
+             "I take my 90-pound Newfoundland with me on every trip; she's part of the family.",
+             "I've worked fully remotely for five years and have no intention of ever going back to an office.",
+             "An old spinal injury means jolts and vibration leave me in pain for days, so a soft, smooth ride "
+             "matters more to me than handling."]
+    left = ["I can't focus in the office today.", "I take my laptop to the meeting.",
+            "I had no intention of hurting anyone.", "I'm exhausted, so I'd rather stay in tonight.",
+            "My sister loves jazz, so she prefers the blue note."]
+    assert [t for t in taken if not extract(t, role="user")] == []
+    assert [t for t in left if extract(t, role="user")] == []
+
+
+def test_what_any_or_even_the_least_of_a_kind_does_to_the_speaker_is_taken():
+    """A pick's reason said as what a kind of thing does to the speaker (probe_g's read half): "Anything that bounces
+    me around on washboard roads means a week of back pain afterward", "Even an ice machine clanking down the hall
+    will wake me", "My cats would claw anything looped or shaggy to bits". Beside them, an occasion, a thing said to
+    the assistant, and a wish with no effect."""
+    from memtier_plugin.layers.extract import extract
+
+    taken = ["Anything that bounces me around on washboard roads means a week of back pain afterward.",
+             "Even an ice machine clanking down the hall will wake me.",
+             "My cats would claw anything looped or shaggy to bits within a week."]
+    left = ["Even the hotel staff made me feel welcome.", "Anything you recommend makes me happy.",
+            "Anything that helps would be appreciated.", "Even the smallest thing set me off yesterday."]
+    assert [t for t in taken if not extract(t, role="user")] == []
+    assert [t for t in left if extract(t, role="user")] == []
+
+
 def test_a_sentence_ends_where_it_ends_and_a_clause_loses_its_semicolon():
     """"9 a.m. to 4 p.m." is not three sentences (the second was stored as "to 4 p.m., and that isn't going to
     change."); a clause cut at a semicolon is stored without it; a dash or colon before a list gives examples of

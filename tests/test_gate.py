@@ -108,6 +108,33 @@ def test_the_shipped_gate_is_valid_and_names_its_embedder():
     assert "colloquial_heldout" in g.meta["excluded_splits"]
 
 
+LODGING = ("A few lodging ideas near Lake Tahoe: 1. A pet-friendly cabin with a fenced yard. 2. A boutique inn with "
+           "a 25-pound pet limit. 3. A lakeside resort with no pets. 4. A downtown hostel.")
+
+
+@pytest.mark.parametrize("reply, reason", [
+    # the place alone opens the reply
+    ("Definitely the first. My big girl comes everywhere with me, and she's well over any 25-pound limit.",
+     "My big girl comes everywhere with me, and she's well over any 25-pound limit."),
+    ("The second. Small inns feel homely to me.", "Small inns feel homely to me."),
+    # "the first time" is no place in the offer
+    ("The first time I went there, it rained.", ""),
+])
+def test_a_pick_said_as_its_place_alone_gives_its_reason(reply, reason):
+    """An eleventh author's picks (probe_g's read half): "Definitely the first." names the first option."""
+    assert picks.reason_given(reply, LODGING) == reason
+
+
+@pytest.mark.parametrize("sent", [
+    "I bleed Boston, and I'd go bareheaded before I'd wear anything from the Bronx.",  # "bleed" is no past tense
+    "I'm working overnights at the hospital while everyone else is asleep.",  # night work is no plan
+])
+def test_a_picks_reason_in_the_present_is_read(sent):
+    assert G.eligible(sent, own=True)
+    assert not G.eligible("I'm working on the slides tonight.", own=True)
+    assert not G.eligible("I needed a break, so I left early.", own=True)
+
+
 def test_only_the_speakers_own_lasting_words_are_asked():
     """A question, a past occasion, a request, someone else's liking and a sentence the rules already take are
     never read by the gate; the rest of a message is."""

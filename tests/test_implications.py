@@ -38,6 +38,17 @@ MILK = "I'm looking for a dairy-free milk for my morning coffee. What would you 
     ("Because I work twelve-hour hospital shifts, nobody is home for most of the day.", "Which breed would suit me?"),
     ("Anything out on the water would have me green within twenty minutes.",
      "I have a week in Croatia and want to see Split, Hvar and Dubrovnik. How should I plan the legs between them?"),
+    # an eleventh author's (probe_g's read half, 2026-12-07)
+    ("I have chronic kidney disease and keep to a low-potassium diet.",
+     "I'm trying to eat healthier snacks. What should I stock up on?"),
+    ("I'm Deaf, and I can't hear a standard fire alarm.", "Help me book a place to stay in Chicago for a conference."),
+    ("I've been sober for six years.", "I'm feeling a cough coming on. Which over-the-counter remedies would help?"),
+    ("I'm a flight attendant, so I'm away from home for days at a time.",
+     "I'd like some company at home. What animal should I think about getting?"),
+    ("I take my 90-pound Newfoundland with me on every trip.", "We're planning a weekend in Asheville. Where should we stay?"),
+    ("I've worked fully remotely for five years.", "I'm looking for a new job. Which companies should I target?"),
+    ("Loud, packed crowds overwhelm me very quickly.",
+     "My nephew loves American football. What's a fun way for us to enjoy a game together?"),
 ])
 def test_an_item_bears_on_a_prompt_that_names_what_its_concept_bears_on(item, prompt):
     im = implications()
@@ -52,6 +63,8 @@ def test_an_item_bears_on_a_prompt_that_names_what_its_concept_bears_on(item, pr
     ("I'm celiac.", "Is this offer free of any dairy clauses?"),  # "free ... dairy" is not the phrase "dairy free"
     ("I live in a 400-square-foot studio.", "How do I reverse a linked list in Python?"),
     ("I do all my own maintenance, so I avoid anything that needs dealer tools.", "Where should we eat in Rome?"),
+    ("I have chronic kidney disease.", "Which hiking boots should I buy?"),
+    ("I'm Deaf.", "What's a good recipe for banana bread?"),
 ])
 def test_an_item_bears_on_no_prompt_that_names_none_of_its_objects(item, prompt):
     im = implications()

@@ -157,14 +157,17 @@ PAST = re.compile(r"\b(?:used to|yesterday|last (?:night|week|weekend|month|year
                    r"I (?:just |recently |finally |also |even |actually )?"
                    r"(?:found(?! out)|went|made|got|took|saw|met|tried|started|bought|thought|did|came|left|decided|"
                    r"was (?:thinking|wondering|hoping|a bit)|"
-                   rf"(?!need|feed|proceed|embed|stopped (?:{GIVEN_UP})\b)\w+ed))\b",
+                   rf"(?!need|feed|proceed|embed|bleed|breed|exceed|succeed|speed|heed|stopped (?:{GIVEN_UP})\b)"
+                   r"\w+ed))\b",
                    re.IGNORECASE)
 RECALLED = re.compile(r"\bremind(?:s|ed|ing)? me (?:why|how|of|that|what)\b|\bremember (?:why|how)\b|"
                        r"^(?:hope|wish)\b|\bmade me (?:appreciate|realize|remember|think|feel)\b|"
                        r"\bI(?:'m| am) (?:so |really |just )?(?:glad|sure|grateful|thankful)\b|\bI (?:bet|wish|hope)\b",
                        re.IGNORECASE)
 PLAN = re.compile(r"^(?:\w+,\s*)?I(?:'m| am) (?:\w+ly |just |currently |now )?(?!trying to\b|cutting (?:out|back)\b|"
-                   r"avoiding\b|staying away\b|steering clear\b)\w+ing\b|"
+                   r"avoiding\b|staying away\b|steering clear\b|"
+                   # night work is a way of life, not a plan: "I'm working overnights at the hospital"
+                   r"working (?:overnights|nights|night shifts?|the night shift|graveyard)\b)\w+ing\b|"
                    r"^(?:\w+,\s*)?I(?:'ve| have) (?:also |actually |just |recently )?been "
                    r"(?!(?:avoiding|eating|following|sticking|staying|trying|cutting|limiting|keeping|living|"
                    r"working)\b)\w+ing\b|"
@@ -277,8 +280,11 @@ CONCERN = re.compile(r"\s+to\s+(?:come\s+(?:off|across|on)|seem|sound|look|appea
 # a habit said with how often: "I practise yoga two to three times a week", "I'm usually in a rush"
 HABIT = re.compile(r"(?:\bI(?:'ve been|'m| am| have been)\s+(?:\w+ly\s+)?\w+ing|\bI\s+(?:also\s+|still\s+|\w+ly\s+)?"
                     r"(?:go|do|practi[cs]e|run|swim|cook|read|walk|cycle|ride|train|work out|meditate|play|fast|pray|"
-                    r"drink|eat|wake up|get up|keep|tip|stretch|journal|nap)|\bI(?:'m| am) (?:in bed|up|asleep|awake))\b"
+                    r"drink|eat|wake up|get up|keep|tip|stretch|journal|nap)|\bI(?:'m| am) (?:in bed|up|asleep|awake)|"
+                    # who or what comes along: "I take my 90-pound Newfoundland with me on every trip"
+                    r"\bI\s+(?:always\s+)?(?:take|bring)(?=[^.;!?]{0,60}\b(?:(?:on|for) every|everywhere|wherever)\b))\b"
                     r"[^.;!?]{0,60}\b(?:regularly|every (?:day|morning|evening|night|afternoon|week|weekend|year)|"
+                    r"(?:on|for) every (?:trip|journey|holiday|vacation|flight|outing)|everywhere I go|wherever I go|"
                     r"year-round|all year round|"
                     r"(?:once|twice|\w+ times|\d+ times) a (?:day|week|month))\b|"
                     r"\bI(?:'m| am) (?:usually|always|often|generally) (?:in a (?:rush|hurry)|short on time|on a budget)\b",
@@ -389,6 +395,22 @@ WHENEVER_YOU = re.compile(r"^(?:whenever|every time|any ?time|each time)\s+you\s
 SHOULD_ALWAYS = re.compile(r"^(?!(?:that|it|this|which|what|these|those|they|he|she|you|we|i|there|here|people|"
                            r"everyone|everybody|nobody|one)\b)[^,;:?]{3,60}?\bshould (?:always|never)\s+(?:be|use|"
                            r"include|follow|have|go|mention|contain|come|start|end)\b", re.IGNORECASE)
+# what the speaker means never to do again, said of themself: "I've worked remotely for five years and have no
+# intention of ever going back to an office" (not "I had no intention of ...": one occasion; nor with a time of the
+# moment, read apart)
+NO_INTENTION = re.compile(r"\b(?:I|I've|and|but|so)\s+(?:have\s+|I\s+have\s+)?(?:absolutely\s+)?no (?:intention|desire) "
+                          r"(?:of|to) (?:ever |again )?[a-z]+", re.IGNORECASE)
+# what a kind of thing does to the speaker, said of any of it or even the least of it: "Anything that bounces me
+# around on washboard roads means a week of back pain afterward", "Even an ice machine clanking down the hall will
+# wake me", "My cats would claw anything looped or shaggy to bits within a week" (present or would: "Even the staff
+# made me feel welcome" tells of an occasion)
+ANY_EFFECT = re.compile(r"^(?:anything|everything|any [\w-]+) (?:that|which|with|in|on|over|under|near|more|less)\b"
+                        r"[^.;!?]{2,80}?\b(?:means?|leaves? me|gives? me|makes? me|sends? me|puts? me|costs? me|"
+                        r"wakes? me|keeps? me)\b|"
+                        r"^even (?:an? |the |one |the slightest |the smallest |a little )?[^,.;!?]{2,60}?\b"
+                        r"(?:will |would |can |could )?(?:wakes?|keeps?|makes?|gives?|sets?|leaves?|sends?) (?:me|off)\b|"
+                        r"^(?:my|our) (?:[\w-]+ ){1,2}(?:would|will) (?:\w+ )?(?:anything|everything)\b",
+                        re.IGNORECASE)
 # what the speaker's body rules out for good: "I can't play anything with sudden cutting", "I can't sit for hours"
 CANNOT = re.compile(r"\bI (?:really |just |simply |physically )?(?:can't|cannot) (?:play|sit|stand|walk|eat|drink|"
                      r"lift|handle|tolerate|digest|sleep|run|climb|carry|hike|ride|wear|do) (?:anything\b|any\b|"
@@ -396,6 +418,11 @@ CANNOT = re.compile(r"\bI (?:really |just |simply |physically )?(?:can't|cannot)
                      # "I can't sleep without blackout curtains", "I can't work without a second monitor"
                      r"\bI (?:really |just |simply )?(?:can't|cannot) (?:sleep|work|focus|function|relax|travel|"
                      r"concentrate|start my day|write|cook) without\b|"
+                     # where the user's mind or body never settles: "I simply can't get deep work done in open-plan
+                     # spaces", "I can't focus in noisy cafes" (not "in this heat", "in the office today": MOMENT)
+                     r"\bI (?:really |just |simply )?(?:can't|cannot) (?:get (?:any |much |deep |real |serious )?"
+                     r"(?:work|writing|thinking|studying|sleep|rest) done|focus|concentrate|think straight|sleep|relax"
+                     r") (?:in|on|around|near) (?!(?:this|that|these|those|here|there|the)\b)(?:an? |any )?[\w-]+|"
                      # what the user can do no more: "since the knee surgery I can't really do stairs anymore"
                      r"\bI (?:really |just |simply |physically )?(?:(?:can't|cannot) (?:really |even )?(?=(?:\w+ ){1,12}?"
                      r"(?:anymore|any more|any longer)\b)|can no longer )"

@@ -402,7 +402,10 @@ _BARE_NUMBER = re.compile(r"^\s*#?([1-9])\s*(?:[.,:;)!]|\s[-\u2014\u2013]|$)")
 # an option named by number or place ("option 2", "#3", "the second one", "go with the first")
 _BY_PLACE = re.compile(r"\b(?:option|number|choice) (\d|one|two|three|four|five)\b|#(\d)\b|"
                        r"\b(first|second|third|fourth|last) (?:one|option|choice|idea|suggestion)\b|"
-                       r"\b(?:pick|take|choose|go with|do|try) (?:the )?(first|second|third|fourth|last)\b",
+                       r"\b(?:pick|take|choose|go with|do|try) (?:the )?(first|second|third|fourth|last)\b|"
+                       # a reply that opens with the place alone: "Definitely the first.", "The second, please."
+                       r"^(?:(?:definitely|probably|maybe|honestly|easily|oh|ok|okay|hmm)[,!]?\s+)?the "
+                       r"(first|second|third|fourth|last)(?=\s*(?:[.,!;:\u2014\u2013-]|$))",
                        re.IGNORECASE)
 
 
