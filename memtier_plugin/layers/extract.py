@@ -336,7 +336,7 @@ def _so_standing(sent: str) -> str | None:
     head, rest = sent[:m.start()].rstrip(" ,;"), sent[m.end():].strip()
     if len(head.split()) < 3 or len(rest.split()) < 3 or not _lasting_reason(head):
         return None
-    return _kind(rest[0].upper() + rest[1:])
+    return _kind(rest)
 
 
 def _reasoned_preference(sent: str, who: re.Match) -> bool:

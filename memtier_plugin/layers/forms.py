@@ -277,16 +277,18 @@ REQUEST = re.compile(r"^\s*(?:can|could|would|will) you\b|"
 CONCERN = re.compile(r"\s+to\s+(?:come\s+(?:off|across|on)|seem|sound|look|appear|be\s+seen|hurt|offend|upset|"
                       r"disappoint|let\s+\w+\s+down|overstep|impose|intrude|be\s+(?:rude|pushy|a\s+burden))\b",
                       re.IGNORECASE)
+# wherever the speaker goes: "on every trip", "everywhere I go"
+_ALONG = r"(?:on|for) every (?:trip|journey|holiday|vacation|flight|outing)|everywhere I go|wherever I go"
 # a habit said with how often: "I practise yoga two to three times a week", "I'm usually in a rush"
 HABIT = re.compile(r"(?:\bI(?:'ve been|'m| am| have been)\s+(?:\w+ly\s+)?\w+ing|\bI\s+(?:also\s+|still\s+|\w+ly\s+)?"
                     r"(?:go|do|practi[cs]e|run|swim|cook|read|walk|cycle|ride|train|work out|meditate|play|fast|pray|"
-                    r"drink|eat|wake up|get up|keep|tip|stretch|journal|nap)|\bI(?:'m| am) (?:in bed|up|asleep|awake)|"
-                    # who or what comes along: "I take my 90-pound Newfoundland with me on every trip"
-                    r"\bI\s+(?:always\s+)?(?:take|bring)(?=[^.;!?]{0,60}\b(?:(?:on|for) every|everywhere|wherever)\b))\b"
+                    r"drink|eat|wake up|get up|keep|tip|stretch|journal|nap)|\bI(?:'m| am) (?:in bed|up|asleep|awake))\b"
                     r"[^.;!?]{0,60}\b(?:regularly|every (?:day|morning|evening|night|afternoon|week|weekend|year)|"
-                    r"(?:on|for) every (?:trip|journey|holiday|vacation|flight|outing)|everywhere I go|wherever I go|"
-                    r"year-round|all year round|"
+                    rf"{_ALONG}|year-round|all year round|"
                     r"(?:once|twice|\w+ times|\d+ times) a (?:day|week|month))\b|"
+                    # who or what comes along: "I take my 90-pound Newfoundland with me on every trip" (not "I take my
+                    # camera with me every day for a month": a plan)
+                    rf"\bI\s+(?:always\s+)?(?:take|bring)\b[^.;!?]{{0,60}}\b(?:{_ALONG})\b|"
                     r"\bI(?:'m| am) (?:usually|always|often|generally) (?:in a (?:rush|hurry)|short on time|on a budget)\b",
                     re.IGNORECASE)
 # a kind of thing ruled out for the speaker: "NSAIDs are off-limits for me", "a dog just isn't an option for me",
