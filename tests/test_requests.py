@@ -79,6 +79,27 @@ def test_requests_for_advice_or_an_errand_ask_for_a_choice():
         assert asks_for_choice(prompt) == 1.0, prompt
 
 
+def test_an_opinion_on_an_option_an_intention_to_choose_and_where_people_stay_ask_for_a_choice():
+    for prompt in ("What do you think of cruises for a first family vacation?",
+                   "what do you think about the HP Envy x360 for college?",
+                   "My lease ends in May. What do you think I should do?",
+                   "I've been thinking about getting into photography.", "Thinking of trading in my car.",
+                   "We're thinking of adopting a rescue dog this spring.", "I'm thinking about moving to Denver.",
+                   "I'm hosting Thanksgiving this year for the first time.",
+                   "Where do people usually stay in Paris?", "Where do locals eat in Lisbon?"):
+        assert asks_for_choice(prompt) == 1.0, prompt
+
+
+def test_the_listeners_thing_a_past_thought_and_someone_elses_intention_ask_for_no_choice():
+    for prompt in ("What do you think of this?", "Here's my painting. What do you think about it?",
+                   "What do you think of these?",
+                   "I was thinking about getting a dog last year, but the timing was off.",
+                   "She's thinking of adopting a cat.", "I'm thinking about my grandmother a lot lately.",
+                   "I'm thinking of starting a blog about coding.",
+                   "Where did people stay back then?"):
+        assert asks_for_choice(prompt) == 0.0, prompt
+
+
 def test_questions_and_tasks_that_ask_for_no_choice_do_not():
     for prompt in ("Why does this C++ loop overflow?",
                    "Rename the variable count in parser.py and rerun the lint job.",

@@ -33,6 +33,9 @@ _WORTH = (r"great|fun|nice|good|healthy|quick|easy|comfortable|efficient|romanti
           r"decent|solid|reliable|relaxing|cozy|safe|simple|memorable|unique|authentic|scenic|quiet|practical|"
           r"budget-friendly|family-friendly|kid-friendly|low-key|hearty|comforting|fresh|suitable|worthwhile|"
           r"stylish|elegant|sturdy|durable|versatile|spacious|charming|peaceful")
+# what a user may be choosing to do ("thinking of getting a dog", "thinking about trading in my car")
+_CHOOSING = (r"(?:getting|buying|adopting|trying|switching|trading|taking up|learning|renting|upgrading|leasing|"
+             r"booking|joining|moving)")
 # advice and options asked for ("what would you recommend", "any tips", "which one should I take")
 _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alternatives?|"
            r"(?:should|could|can|shall) (?:i|we)|(?:i|we) should|help me|looking for|what are some|"
@@ -67,20 +70,29 @@ _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alterna
            # asked the way people ask each other, not the way a form asks (a fresh author's questions, 2026-12-07):
            # what would help or fit ("What can help?", "What kind of dog fits a busy family?", "Which streaming
            # service is right for me?", "What kind of plants would do well in a dark apartment?"), what is there to
-           # do ("What's worth doing?", "What's there to do in Denver?", "What do people usually do in Kyoto?"),
-           # where to start or go ("Where do I start?", "Where to eat?"), what the agent would do or point to ("what
+           # do ("What's worth doing?", "What's there to do in Denver?", "What do people usually do in Kyoto?",
+           # "Where do people usually stay in Paris?"), where to start or go ("Where do I start?", "Where to eat?"), what the agent would do or point to ("what
            # would you do?", "a laptop you'd point me to"), thoughts asked for ("Thoughts?", "Any thoughts on where
            # to go?"), what should be ("What should be on the menu?")
            r"(?:what|anything|something) (?:\w+ ){0,2}(?:can|could|would|might|will) help(?=[^.!?]*\?)|"
            r"(?:fits?|suits?) (?:a|an|me|us|my|our)\b(?=[^.!?]*\?)|(?:would|will|could|might) do well\b(?=[^.!?]*\?)|"
            r"(?:right|best|ideal) for (?:me|us)\b(?=[^.!?]*\?)|"
            r"what(?:'s| is) (?:\w+ )?worth\b(?=[^.!?]*\?)|what(?:'s| is) there to (?:do|see|eat|try)|"
-           r"things to (?:do|see|eat|try)\b(?=[^.!?]*\?)|what do (?:people|locals|folks) (?:\w+ )?do\b(?=[^.!?]*\?)|"
+           r"things to (?:do|see|eat|try)\b(?=[^.!?]*\?)|"
+           r"(?:what|where) do (?:people|locals|folks|tourists|visitors) (?:\w+ )?(?:do|stay|eat|go)\b(?=[^.!?]*\?)|"
            r"where (?:do|should|can) (?:i|we) (?:start|begin)|where to(?:\s+\w+)?(?=\s*\?)|"
            r"(?:what|where|which) would you (?:do|go|pick|choose|get|order|try|eat|stay|take)\b|point (?:me|us) (?:to|toward)|"
            r"your go-to\b|any (?:strateg(?:y|ies)|pointers)\b|"
            r"thoughts(?=\s*\?)|any thoughts on (?:where|what|which|how)|"
-           r"(?:what|which) (?:\w+ )?should (?:be|go)\b(?=[^.!?]*\?)")
+           r"(?:what|which) (?:\w+ )?should (?:be|go)\b(?=[^.!?]*\?)|"
+           # an opinion asked on an option, or on what to do ("What do you think of cruises for a family
+           # vacation?", "What do you think I should do?"; not "What do you think of this?", the listener's thing),
+           # an intention to choose told as a thought under way ("I've been thinking about getting a dog", "Thinking
+           # of trading in my car."; not "I was thinking about getting one", "She's thinking of adopting")
+           r"what do you think (?:of|about)\b(?! (?:it|this|that|these|those|them|him|her)\b)(?=[^.!?]*\?)|"
+           r"what do you think (?:i|we) should\b|"
+           rf"(?:(?:i've been|i have been|i'm|i am|we're|we are|we've been) |^|(?<=[.!?] ))thinking (?:of|about) "
+           rf"{_CHOOSING}\b")
 # errands done on the user's behalf, where their standing choices apply ("book me a flight", "plan our trip")
 # ("book" as a verb only: "book me a flight", "book two tickets", not "read the book" or "what book did she like";
 # "plan" and "schedule" alike: "plan our trip", "planning a weekend", "schedule a call", not "the project plan", "the
@@ -101,7 +113,7 @@ _ERRANDS = (r"(?:(?<=\bcan you )|(?<=\bcould you )|(?<=\bwould you )|(?<=\bwill 
 # format?"): the words do not tell them apart, the prompt's embedding does (:mod:`.asking`)
 _WANTS = re.compile(
     r"\b(?:(?:i|we) need (?:a |an |some )?(?:new |good )?[\w-]+(?: [\w-]+)? (?:for|to wear)\b|(?:i|we) need (?:a )?new\b|"
-    r"(?:i'd|i would|we'd|we would) (?:like|love) (?:a|an|some)\b|(?:i'm|i am|we're|we are) looking to\b|"
+    r"(?:i'd|i would|we'd|we would) (?:like|love) (?:a|an|some)\b|(?:i'm|i am|we're|we are) (?:looking to|hosting)\b|"
     r"how (?:do|would|should) (?:i|we) spend\b|what to (?:get|buy|give|wear|cook|make|bring|eat|order|read|watch|see|pack)\b|"
     r"(?:which|what)(?: [\w-]+){0,3} (?:is|are|would be) (?:the )?(?:easiest|best|simplest|safest|most [\w-]+)\b"
     r"(?=[^.!?]*\?)|make (?:my|our) (?:[\w-]+ ){1,3}(?:feel|look)\b|keep (?:my|our|the|everyone)(?: [\w-]+){0,2} "
