@@ -581,3 +581,25 @@ def test_a_preamble_before_a_colon_is_no_speakers_name():
     assert facts and all(f.subject == "user" and "one more thing" not in f.content.lower() for f in facts), facts
     named = extract_facts("Caroline: I moved to Denver last month.", role="user", timestamp=TS)
     assert named and all(f.subject == "caroline" for f in named)  # a name before a colon still is one
+
+
+@pytest.mark.parametrize("text", [
+    "1. **Online Event Calendars**: Check online event calendars like Eventbrite, Meetup, or Facebook Events.",
+    "Support local venues: Frequent local bars, cafes, and music venues that host live music events.",
+    "Be kind to yourself: Remember that it's okay to have off days or weekends where you skip your routine.",
+    "Word of Mouth: Ask friends, coworkers, or acquaintances about local music events or venues.",
+    "Flea comb: Use a flea comb to remove fleas and their eggs from Max's coat.",
+    "Nail care: Make sure your fingernails are trimmed and shaped correctly.",  # nor "User's fingernails is ..."
+])
+def test_a_replys_advice_under_a_label_is_no_fact(text):
+    """LongMemEval's assistant replies list advice under labels; each was a fact ("Online Event Calendars: Check
+    online event calendars ...", 7,223 of the first 80 haystacks' assistant facts) that took a block's place."""
+    assert extract_facts(text, role="assistant", timestamp=TS) == []
+
+
+def test_a_replys_record_and_the_rules_it_restates_are_still_facts():
+    facts = extract_facts("Flight: UA 8802, departs 7:40am. Hotel: The Hoxton, near the venue. Status: fixed.",
+                          role="assistant", timestamp=TS)
+    assert {f.attribute for f in facts} >= {"flight", "hotel", "status"}, facts
+    rule = extract_facts("Rule: never book flights before 8am.", role="assistant", timestamp=TS)
+    assert rule and rule[0].value == "never book flights before 8am"

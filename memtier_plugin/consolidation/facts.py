@@ -317,6 +317,8 @@ def _is_skipped(sent: str, user: bool) -> bool:
     m = P.LABEL.match(sent)  # "Last piece: fly me home ...": a label does not make a request a statement
     if m and len(m["k"].split()) <= 4 and _states_nothing(m["rest"].strip()):
         return True
+    if not user and m and len(m["k"].split()) <= 4 and P.ADVICE_VALUE.match(m["rest"].strip()):
+        return True  # a reply's advice under a label ("Online calendars: Check Eventbrite"): no fact of anyone's
     return not user and bool(P.BOILERPLATE.match(sent))
 
 

@@ -403,6 +403,21 @@ ADDRESS_OWNER = re.compile(
     F,
 )
 OWN_ADDRESS = frozenset({"", "address", "home", "house", "place", "apartment", "flat", "home_address"})
+# What a reply's list item says after its label when it gives advice ("Online event calendars: Check Eventbrite
+# or Meetup", "Be kind to yourself: Remember that it's okay to have off days", "Support local venues: Frequent
+# local bars ..."): the reader is told what to do, which is no value of the label. An agent's record keeps its
+# values ("Flight: UA 8802, departs 7:40am", "Budget: $400 a night", "Status: fixed") and the rules it restates
+# ("Rule: never book flights before 8am").
+ADVICE_VALUE = re.compile(
+    r"^(?:(?:also|just|then|simply|be sure to|make sure to|try to)\s+)?"
+    r"(?:ask|avoid|bring|browse|check|choose|consider|contact|create|explore|find|focus|follow|frequent|get|"
+    r"go|invest|join|keep|learn|limit|listen|look|make|opt|pack|pay|pick|plan|practice|practise|prioriti[sz]e|"
+    r"reach|read|remember|research|seek|set|start|stay|stick|take|talk|track|try|use|visit|wear|write|"
+    r"attend|book|compare|experiment|include|incorporate|reduce|increase|schedule|support|treat|allow|give|"
+    r"let|note|think|suggest|recommend|encourage|ensure|inspect|share|imagine|place|add|combine|replace|spend|save|"
+    r"cut|turn|be)\s+(?!(?:is|are|was|were|has|had)\b)\w",
+    F,
+)
 # "Booked: UA 8802 ...", "Done: Lisbon Marriott ...": a report of one action (an event), not the
 # current value of a revisable attribute, so two bookings never supersede each other.
 ACTION_KEY = re.compile(
