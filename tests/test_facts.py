@@ -593,7 +593,7 @@ def test_a_preamble_before_a_colon_is_no_speakers_name():
 ])
 def test_a_replys_advice_under_a_label_is_no_fact(text):
     """LongMemEval's assistant replies list advice under labels; each was a fact ("Online Event Calendars: Check
-    online event calendars ...", 7,223 of the first 80 haystacks' assistant facts) that took a block's place."""
+    online event calendars ...", 8,464 of the first 80 haystacks' assistant facts) that took a block's place."""
     assert extract_facts(text, role="assistant", timestamp=TS) == []
 
 

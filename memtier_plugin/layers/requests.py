@@ -71,9 +71,9 @@ _ADVICE = (r"recommend\w*|suggest\w*|advice|advise|ideas?|options?|tips?|alterna
            # what would help or fit ("What can help?", "What kind of dog fits a busy family?", "Which streaming
            # service is right for me?", "What kind of plants would do well in a dark apartment?"), what is there to
            # do ("What's worth doing?", "What's there to do in Denver?", "What do people usually do in Kyoto?",
-           # "Where do people usually stay in Paris?"), where to start or go ("Where do I start?", "Where to eat?"), what the agent would do or point to ("what
-           # would you do?", "a laptop you'd point me to"), thoughts asked for ("Thoughts?", "Any thoughts on where
-           # to go?"), what should be ("What should be on the menu?")
+           # "Where do people usually stay in Paris?"), where to start or go ("Where do I start?", "Where to eat?"),
+           # what the agent would do or point to ("what would you do?", "a laptop you'd point me to"), thoughts asked
+           # for ("Thoughts?", "Any thoughts on where to go?"), what should be ("What should be on the menu?")
            r"(?:what|anything|something) (?:\w+ ){0,2}(?:can|could|would|might|will) help(?=[^.!?]*\?)|"
            r"(?:fits?|suits?) (?:a|an|me|us|my|our)\b(?=[^.!?]*\?)|(?:would|will|could|might) do well\b(?=[^.!?]*\?)|"
            r"(?:right|best|ideal) for (?:me|us)\b(?=[^.!?]*\?)|"
@@ -113,7 +113,8 @@ _ERRANDS = (r"(?:(?<=\bcan you )|(?<=\bcould you )|(?<=\bwould you )|(?<=\bwill 
 # format?"): the words do not tell them apart, the prompt's embedding does (:mod:`.asking`)
 _WANTS = re.compile(
     r"\b(?:(?:i|we) need (?:a |an |some )?(?:new |good )?[\w-]+(?: [\w-]+)? (?:for|to wear)\b|(?:i|we) need (?:a )?new\b|"
-    r"(?:i'd|i would|we'd|we would) (?:like|love) (?:a|an|some)\b|(?:i'm|i am|we're|we are) (?:looking to|hosting)\b|"
+    r"(?:i'd|i would|we'd|we would) (?:like|love) (?:a|an|some)\b|"
+    r"(?:i'm|i am|we're|we are) (?:looking to|hosting)\b|"
     r"how (?:do|would|should) (?:i|we) spend\b|what to (?:get|buy|give|wear|cook|make|bring|eat|order|read|watch|see|pack)\b|"
     r"(?:which|what)(?: [\w-]+){0,3} (?:is|are|would be) (?:the )?(?:easiest|best|simplest|safest|most [\w-]+)\b"
     r"(?=[^.!?]*\?)|make (?:my|our) (?:[\w-]+ ){1,3}(?:feel|look)\b|keep (?:my|our|the|everyone)(?: [\w-]+){0,2} "
