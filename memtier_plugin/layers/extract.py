@@ -270,9 +270,8 @@ def _kind(sent: str, *, after_past: bool = False) -> str | None:
     if find_cue(sent, forms.OPINION_SUBJECT) or _habit(sent) or forms.RULED_OUT.search(sent) \
             or forms.ONLY_KIND.search(sent) or forms.AVERSE.search(sent) or forms.CANNOT.search(sent) \
             or forms.HOUSE_RULE.search(sent) or forms.TRIGGERED.search(sent) or forms.SOMEONE_WHO.search(sent) \
-            or (forms.NO_INTENTION.search(sent) and forms.FIRST_PERSON.search(sent) and not forms.MOMENT.search(sent)) \
-            or (forms.ANY_EFFECT.search(sent) and not forms.YOU.search(sent) and not forms.MOMENT.search(sent)) \
-            or (forms.TO_ME.search(sent) and not forms.MOMENT.search(sent)):
+            or ((forms.TO_ME.search(sent) or (forms.NO_INTENTION.search(sent) and forms.FIRST_PERSON.search(sent))
+                 or (forms.ANY_EFFECT.search(sent) and not forms.YOU.search(sent))) and not forms.MOMENT.search(sent)):
         return "preference"
     if forms.REQUIRED.search(sent) and not forms.MOMENT.search(sent):  # "any book I read this summer must be short": a plan
         return "rule"
@@ -286,11 +285,11 @@ def _kind(sent: str, *, after_past: bool = False) -> str | None:
         return "rule"
     if _so_rule(sent):
         return "rule"
+    if forms.MOMENT.search(sent):
+        return None
     kind = _so_standing(sent)
     if kind:
         return kind  # "An old spinal injury means jolts leave me in pain, so a smooth ride matters more to me than ..."
-    if forms.MOMENT.search(sent):
-        return None
     if forms.AS_SOMEONE.match(sent):
         return "preference"  # "As someone with a real fear of flying, I'll go to almost any length to stay grounded"
     if forms.HOUSEHOLD.search(sent):
@@ -328,10 +327,10 @@ def _so_rule(sent: str) -> bool:
 def _so_standing(sent: str) -> str | None:
     """The kind of what a sentence says holds after its lasting reason and ", so" ("An old spinal injury means jolts
     leave me in pain for days, so a soft, smooth ride matters more to me than handling"): the reason is the speaker's
-    own lasting state (:func:`_lasting_reason`), the clause after it states a kind of its own, and nothing is of the
-    moment ("I'm exhausted, so I'd rather stay in tonight" is not)."""
+    own lasting state (:func:`_lasting_reason`) and the clause after it states a kind of its own. :func:`_kind` asks
+    only of a sentence with nothing of the moment ("I'm exhausted, so I'd rather stay in tonight" is not read)."""
     m = forms.SO_AFTER_REASON.search(sent)
-    if not m or forms.MOMENT.search(sent):
+    if not m:
         return None
     head, rest = sent[:m.start()].rstrip(" ,;"), sent[m.end():].strip()
     if len(head.split()) < 3 or len(rest.split()) < 3 or not _lasting_reason(head):
